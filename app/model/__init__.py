@@ -1,0 +1,46 @@
+"""Typed views of the Kubernetes objects drax reads, and exact quantities.
+
+Everything past the parsing edge works on these types; see `objects` and
+`quantity` for why they are shaped the way they are.
+"""
+
+from app.model.objects import (
+    AllocationResult,
+    AttributeValue,
+    CounterSet,
+    Device,
+    DeviceCapacity,
+    DeviceClass,
+    DeviceConstraint,
+    DeviceCounterConsumption,
+    DeviceRequest,
+    DeviceRequestAllocationResult,
+    DeviceSubRequest,
+    DeviceTaint,
+    DeviceToleration,
+    ExactDeviceRequest,
+    InvalidObject,
+    Node,
+    NodeSelector,
+    Pod,
+    PodResourceClaim,
+    RequestPolicy,
+    ResourceClaim,
+    ResourceClaimSpec,
+    ResourceClaimTemplate,
+    ResourcePool,
+    ResourceSlice,
+    parse_object,
+    qualify,
+)
+from app.model.quantity import Quantity, QuantityError, parse_quantity
+
+__all__ = [
+    "AllocationResult", "AttributeValue", "CounterSet", "Device", "DeviceCapacity",
+    "DeviceClass", "DeviceConstraint", "DeviceCounterConsumption", "DeviceRequest",
+    "DeviceRequestAllocationResult", "DeviceSubRequest", "DeviceTaint", "DeviceToleration",
+    "ExactDeviceRequest", "InvalidObject", "Node", "NodeSelector", "Pod", "PodResourceClaim",
+    "Quantity", "QuantityError", "RequestPolicy", "ResourceClaim", "ResourceClaimSpec",
+    "ResourceClaimTemplate", "ResourcePool", "ResourceSlice", "parse_object", "parse_quantity",
+    "qualify",
+]

@@ -1,0 +1,865 @@
+"""Typed, immutable views of the DRA API objects, parsed once at the edge.
+
+Sources hand the inventory raw JSON dicts (from YAML files or the API server);
+everything behind the inventory works on these dataclasses. Parsing happens
+exactly once per object version, so the hot paths (filter, prioritize) never
+walk nested dicts or re-validate. Field names follow `resource.k8s.io/v1`.
+
+Two normalisations happen here because every consumer needs them:
+- attribute and capacity names are stored fully qualified: a bare name such as
+  `productName` becomes `<driver>/productName`, exactly how CEL and
+  `matchAttribute` resolve it;
+- quantities are parsed into exact `Quantity` values.
+
+A malformed object raises `InvalidObject` naming the object and the field;
+the caller keeps whatever it already held.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from app.model.quantity import Quantity, QuantityError, parse_quantity
+
+ATTRIBUTE_KINDS: Final = ("int", "bool", "string", "version", "ints", "bools", "strings",
+                          "versions")
+ALLOCATION_MODE_EXACT_COUNT: Final = "ExactCount"
+ALLOCATION_MODE_ALL: Final = "All"
+
+
+class InvalidObject(ValueError):
+    """An API object that cannot be parsed; the message names the object and field."""
+
+
+# --------------------------------------------------------------------------- selectors
+
+
+@dataclass(slots=True, frozen=True)
+class NodeSelectorRequirement:
+    key: str
+    operator: str
+    values: tuple[str, ...] = ()
+
+    def matches(self, value: str | None) -> bool:
+        op = self.operator
+        if op == "In":
+            return value is not None and value in self.values
+        if op == "NotIn":
+            return value is None or value not in self.values
+        if op == "Exists":
+            return value is not None
+        if op == "DoesNotExist":
+            return value is None
+        if op in ("Gt", "Lt"):
+            if value is None or len(self.values) != 1:
+                return False
+            try:
+                left, right = int(value), int(self.values[0])
+            except ValueError:
+                return False
+            return left > right if op == "Gt" else left < right
+        return False
+
+
+@dataclass(slots=True, frozen=True)
+class NodeSelectorTerm:
+    match_expressions: tuple[NodeSelectorRequirement, ...] = ()
+    match_fields: tuple[NodeSelectorRequirement, ...] = ()
+
+    def matches(self, node: Node) -> bool:
+        if not self.match_expressions and not self.match_fields:
+            return False  # an empty term matches nothing, as in Kubernetes
+        for req in self.match_expressions:
+            if not req.matches(node.labels.get(req.key)):
+                return False
+        for req in self.match_fields:
+            value = node.name if req.key == "metadata.name" else None
+            if not req.matches(value):
+                return False
+        return True
+
+
+@dataclass(slots=True, frozen=True)
+class NodeSelector:
+    terms: tuple[NodeSelectorTerm, ...]
+
+    def matches(self, node: Node) -> bool:
+        return any(term.matches(node) for term in self.terms)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"nodeSelectorTerms": [_term_to_dict(t) for t in self.terms]}
+
+
+def _term_to_dict(term: NodeSelectorTerm) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if term.match_expressions:
+        out["matchExpressions"] = [_req_to_dict(r) for r in term.match_expressions]
+    if term.match_fields:
+        out["matchFields"] = [_req_to_dict(r) for r in term.match_fields]
+    return out
+
+
+def _req_to_dict(req: NodeSelectorRequirement) -> dict[str, Any]:
+    out: dict[str, Any] = {"key": req.key, "operator": req.operator}
+    if req.values:
+        out["values"] = list(req.values)
+    return out
+
+
+# --------------------------------------------------------------------------- nodes, pods
+
+
+@dataclass(slots=True, frozen=True)
+class Node:
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    uid: str = ""
+    resource_version: str = ""
+
+
+@dataclass(slots=True, frozen=True)
+class PodResourceClaim:
+    name: str
+    resource_claim_name: str | None = None
+    resource_claim_template_name: str | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class Pod:
+    """Only what an extender needs from a Pod: identity and its claim references."""
+
+    namespace: str
+    name: str
+    uid: str = ""
+    resource_claims: tuple[PodResourceClaim, ...] = ()
+    # pod claim name -> generated ResourceClaim name (None: no claim needed)
+    claim_statuses: Mapping[str, str | None] = field(default_factory=dict)
+    scheduler_name: str = ""
+    node_name: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+# --------------------------------------------------------------------------- devices
+
+
+@dataclass(slots=True, frozen=True)
+class AttributeValue:
+    """A typed attribute value. `kind` is one of ATTRIBUTE_KINDS, or "" for an
+    attribute without a supported value (which fails every CEL expression on
+    its device, as upstream). Versions are kept as the published string; list
+    kinds hold tuples."""
+
+    kind: str
+    value: Any
+
+
+@dataclass(slots=True, frozen=True)
+class RequestPolicy:
+    default: Quantity | None = None
+    valid_values: tuple[Quantity, ...] = ()
+    valid_range_min: Quantity | None = None
+    valid_range_max: Quantity | None = None
+    valid_range_step: Quantity | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class DeviceCapacity:
+    value: Quantity
+    request_policy: RequestPolicy | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class CounterSet:
+    name: str
+    counters: Mapping[str, Quantity]
+
+
+@dataclass(slots=True, frozen=True)
+class DeviceCounterConsumption:
+    counter_set: str
+    counters: Mapping[str, Quantity]
+
+
+@dataclass(slots=True, frozen=True)
+class DeviceTaint:
+    key: str
+    effect: str
+    value: str = ""
+    time_added: str | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class Device:
+    """One device of a ResourceSlice. `attributes` and `capacity` are keyed by
+    fully qualified name (`<domain>/<id>`)."""
+
+    driver: str
+    pool: str
+    name: str
+    slice_name: str
+    attributes: Mapping[str, AttributeValue] = field(default_factory=dict)
+    capacity: Mapping[str, DeviceCapacity] = field(default_factory=dict)
+    consumes_counters: tuple[DeviceCounterConsumption, ...] = ()
+    node_name: str | None = None
+    node_selector: NodeSelector | None = None
+    all_nodes: bool = False
+    taints: tuple[DeviceTaint, ...] = ()
+    binds_to_node: bool = False
+    binding_conditions: tuple[str, ...] = ()
+    binding_failure_conditions: tuple[str, ...] = ()
+    allow_multiple_allocations: bool = False
+
+    @property
+    def id(self) -> str:
+        """`<driver>/<pool>/<device>`, the device's identity across the cluster."""
+        return f"{self.driver}/{self.pool}/{self.name}"
+
+    def attribute(self, qualified_name: str) -> AttributeValue | None:
+        return self.attributes.get(qualified_name)
+
+
+@dataclass(slots=True, frozen=True)
+class ResourcePool:
+    name: str
+    generation: int
+    resource_slice_count: int
+
+
+@dataclass(slots=True, frozen=True)
+class ResourceSlice:
+    name: str
+    driver: str
+    pool: ResourcePool
+    devices: tuple[Device, ...] = ()
+    shared_counters: tuple[CounterSet, ...] = ()
+    node_name: str | None = None
+    node_selector: NodeSelector | None = None
+    all_nodes: bool = False
+    per_device_node_selection: bool = False
+    uid: str = ""
+    resource_version: str = ""
+
+
+# --------------------------------------------------------------------------- classes, claims
+
+
+@dataclass(slots=True, frozen=True)
+class DeviceClass:
+    name: str
+    selectors: tuple[str, ...] = ()
+    config: tuple[Mapping[str, Any], ...] = ()
+    extended_resource_name: str | None = None
+    generation: int = 0
+    resource_version: str = ""
+
+
+@dataclass(slots=True, frozen=True)
+class DeviceToleration:
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+    toleration_seconds: int | None = None
+
+    def tolerates(self, taint: DeviceTaint) -> bool:
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.key and self.key != taint.key:
+            return False
+        if self.operator == "Exists":
+            return True
+        return self.value == taint.value
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"operator": self.operator}
+        if self.key:
+            out["key"] = self.key
+        if self.value:
+            out["value"] = self.value
+        if self.effect:
+            out["effect"] = self.effect
+        if self.toleration_seconds is not None:
+            out["tolerationSeconds"] = self.toleration_seconds
+        return out
+
+
+@dataclass(slots=True, frozen=True)
+class ExactDeviceRequest:
+    """The fields shared by `exactly` and each `firstAvailable` subrequest."""
+
+    device_class_name: str
+    selectors: tuple[str, ...] = ()
+    allocation_mode: str = ALLOCATION_MODE_EXACT_COUNT
+    count: int = 1
+    admin_access: bool = False
+    tolerations: tuple[DeviceToleration, ...] = ()
+    capacity_requests: Mapping[str, Quantity] = field(default_factory=dict)
+
+
+@dataclass(slots=True, frozen=True)
+class DeviceSubRequest:
+    name: str
+    request: ExactDeviceRequest
+
+
+@dataclass(slots=True, frozen=True)
+class DeviceRequest:
+    name: str
+    exactly: ExactDeviceRequest | None = None
+    first_available: tuple[DeviceSubRequest, ...] = ()
+
+
+@dataclass(slots=True, frozen=True)
+class DeviceConstraint:
+    requests: tuple[str, ...] = ()
+    match_attribute: str | None = None
+    distinct_attribute: str | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class ResourceClaimSpec:
+    requests: tuple[DeviceRequest, ...] = ()
+    constraints: tuple[DeviceConstraint, ...] = ()
+    config: tuple[Mapping[str, Any], ...] = ()
+
+
+@dataclass(slots=True, frozen=True)
+class DeviceRequestAllocationResult:
+    request: str
+    driver: str
+    pool: str
+    device: str
+    admin_access: bool = False
+    tolerations: tuple[DeviceToleration, ...] = ()
+    binding_conditions: tuple[str, ...] = ()
+    binding_failure_conditions: tuple[str, ...] = ()
+    share_id: str | None = None
+    consumed_capacity: Mapping[str, Quantity] = field(default_factory=dict)
+
+    @property
+    def device_id(self) -> str:
+        return f"{self.driver}/{self.pool}/{self.device}"
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"request": self.request, "driver": self.driver,
+                               "pool": self.pool, "device": self.device}
+        if self.admin_access:
+            out["adminAccess"] = True
+        if self.tolerations:
+            out["tolerations"] = [t.to_dict() for t in self.tolerations]
+        if self.binding_conditions:
+            out["bindingConditions"] = list(self.binding_conditions)
+        if self.binding_failure_conditions:
+            out["bindingFailureConditions"] = list(self.binding_failure_conditions)
+        if self.share_id is not None:
+            out["shareID"] = self.share_id
+        if self.consumed_capacity:
+            out["consumedCapacity"] = {k: str(v) for k, v in self.consumed_capacity.items()}
+        return out
+
+
+@dataclass(slots=True, frozen=True)
+class AllocationResult:
+    results: tuple[DeviceRequestAllocationResult, ...] = ()
+    config: tuple[Mapping[str, Any], ...] = ()
+    node_selector: NodeSelector | None = None
+    allocation_timestamp: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"devices": {"results": [r.to_dict() for r in self.results]}}
+        if self.config:
+            out["devices"]["config"] = [dict(c) for c in self.config]
+        if self.node_selector is not None:
+            out["nodeSelector"] = self.node_selector.to_dict()
+        if self.allocation_timestamp:
+            out["allocationTimestamp"] = self.allocation_timestamp
+        return out
+
+
+@dataclass(slots=True, frozen=True)
+class ResourceClaimConsumerReference:
+    resource: str
+    name: str
+    uid: str
+    api_group: str = ""
+
+
+@dataclass(slots=True, frozen=True)
+class ResourceClaim:
+    namespace: str
+    name: str
+    spec: ResourceClaimSpec
+    uid: str = ""
+    resource_version: str = ""
+    allocation: AllocationResult | None = None
+    reserved_for: tuple[ResourceClaimConsumerReference, ...] = ()
+    deleting: bool = False
+    owner_pod_uid: str | None = None
+    annotations: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(slots=True, frozen=True)
+class ResourceClaimTemplate:
+    namespace: str
+    name: str
+    spec: ResourceClaimSpec
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    resource_version: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, Mapping) else {}
+
+
+def _where(kind: str, obj: Mapping[str, Any]) -> str:
+    meta = _meta(obj)
+    ns = meta.get("namespace")
+    name = meta.get("name", "<unnamed>")
+    return f"{kind} {ns}/{name}" if ns else f"{kind} {name}"
+
+
+def _map(value: Any, what: str) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise InvalidObject(f"{what}: expected an object, got {type(value).__name__}")
+    return value
+
+
+def _list(value: Any, what: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise InvalidObject(f"{what}: expected a list, got {type(value).__name__}")
+    return value
+
+
+def _str(value: Any, what: str, *, required: bool = False) -> str:
+    if value is None or value == "":
+        if required:
+            raise InvalidObject(f"{what}: required")
+        return ""
+    if not isinstance(value, str):
+        raise InvalidObject(f"{what}: expected a string, got {type(value).__name__}")
+    return value
+
+
+def _int(value: Any, what: str, *, default: int = 0) -> int:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidObject(f"{what}: expected an integer, got {value!r}")
+    return value
+
+
+def _quantity(value: Any, what: str) -> Quantity:
+    if isinstance(value, bool):
+        raise InvalidObject(f"{what}: expected a quantity, got {value!r}")
+    if isinstance(value, int | float):
+        value = str(value)
+    if not isinstance(value, str):
+        raise InvalidObject(f"{what}: expected a quantity string, got {value!r}")
+    try:
+        return parse_quantity(value)
+    except QuantityError as exc:
+        raise InvalidObject(f"{what}: {exc}") from None
+
+
+def qualify(name: str, driver: str) -> str:
+    """The fully qualified form of an attribute or capacity name of `driver`."""
+    return name if "/" in name else f"{driver}/{name}"
+
+
+def parse_node_selector(value: Any, what: str) -> NodeSelector | None:
+    if value is None:
+        return None
+    raw = _map(value, what)
+    terms = []
+    for i, term in enumerate(_list(raw.get("nodeSelectorTerms"), f"{what}.nodeSelectorTerms")):
+        t = _map(term, f"{what}.nodeSelectorTerms[{i}]")
+        terms.append(NodeSelectorTerm(
+            match_expressions=_requirements(t.get("matchExpressions"), f"{what}.matchExpressions"),
+            match_fields=_requirements(t.get("matchFields"), f"{what}.matchFields"),
+        ))
+    return NodeSelector(tuple(terms))
+
+
+def _requirements(value: Any, what: str) -> tuple[NodeSelectorRequirement, ...]:
+    out = []
+    for i, req in enumerate(_list(value, what)):
+        r = _map(req, f"{what}[{i}]")
+        out.append(NodeSelectorRequirement(
+            key=_str(r.get("key"), f"{what}[{i}].key", required=True),
+            operator=_str(r.get("operator"), f"{what}[{i}].operator", required=True),
+            values=tuple(str(v) for v in _list(r.get("values"), f"{what}[{i}].values")),
+        ))
+    return tuple(out)
+
+
+def parse_node(obj: Mapping[str, Any]) -> Node:
+    meta = _meta(obj)
+    name = _str(meta.get("name"), "Node metadata.name", required=True)
+    labels = _map(meta.get("labels"), f"Node {name} metadata.labels")
+    return Node(name=name, labels={str(k): str(v) for k, v in labels.items()},
+                uid=str(meta.get("uid") or ""),
+                resource_version=str(meta.get("resourceVersion") or ""))
+
+
+def parse_pod(obj: Mapping[str, Any]) -> Pod:
+    if not isinstance(obj, Mapping):
+        raise InvalidObject("Pod: expected an object")
+    meta = _meta(obj)
+    name = _str(meta.get("name"), "Pod metadata.name", required=True)
+    namespace = _str(meta.get("namespace"), f"Pod {name} metadata.namespace") or "default"
+    where = f"Pod {namespace}/{name}"
+    spec = _map(obj.get("spec"), f"{where} spec")
+    status = _map(obj.get("status"), f"{where} status")
+    claims = []
+    for i, entry in enumerate(_list(spec.get("resourceClaims"), f"{where} spec.resourceClaims")):
+        e = _map(entry, f"{where} spec.resourceClaims[{i}]")
+        claims.append(PodResourceClaim(
+            name=_str(e.get("name"), f"{where} spec.resourceClaims[{i}].name", required=True),
+            resource_claim_name=_str(e.get("resourceClaimName"), f"{where} resourceClaimName")
+            or None,
+            resource_claim_template_name=_str(e.get("resourceClaimTemplateName"),
+                                              f"{where} resourceClaimTemplateName") or None,
+        ))
+    statuses: dict[str, str | None] = {}
+    for i, entry in enumerate(_list(status.get("resourceClaimStatuses"),
+                                    f"{where} status.resourceClaimStatuses")):
+        e = _map(entry, f"{where} status.resourceClaimStatuses[{i}]")
+        statuses[_str(e.get("name"), f"{where} resourceClaimStatuses[{i}].name", required=True)] = (
+            _str(e.get("resourceClaimName"), f"{where} resourceClaimStatuses[{i}]") or None)
+    return Pod(namespace=namespace, name=name, uid=str(meta.get("uid") or ""),
+               resource_claims=tuple(claims), claim_statuses=statuses,
+               scheduler_name=str(spec.get("schedulerName") or ""),
+               node_name=str(spec.get("nodeName") or ""))
+
+
+def _attribute(raw: Any, what: str) -> AttributeValue:
+    r = _map(raw, what)
+    present = [k for k in ATTRIBUTE_KINDS if k in r and r[k] is not None]
+    if len(present) != 1:
+        return AttributeValue("", None)
+    kind = present[0]
+    value = r[kind]
+    if kind in ("ints", "bools", "strings", "versions"):
+        if not isinstance(value, list) or not value:
+            return AttributeValue("", None)
+        return AttributeValue(kind, tuple(value))
+    if kind == "int" and (isinstance(value, bool) or not isinstance(value, int)):
+        return AttributeValue("", None)
+    if kind == "bool" and not isinstance(value, bool):
+        return AttributeValue("", None)
+    if kind in ("string", "version") and not isinstance(value, str):
+        return AttributeValue("", None)
+    return AttributeValue(kind, value)
+
+
+def _request_policy(raw: Any, what: str) -> RequestPolicy | None:
+    if raw is None:
+        return None
+    r = _map(raw, what)
+    rng = _map(r.get("validRange"), f"{what}.validRange")
+    return RequestPolicy(
+        default=_quantity(r["default"], f"{what}.default") if r.get("default") is not None
+        else None,
+        valid_values=tuple(_quantity(v, f"{what}.validValues")
+                           for v in _list(r.get("validValues"), f"{what}.validValues")),
+        valid_range_min=_quantity(rng["min"], f"{what}.validRange.min")
+        if rng.get("min") is not None else None,
+        valid_range_max=_quantity(rng["max"], f"{what}.validRange.max")
+        if rng.get("max") is not None else None,
+        valid_range_step=_quantity(rng["step"], f"{what}.validRange.step")
+        if rng.get("step") is not None else None,
+    )
+
+
+def _taints(raw: Any, what: str) -> tuple[DeviceTaint, ...]:
+    out = []
+    for i, t in enumerate(_list(raw, what)):
+        m = _map(t, f"{what}[{i}]")
+        out.append(DeviceTaint(key=_str(m.get("key"), f"{what}[{i}].key", required=True),
+                               value=_str(m.get("value"), f"{what}[{i}].value"),
+                               effect=_str(m.get("effect"), f"{what}[{i}].effect"),
+                               time_added=m.get("timeAdded")))
+    return tuple(out)
+
+
+def _counters(raw: Any, what: str) -> dict[str, Quantity]:
+    return {str(name): _quantity(_map(c, f"{what}.{name}").get("value"), f"{what}.{name}.value")
+            for name, c in _map(raw, what).items()}
+
+
+def _device(raw: Any, *, driver: str, pool: str, slice_name: str, what: str) -> Device:
+    d = _map(raw, what)
+    name = _str(d.get("name"), f"{what}.name", required=True)
+    where = f"{what} ({name})"
+    attributes = {qualify(str(k), driver): _attribute(v, f"{where}.attributes[{k}]")
+                  for k, v in _map(d.get("attributes"), f"{where}.attributes").items()}
+    capacity = {}
+    for k, v in _map(d.get("capacity"), f"{where}.capacity").items():
+        c = _map(v, f"{where}.capacity[{k}]")
+        capacity[qualify(str(k), driver)] = DeviceCapacity(
+            value=_quantity(c.get("value"), f"{where}.capacity[{k}].value"),
+            request_policy=_request_policy(c.get("requestPolicy"),
+                                           f"{where}.capacity[{k}].requestPolicy"))
+    consumes = []
+    for i, cc in enumerate(_list(d.get("consumesCounters"), f"{where}.consumesCounters")):
+        m = _map(cc, f"{where}.consumesCounters[{i}]")
+        consumes.append(DeviceCounterConsumption(
+            counter_set=_str(m.get("counterSet"), f"{where}.consumesCounters[{i}].counterSet",
+                             required=True),
+            counters=_counters(m.get("counters"), f"{where}.consumesCounters[{i}].counters")))
+    return Device(
+        driver=driver, pool=pool, name=name, slice_name=slice_name,
+        attributes=attributes, capacity=capacity, consumes_counters=tuple(consumes),
+        node_name=_str(d.get("nodeName"), f"{where}.nodeName") or None,
+        node_selector=parse_node_selector(d.get("nodeSelector"), f"{where}.nodeSelector"),
+        all_nodes=bool(d.get("allNodes")),
+        taints=_taints(d.get("taints"), f"{where}.taints"),
+        binds_to_node=bool(d.get("bindsToNode")),
+        binding_conditions=tuple(str(x) for x in _list(d.get("bindingConditions"),
+                                                       f"{where}.bindingConditions")),
+        binding_failure_conditions=tuple(str(x) for x in _list(
+            d.get("bindingFailureConditions"), f"{where}.bindingFailureConditions")),
+        allow_multiple_allocations=bool(d.get("allowMultipleAllocations")),
+    )
+
+
+def parse_resource_slice(obj: Mapping[str, Any]) -> ResourceSlice:
+    where = _where("ResourceSlice", obj)
+    meta = _meta(obj)
+    name = _str(meta.get("name"), f"{where} metadata.name", required=True)
+    spec = _map(obj.get("spec"), f"{where} spec")
+    driver = _str(spec.get("driver"), f"{where} spec.driver", required=True)
+    pool_raw = _map(spec.get("pool"), f"{where} spec.pool")
+    pool = ResourcePool(
+        name=_str(pool_raw.get("name"), f"{where} spec.pool.name", required=True),
+        generation=_int(pool_raw.get("generation"), f"{where} spec.pool.generation"),
+        resource_slice_count=_int(pool_raw.get("resourceSliceCount"),
+                                  f"{where} spec.pool.resourceSliceCount", default=1),
+    )
+    if pool.resource_slice_count <= 0:
+        raise InvalidObject(f"{where} spec.pool.resourceSliceCount: must be greater than zero")
+    devices = tuple(_device(d, driver=driver, pool=pool.name, slice_name=name,
+                            what=f"{where} spec.devices[{i}]")
+                    for i, d in enumerate(_list(spec.get("devices"), f"{where} spec.devices")))
+    shared = []
+    for i, cs in enumerate(_list(spec.get("sharedCounters"), f"{where} spec.sharedCounters")):
+        m = _map(cs, f"{where} spec.sharedCounters[{i}]")
+        shared.append(CounterSet(
+            name=_str(m.get("name"), f"{where} spec.sharedCounters[{i}].name", required=True),
+            counters=_counters(m.get("counters"), f"{where} spec.sharedCounters[{i}].counters")))
+    node_name = _str(spec.get("nodeName"), f"{where} spec.nodeName") or None
+    node_selector = parse_node_selector(spec.get("nodeSelector"), f"{where} spec.nodeSelector")
+    all_nodes = bool(spec.get("allNodes"))
+    per_device = bool(spec.get("perDeviceNodeSelection"))
+    if sum((node_name is not None, node_selector is not None, all_nodes, per_device)) != 1:
+        raise InvalidObject(f"{where} spec: exactly one of nodeName, nodeSelector, allNodes, "
+                            "perDeviceNodeSelection must be set")
+    return ResourceSlice(
+        name=name, driver=driver, pool=pool, devices=devices, shared_counters=tuple(shared),
+        node_name=node_name, node_selector=node_selector, all_nodes=all_nodes,
+        per_device_node_selection=per_device, uid=str(meta.get("uid") or ""),
+        resource_version=str(meta.get("resourceVersion") or ""))
+
+
+def _selectors(raw: Any, what: str) -> tuple[str, ...]:
+    out = []
+    for i, s in enumerate(_list(raw, what)):
+        cel = _map(_map(s, f"{what}[{i}]").get("cel"), f"{what}[{i}].cel")
+        out.append(_str(cel.get("expression"), f"{what}[{i}].cel.expression", required=True))
+    return tuple(out)
+
+
+def parse_device_class(obj: Mapping[str, Any]) -> DeviceClass:
+    where = _where("DeviceClass", obj)
+    meta = _meta(obj)
+    spec = _map(obj.get("spec"), f"{where} spec")
+    return DeviceClass(
+        name=_str(meta.get("name"), f"{where} metadata.name", required=True),
+        selectors=_selectors(spec.get("selectors"), f"{where} spec.selectors"),
+        config=tuple(_map(c, f"{where} spec.config")
+                     for c in _list(spec.get("config"), f"{where} spec.config")),
+        extended_resource_name=spec.get("extendedResourceName") or None,
+        generation=_int(meta.get("generation"), f"{where} metadata.generation"),
+        resource_version=str(meta.get("resourceVersion") or ""))
+
+
+def _tolerations(raw: Any, what: str) -> tuple[DeviceToleration, ...]:
+    out = []
+    for i, t in enumerate(_list(raw, what)):
+        m = _map(t, f"{what}[{i}]")
+        seconds = m.get("tolerationSeconds")
+        out.append(DeviceToleration(
+            key=_str(m.get("key"), f"{what}[{i}].key"),
+            operator=_str(m.get("operator"), f"{what}[{i}].operator") or "Equal",
+            value=_str(m.get("value"), f"{what}[{i}].value"),
+            effect=_str(m.get("effect"), f"{what}[{i}].effect"),
+            toleration_seconds=_int(seconds, f"{what}[{i}].tolerationSeconds")
+            if seconds is not None else None))
+    return tuple(out)
+
+
+def _exact(raw: Any, what: str) -> ExactDeviceRequest:
+    m = _map(raw, what)
+    mode = _str(m.get("allocationMode"), f"{what}.allocationMode") or ALLOCATION_MODE_EXACT_COUNT
+    count_default = 1 if mode == ALLOCATION_MODE_EXACT_COUNT else 0
+    capacity = _map(m.get("capacity"), f"{what}.capacity")
+    return ExactDeviceRequest(
+        device_class_name=_str(m.get("deviceClassName"), f"{what}.deviceClassName"),
+        selectors=_selectors(m.get("selectors"), f"{what}.selectors"),
+        allocation_mode=mode,
+        count=_int(m.get("count"), f"{what}.count", default=count_default),
+        admin_access=bool(m.get("adminAccess")),
+        tolerations=_tolerations(m.get("tolerations"), f"{what}.tolerations"),
+        capacity_requests={str(k): _quantity(v, f"{what}.capacity.requests[{k}]")
+                           for k, v in _map(capacity.get("requests"),
+                                            f"{what}.capacity.requests").items()},
+    )
+
+
+def parse_claim_spec(raw: Any, where: str) -> ResourceClaimSpec:
+    spec = _map(raw, f"{where} spec")
+    devices = _map(spec.get("devices"), f"{where} spec.devices")
+    requests = []
+    for i, r in enumerate(_list(devices.get("requests"), f"{where} spec.devices.requests")):
+        what = f"{where} spec.devices.requests[{i}]"
+        m = _map(r, what)
+        name = _str(m.get("name"), f"{what}.name", required=True)
+        exactly = _exact(m["exactly"], f"{what}.exactly") if m.get("exactly") is not None else None
+        subs = tuple(
+            DeviceSubRequest(
+                name=_str(_map(s, f"{what}.firstAvailable[{j}]").get("name"),
+                          f"{what}.firstAvailable[{j}].name", required=True),
+                request=_exact(s, f"{what}.firstAvailable[{j}]"))
+            for j, s in enumerate(_list(m.get("firstAvailable"), f"{what}.firstAvailable")))
+        if (exactly is None) == (not subs):
+            raise InvalidObject(f"{what}: exactly one of exactly, firstAvailable must be set")
+        requests.append(DeviceRequest(name=name, exactly=exactly, first_available=subs))
+    constraints = []
+    for i, c in enumerate(_list(devices.get("constraints"), f"{where} spec.devices.constraints")):
+        what = f"{where} spec.devices.constraints[{i}]"
+        m = _map(c, what)
+        constraints.append(DeviceConstraint(
+            requests=tuple(str(x) for x in _list(m.get("requests"), f"{what}.requests")),
+            match_attribute=_str(m.get("matchAttribute"), f"{what}.matchAttribute") or None,
+            distinct_attribute=_str(m.get("distinctAttribute"), f"{what}.distinctAttribute")
+            or None))
+    config = tuple(_map(c, f"{where} spec.devices.config")
+                   for c in _list(devices.get("config"), f"{where} spec.devices.config"))
+    return ResourceClaimSpec(requests=tuple(requests), constraints=tuple(constraints),
+                             config=config)
+
+
+def parse_allocation(raw: Any, where: str) -> AllocationResult | None:
+    if raw is None:
+        return None
+    a = _map(raw, f"{where} status.allocation")
+    devices = _map(a.get("devices"), f"{where} status.allocation.devices")
+    results = []
+    for i, r in enumerate(_list(devices.get("results"), f"{where} allocation.devices.results")):
+        what = f"{where} status.allocation.devices.results[{i}]"
+        m = _map(r, what)
+        results.append(DeviceRequestAllocationResult(
+            request=_str(m.get("request"), f"{what}.request", required=True),
+            driver=_str(m.get("driver"), f"{what}.driver", required=True),
+            pool=_str(m.get("pool"), f"{what}.pool", required=True),
+            device=_str(m.get("device"), f"{what}.device", required=True),
+            admin_access=bool(m.get("adminAccess")),
+            tolerations=_tolerations(m.get("tolerations"), f"{what}.tolerations"),
+            binding_conditions=tuple(str(x) for x in _list(m.get("bindingConditions"), what)),
+            binding_failure_conditions=tuple(
+                str(x) for x in _list(m.get("bindingFailureConditions"), what)),
+            share_id=m.get("shareID") or None,
+            consumed_capacity={str(k): _quantity(v, f"{what}.consumedCapacity[{k}]")
+                               for k, v in _map(m.get("consumedCapacity"), what).items()},
+        ))
+    return AllocationResult(
+        results=tuple(results),
+        config=tuple(_map(c, where) for c in _list(devices.get("config"), where)),
+        node_selector=parse_node_selector(a.get("nodeSelector"),
+                                          f"{where} status.allocation.nodeSelector"),
+        allocation_timestamp=a.get("allocationTimestamp"))
+
+
+def parse_resource_claim(obj: Mapping[str, Any]) -> ResourceClaim:
+    where = _where("ResourceClaim", obj)
+    meta = _meta(obj)
+    status = _map(obj.get("status"), f"{where} status")
+    owner_pod_uid = None
+    for ref in _list(meta.get("ownerReferences"), f"{where} metadata.ownerReferences"):
+        r = _map(ref, f"{where} metadata.ownerReferences")
+        if r.get("kind") == "Pod" and r.get("controller"):
+            owner_pod_uid = str(r.get("uid") or "")
+    reserved = []
+    for i, ref in enumerate(_list(status.get("reservedFor"), f"{where} status.reservedFor")):
+        r = _map(ref, f"{where} status.reservedFor[{i}]")
+        reserved.append(ResourceClaimConsumerReference(
+            resource=str(r.get("resource") or ""), name=str(r.get("name") or ""),
+            uid=str(r.get("uid") or ""), api_group=str(r.get("apiGroup") or "")))
+    annotations = _map(meta.get("annotations"), f"{where} metadata.annotations")
+    return ResourceClaim(
+        namespace=_str(meta.get("namespace"), f"{where} metadata.namespace") or "default",
+        name=_str(meta.get("name"), f"{where} metadata.name", required=True),
+        spec=parse_claim_spec(obj.get("spec"), where),
+        uid=str(meta.get("uid") or ""),
+        resource_version=str(meta.get("resourceVersion") or ""),
+        allocation=parse_allocation(status.get("allocation"), where),
+        reserved_for=tuple(reserved),
+        deleting=bool(meta.get("deletionTimestamp")),
+        owner_pod_uid=owner_pod_uid,
+        annotations={str(k): str(v) for k, v in annotations.items()})
+
+
+def parse_resource_claim_template(obj: Mapping[str, Any]) -> ResourceClaimTemplate:
+    where = _where("ResourceClaimTemplate", obj)
+    meta = _meta(obj)
+    spec = _map(obj.get("spec"), f"{where} spec")
+    tmeta = _map(spec.get("metadata"), f"{where} spec.metadata")
+    return ResourceClaimTemplate(
+        namespace=_str(meta.get("namespace"), f"{where} metadata.namespace") or "default",
+        name=_str(meta.get("name"), f"{where} metadata.name", required=True),
+        spec=parse_claim_spec(spec.get("spec"), where),
+        labels={str(k): str(v) for k, v in _map(tmeta.get("labels"), where).items()},
+        annotations={str(k): str(v) for k, v in _map(tmeta.get("annotations"), where).items()},
+        resource_version=str(meta.get("resourceVersion") or ""))
+
+
+PARSERS: Final = {
+    "Node": parse_node,
+    "Pod": parse_pod,
+    "ResourceSlice": parse_resource_slice,
+    "DeviceClass": parse_device_class,
+    "ResourceClaim": parse_resource_claim,
+    "ResourceClaimTemplate": parse_resource_claim_template,
+}
+
+
+def parse_object(kind: str, obj: Any) -> Any:
+    """Parse a raw object of a known kind; raises InvalidObject for anything malformed."""
+    parser = PARSERS.get(kind)
+    if parser is None:
+        raise InvalidObject(f"unsupported kind {kind!r}")
+    if not isinstance(obj, Mapping):
+        raise InvalidObject(f"{kind}: expected an object, got {type(obj).__name__}")
+    return parser(obj)
