@@ -1,0 +1,132 @@
+"""What goes into and comes out of one allocation attempt (one pod, one node).
+
+These types are the contract between the inventory (which builds `NodeView`
+and `AllocatedState` from what it holds), the allocator (pure search), the
+topology scoring (an `Objective`), and the extender verbs (which turn an
+`AllocationOutcome` into filter answers, scores and bind writes). They hold
+only immutable model objects, so one `NodeView` can be reused across requests
+for as long as its `version` is unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence, Set
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from app.model import (
+    AllocationResult,
+    CounterSet,
+    Device,
+    DeviceClass,
+    Node,
+    Quantity,
+    ResourceSlice,
+)
+
+DeviceId = str  # "driver/pool/device"
+PoolKey = tuple[str, str]  # (driver, pool name)
+CounterKey = tuple[str, str]  # (counter set name, counter name)
+
+
+@dataclass(slots=True, frozen=True)
+class PoolView:
+    """One pool as the allocator sees it from one node.
+
+    Only slices of the pool's newest generation are included, sorted by slice
+    name; `devices` are those usable from the node, in slice order then
+    published order. `counter_sets` come from every slice of the pool at that
+    generation (shared counters may live in slices without devices).
+    """
+
+    driver: str
+    name: str
+    generation: int
+    slices: tuple[ResourceSlice, ...]
+    devices: tuple[Device, ...]
+    counter_sets: Mapping[str, CounterSet]
+    complete: bool = True
+    invalid_reason: str | None = None
+    has_binding_conditions: bool = False
+
+    @property
+    def key(self) -> PoolKey:
+        return (self.driver, self.name)
+
+
+@dataclass(slots=True, frozen=True)
+class NodeView:
+    """Everything on or reachable from one node, in upstream search order
+    (pools by driver then name, pools with binding conditions last)."""
+
+    node: Node
+    version: int
+    pools: tuple[PoolView, ...]
+
+
+@dataclass(slots=True, frozen=True)
+class AllocatedState:
+    """What other claims (allocated, or assumed in flight) already hold.
+
+    `devices`: exclusively allocated device ids (admin-access results and
+    shared `shareID` results excluded). `consumed_counters`: per pool, per
+    (counter set, counter), the sum consumed by allocated devices.
+    `consumed_capacity`: per multi-allocatable device, per capacity name, the
+    sum of consumedCapacity. `multi_allocated`: multi-allocatable devices that
+    hold at least one allocation (their counters are already consumed).
+    """
+
+    devices: Set[DeviceId] = frozenset()
+    consumed_counters: Mapping[PoolKey, Mapping[CounterKey, Quantity]] = field(
+        default_factory=dict)
+    consumed_capacity: Mapping[DeviceId, Mapping[str, Quantity]] = field(default_factory=dict)
+    multi_allocated: Set[DeviceId] = frozenset()
+
+
+class Objective(Protocol):
+    """Chooses among valid allocations.
+
+    With `first_fit` true the allocator returns the first complete allocation
+    in upstream order (what the in-tree scheduler would pick) and only asks
+    `score` to rate it. Otherwise it keeps enumerating, within its step budget,
+    and returns the allocation with the highest score, stopping early once
+    `is_perfect(score)`.
+    """
+
+    @property
+    def first_fit(self) -> bool: ...
+
+    def score(self, picks: Sequence[Device]) -> float: ...
+
+    def is_perfect(self, score: float) -> bool: ...
+
+
+# Evaluates a DeviceClass's selectors on a device (True/False), raising
+# app.cel's evaluation error on a CEL runtime error. The inventory supplies a
+# version that caches per (class, device).
+ClassMatcher = Callable[[DeviceClass, Device], bool]
+
+
+@dataclass(slots=True, frozen=True)
+class ClaimAllocation:
+    claim_key: str  # "namespace/name"
+    allocation: AllocationResult
+
+
+@dataclass(slots=True, frozen=True)
+class AllocationOutcome:
+    """The answer for one pod on one node.
+
+    Exactly one of: `feasible` with `claims` (one per unallocated claim, pod
+    order) and `picks` (every allocated device, for scoring); not feasible with
+    a user-actionable `reason`; or `error` (CEL runtime error, invalid input,
+    feature off...), which upstream treats as an error, not as "does not fit".
+    """
+
+    feasible: bool
+    claims: tuple[ClaimAllocation, ...] = ()
+    picks: tuple[Device, ...] = ()
+    score: float | None = None
+    reason: str | None = None
+    error: str | None = None
+    steps: int = 0
