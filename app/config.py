@@ -1,0 +1,197 @@
+"""Settings for `drax serve`, merged from four layers.
+
+Precedence, lowest first: built-in defaults < a YAML file (`--config`, shaped
+like `config/drax.yaml`) < environment variables `DRAX_<KEY>` < command-line
+flags. One flat table of keys (`FIELDS`) drives the file, the environment and
+the validation, so a key added here is settable everywhere with one edit and
+`config/drax.yaml` documents the same names. Nested sections (`topology`)
+are handed to their owner's parser untouched.
+
+Bad settings raise `ConfigError` naming the layer and the key: a typo in a
+config file must stop the process at start, not silently fall back.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Final
+
+import yaml
+
+from app.features import GATE_NAMES, FeatureGates, parse_feature_gates
+
+MODES: Final = ("allocator", "advisor")
+LOG_LEVELS: Final = ("debug", "info", "warning", "error", "critical")
+ENV_PREFIX: Final = "DRAX_"
+
+
+class ConfigError(ValueError):
+    """A setting that cannot be used; the message names where it came from."""
+
+
+@dataclass(slots=True, frozen=True)
+class Settings:
+    host: str = "127.0.0.1"
+    port: int = 8888
+    # Files or folders of Kubernetes objects; empty (and no kubeconfig) = bundled sample.
+    inventory: tuple[str, ...] = ()
+    kubeconfig: str = ""
+    log_level: str = "info"
+    access_log: bool = False
+    max_body_bytes: int = 16 * 1024 * 1024
+    url_prefix: str = "/scheduler"
+    mode: str = "allocator"
+    feature_gates: Mapping[str, bool] = field(default_factory=dict)
+    topology: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def features(self) -> FeatureGates:
+        return FeatureGates().with_overrides(self.feature_gates)
+
+    @property
+    def uses_sample(self) -> bool:
+        return not self.inventory and not self.kubeconfig
+
+
+def _as_str(value: Any, key: str) -> str:
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise ConfigError(f"{key}: expected a string, got {value!r}")
+    return str(value)
+
+
+def _as_int(value: Any, key: str) -> int:
+    if isinstance(value, bool):
+        raise ConfigError(f"{key}: expected an integer, got {value!r}")
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{key}: expected an integer, got {value!r}") from None
+
+
+def _as_bool(value: Any, key: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "1", "yes", "false", "0", "no"):
+        return value.strip().lower() in ("true", "1", "yes")
+    raise ConfigError(f"{key}: expected true or false, got {value!r}")
+
+
+def _as_paths(value: Any, key: str) -> tuple[str, ...]:
+    # The environment carries one string; several paths are separated like $PATH.
+    if isinstance(value, str):
+        return tuple(p for p in value.split(os.pathsep) if p)
+    if isinstance(value, list | tuple) and all(isinstance(p, str) for p in value):
+        return tuple(value)
+    raise ConfigError(f"{key}: expected a list of paths, got {value!r}")
+
+
+def _as_gates(value: Any, key: str) -> dict[str, bool]:
+    if isinstance(value, str):
+        try:
+            gates = parse_feature_gates(value)
+        except ValueError as exc:
+            raise ConfigError(f"{key}: {exc}") from None
+    elif isinstance(value, Mapping):
+        gates = {str(k): _as_bool(v, f"{key}.{k}") for k, v in value.items()}
+    else:
+        raise ConfigError(f"{key}: expected Name=true,... or a mapping, got {value!r}")
+    unknown = sorted(set(gates) - set(GATE_NAMES))
+    if unknown:
+        raise ConfigError(f"{key}: unknown feature gate(s) {', '.join(unknown)}; "
+                          f"known: {', '.join(GATE_NAMES)}")
+    return gates
+
+
+def _as_section(value: Any, key: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{key}: expected a mapping, got {value!r}")
+    return dict(value)
+
+
+# Setting name -> converter. The file uses these names; the environment uses
+# DRAX_<NAME upper-cased>; `topology` only exists in files (it is nested).
+FIELDS: Final[dict[str, Callable[[Any, str], Any]]] = {
+    "host": _as_str,
+    "port": _as_int,
+    "inventory": _as_paths,
+    "kubeconfig": _as_str,
+    "log_level": _as_str,
+    "access_log": _as_bool,
+    "max_body_bytes": _as_int,
+    "url_prefix": _as_str,
+    "mode": _as_str,
+    "feature_gates": _as_gates,
+    "topology": _as_section,
+}
+ENV_FIELDS: Final = tuple(k for k in FIELDS if k != "topology")
+
+
+def _convert(raw: Mapping[str, Any], where: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in raw.items():
+        name = str(key).replace("-", "_")
+        converter = FIELDS.get(name)
+        if converter is None:
+            raise ConfigError(f"{where}: unknown setting {key!r}; known: {', '.join(FIELDS)}")
+        out[name] = converter(value, f"{where}: {key}")
+    return out
+
+
+def read_config_file(path: str | Path) -> dict[str, Any]:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: {exc.strerror or exc}") from None
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: cannot parse: {exc}") from None
+    if doc is None:
+        return {}
+    if not isinstance(doc, Mapping):
+        raise ConfigError(f"{path}: expected a mapping of settings, got {type(doc).__name__}")
+    return _convert({k: v for k, v in doc.items() if v is not None}, str(path))
+
+
+def read_environment(environ: Mapping[str, str]) -> dict[str, Any]:
+    raw = {name: environ[ENV_PREFIX + name.upper()] for name in ENV_FIELDS
+           if ENV_PREFIX + name.upper() in environ}
+    return _convert(raw, "environment")
+
+
+def _validate(settings: Settings) -> Settings:
+    if not 0 <= settings.port <= 65535:
+        raise ConfigError(f"port: {settings.port} is not a TCP port")
+    if settings.max_body_bytes < 1:
+        raise ConfigError(f"max_body_bytes: must be positive, got {settings.max_body_bytes}")
+    if settings.mode not in MODES:
+        raise ConfigError(f"mode: expected one of {', '.join(MODES)}, got {settings.mode!r}")
+    level = settings.log_level.lower()
+    if level not in LOG_LEVELS:
+        raise ConfigError(f"log_level: expected one of {', '.join(LOG_LEVELS)}, "
+                          f"got {settings.log_level!r}")
+    prefix = settings.url_prefix.strip()
+    if prefix and not prefix.startswith("/"):
+        raise ConfigError(f"url_prefix: must start with '/', got {prefix!r}")
+    return replace(settings, log_level=level, url_prefix=prefix.rstrip("/"))
+
+
+def load_settings(*, config_path: str | Path | None = None,
+                  environ: Mapping[str, str] | None = None,
+                  overrides: Mapping[str, Any] | None = None) -> Settings:
+    """Merge defaults < config file < environment < `overrides` (CLI flags; None = unset)."""
+    merged: dict[str, Any] = {}
+    env = os.environ if environ is None else environ
+    path = config_path or env.get(ENV_PREFIX + "CONFIG")
+    if path:
+        merged.update(read_config_file(path))
+    merged.update(read_environment(env))
+    if overrides:
+        merged.update(_convert({k: v for k, v in overrides.items() if v is not None},
+                               "command line"))
+    return _validate(Settings(**merged))
