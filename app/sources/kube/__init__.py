@@ -1,0 +1,26 @@
+"""The kube source: list and watch the cluster's DRA objects into the inventory.
+
+`client` builds the kubernetes-asyncio ApiClient (kubeconfig or in-cluster),
+`watch` runs one reflector-style informer per kind, `metrics` exports what
+they applied and how fresh it is.
+
+RBAC (see manifests/rbac.yaml): `get`, `list`, `watch` on
+`resource.k8s.io` resourceslices, deviceclasses, resourceclaims (all
+namespaces) and core nodes. The source writes nothing.
+"""
+
+from app.sources.kube.client import KubeConfigError, api_client, in_cluster
+from app.sources.kube.metrics import WatchMetrics
+from app.sources.kube.watch import (
+    WATCHED_KINDS,
+    EventSink,
+    Informer,
+    KubeSource,
+    WatchedKind,
+    WatchSettings,
+)
+
+__all__ = [
+    "WATCHED_KINDS", "EventSink", "Informer", "KubeConfigError", "KubeSource", "WatchMetrics",
+    "WatchSettings", "WatchedKind", "api_client", "in_cluster",
+]

@@ -1,0 +1,378 @@
+"""An API-server test double speaking the real list/watch protocol on loopback.
+
+The kube source and the binder are tested with the real kubernetes-asyncio
+client over HTTP, so this double implements the wire behaviour they depend on,
+not a mock of the client: lists carry `metadata.resourceVersion`; watches are
+chunked JSON-lines streams of ADDED / MODIFIED / DELETED / BOOKMARK events
+resumable from any resourceVersion still in the history, and an ERROR event
+with a 410 Status once that version has been compacted away; `timeoutSeconds`
+closes a watch cleanly; `drop_watches()` aborts every open stream mid-flight;
+PUT on an object or its status subresource honours the resourceVersion
+precondition (409 Conflict) and the `reservedFor` validation; pods/binding
+answers 201 with a Status, or fails on demand.
+
+One global resourceVersion counter orders every change, as etcd's revision
+does. Objects are stored and served as plain dicts (deep-copied on the way in
+and out) so tests can assert on exactly what the client wrote.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import itertools
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+RESOURCE_GROUP = "/apis/resource.k8s.io/v1"
+RESERVED_FOR_MAX = 256
+
+
+@dataclass(slots=True, frozen=True)
+class Resource:
+    plural: str
+    kind: str
+    api_version: str
+    namespaced: bool
+
+
+RESOURCES = {
+    "resourceslices": Resource("resourceslices", "ResourceSlice", "resource.k8s.io/v1", False),
+    "deviceclasses": Resource("deviceclasses", "DeviceClass", "resource.k8s.io/v1", False),
+    "resourceclaims": Resource("resourceclaims", "ResourceClaim", "resource.k8s.io/v1", True),
+    "nodes": Resource("nodes", "Node", "v1", False),
+    "pods": Resource("pods", "Pod", "v1", True),
+}
+
+
+@dataclass(slots=True)
+class _Watcher:
+    plural: str
+    queue: asyncio.Queue[dict[str, Any] | None] = field(default_factory=asyncio.Queue)
+    request: web.Request | None = None
+
+
+@dataclass(slots=True)
+class Faults:
+    """Failures the next requests should meet; each counter is consumed as used."""
+
+    # Status PUTs that first see a concurrent writer bump the object (-> 409).
+    status_conflicts: int = 0
+    # pods/binding requests answered with a 500 after doing nothing.
+    binding_failures: int = 0
+    # Watch requests answered with a 500 before streaming anything.
+    watch_errors: int = 0
+
+
+class FakeApiServer:
+    """The double itself; `start()` binds 127.0.0.1 on a free port."""
+
+    def __init__(self, *, bookmark_interval: float = 0.5) -> None:
+        self.bookmark_interval = bookmark_interval
+        self.store: dict[str, dict[tuple[str, str], dict[str, Any]]] = {p: {} for p in RESOURCES}
+        self.history: list[tuple[int, str, str, dict[str, Any]]] = []
+        self.compacted_rv = 0
+        self.faults = Faults()
+        self.requests: list[tuple[str, str]] = []  # (method, path) of every request
+        self.status_writes: list[dict[str, Any]] = []  # bodies of accepted status PUTs
+        self.bindings: list[dict[str, Any]] = []
+        self.before_status_put: Callable[[str, str], None] | None = None
+        self._rv = itertools.count(100)
+        self._current_rv = 99
+        self._uids = itertools.count(1)
+        self._watchers: list[_Watcher] = []
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", self._dispatch)
+        self._runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=0.1)
+        await self._runner.setup()
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        self.port = sock.getsockname()[1]
+        site = web.SockSite(self._runner, sock)
+        await site.start()
+
+    async def stop(self) -> None:
+        self.drop_watches()
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def kubeconfig(self) -> str:
+        """A kubeconfig pointing the real client at this server."""
+        return (
+            "apiVersion: v1\nkind: Config\ncurrent-context: fake\n"
+            f"clusters:\n- name: fake\n  cluster:\n    server: {self.url}\n"
+            "users:\n- name: fake\n  user:\n    token: fake-token\n"
+            "contexts:\n- name: fake\n  context:\n    cluster: fake\n    user: fake\n"
+        )
+
+    # ------------------------------------------------------------------ test controls
+
+    @property
+    def resource_version(self) -> int:
+        return self._current_rv
+
+    def create(self, plural: str, obj: dict[str, Any]) -> dict[str, Any]:
+        obj = copy.deepcopy(obj)
+        res = RESOURCES[plural]
+        meta = obj.setdefault("metadata", {})
+        if res.namespaced:
+            meta.setdefault("namespace", "default")
+        meta.setdefault("uid", f"uid-{next(self._uids)}")
+        key = self._key(res, meta.get("namespace", ""), meta["name"])
+        event = "MODIFIED" if key in self.store[plural] else "ADDED"
+        return self._commit(plural, key, obj, event)
+
+    def update(self, plural: str, obj: dict[str, Any]) -> dict[str, Any]:
+        return self.create(plural, obj)
+
+    def delete(self, plural: str, name: str, namespace: str = "") -> None:
+        res = RESOURCES[plural]
+        key = self._key(res, namespace or ("default" if res.namespaced else ""), name)
+        obj = self.store[plural].pop(key)
+        rv = next(self._rv)
+        self._current_rv = rv
+        obj = copy.deepcopy(obj)
+        obj["metadata"]["resourceVersion"] = str(rv)
+        self._record(rv, plural, "DELETED", obj)
+
+    def get(self, plural: str, name: str, namespace: str = "") -> dict[str, Any]:
+        res = RESOURCES[plural]
+        key = self._key(res, namespace or ("default" if res.namespaced else ""), name)
+        return copy.deepcopy(self.store[plural][key])
+
+    def compact(self) -> None:
+        """Forget the event history: every older resourceVersion becomes 410 Gone."""
+        self.history.clear()
+        self.compacted_rv = self._current_rv
+
+    def drop_watches(self) -> None:
+        """Abort every open watch connection mid-stream, as a failing LB would."""
+        for w in list(self._watchers):
+            if w.request is not None and w.request.transport is not None:
+                w.request.transport.abort()
+            w.queue.put_nowait(None)
+
+    def open_watches(self, plural: str) -> int:
+        return sum(1 for w in self._watchers if w.plural == plural)
+
+    def count(self, method: str, suffix: str) -> int:
+        return sum(1 for m, p in self.requests if m == method and p.endswith(suffix))
+
+    # ------------------------------------------------------------------ internals
+
+    @staticmethod
+    def _key(res: Resource, namespace: str, name: str) -> tuple[str, str]:
+        return (namespace if res.namespaced else "", name)
+
+    def _commit(self, plural: str, key: tuple[str, str], obj: dict[str, Any],
+                event: str) -> dict[str, Any]:
+        res = RESOURCES[plural]
+        rv = next(self._rv)
+        self._current_rv = rv
+        obj["apiVersion"] = res.api_version
+        obj["kind"] = res.kind
+        obj["metadata"]["resourceVersion"] = str(rv)
+        self.store[plural][key] = obj
+        self._record(rv, plural, event, copy.deepcopy(obj))
+        return copy.deepcopy(obj)
+
+    def _record(self, rv: int, plural: str, event: str, obj: dict[str, Any]) -> None:
+        self.history.append((rv, plural, event, obj))
+        for w in self._watchers:
+            if w.plural == plural:
+                w.queue.put_nowait({"type": event, "object": obj})
+
+    async def _dispatch(self, request: web.Request) -> web.StreamResponse:
+        self.requests.append((request.method, request.path))
+        parts = request.path.strip("/").split("/")
+        if request.path.startswith(RESOURCE_GROUP):
+            parts = parts[3:]
+        elif request.path.startswith("/api/v1"):
+            parts = parts[2:]
+        else:
+            return _status(404, "NotFound", f"no route for {request.path}")
+        namespace = ""
+        if len(parts) >= 3 and parts[0] == "namespaces":
+            namespace, parts = parts[1], parts[2:]
+        if not parts or parts[0] not in RESOURCES:
+            return _status(404, "NotFound", f"no route for {request.path}")
+        plural = parts[0]
+        if len(parts) == 1 and request.method == "GET":
+            if request.query.get("watch", "").lower() in ("true", "1"):
+                return await self._watch(request, plural)
+            return self._list(plural, namespace)
+        if len(parts) == 2 and request.method == "GET":
+            return self._get(plural, namespace, parts[1])
+        if len(parts) == 2 and request.method == "PUT":
+            return await self._put(request, plural, namespace, parts[1], status=False)
+        if len(parts) == 3 and parts[2] == "status" and request.method == "PUT":
+            return await self._put(request, plural, namespace, parts[1], status=True)
+        if plural == "pods" and len(parts) == 3 and parts[2] == "binding" \
+                and request.method == "POST":
+            return await self._bind(request, namespace, parts[1])
+        return _status(405, "MethodNotAllowed", f"{request.method} {request.path}")
+
+    def _list(self, plural: str, namespace: str) -> web.Response:
+        res = RESOURCES[plural]
+        items = [copy.deepcopy(o) for (ns, _), o in sorted(self.store[plural].items())
+                 if not namespace or ns == namespace]
+        for item in items:  # list items carry no kind, as on a real server
+            item.pop("kind", None)
+            item.pop("apiVersion", None)
+        body = {"kind": f"{res.kind}List", "apiVersion": res.api_version,
+                "metadata": {"resourceVersion": str(self._current_rv)}, "items": items}
+        return web.Response(body=orjson.dumps(body), content_type="application/json")
+
+    def _get(self, plural: str, namespace: str, name: str) -> web.Response:
+        obj = self.store[plural].get(self._key(RESOURCES[plural], namespace, name))
+        if obj is None:
+            return _status(404, "NotFound", f'{plural} "{name}" not found')
+        return web.Response(body=orjson.dumps(obj), content_type="application/json")
+
+    async def _watch(self, request: web.Request, plural: str) -> web.StreamResponse:
+        if self.faults.watch_errors > 0:
+            self.faults.watch_errors -= 1
+            return _status(500, "InternalError", "etcd leader changed")
+        res = RESOURCES[plural]
+        since = request.query.get("resourceVersion", "")
+        bookmarks = request.query.get("allowWatchBookmarks", "").lower() in ("true", "1")
+        timeout = float(request.query.get("timeoutSeconds", "1800"))
+        resp = web.StreamResponse(headers={"Content-Type": "application/json"})
+        resp.enable_chunked_encoding()
+        await resp.prepare(request)
+        watcher = _Watcher(plural=plural, request=request)
+        if since in ("", "0"):
+            backlog = [{"type": "ADDED", "object": copy.deepcopy(o)}
+                       for o in self.store[plural].values()]
+        elif int(since) < self.compacted_rv:
+            gone = {"type": "ERROR", "object": {
+                "kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 410,
+                "reason": "Expired", "message": f"too old resource version: {since} "
+                f"({self.compacted_rv})"}}
+            await resp.write(orjson.dumps(gone) + b"\n")
+            return resp
+        else:
+            backlog = [{"type": e, "object": o} for rv, p, e, o in self.history
+                       if p == plural and rv > int(since)]
+        for event in backlog:
+            watcher.queue.put_nowait(event)
+        self._watchers.append(watcher)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        try:
+            while (left := deadline - loop.time()) > 0:
+                wait = min(left, self.bookmark_interval) if bookmarks else left
+                try:
+                    event = await asyncio.wait_for(watcher.queue.get(), wait)
+                except TimeoutError:
+                    if bookmarks and loop.time() < deadline:
+                        event = {"type": "BOOKMARK", "object": {
+                            "kind": res.kind, "apiVersion": res.api_version,
+                            "metadata": {"resourceVersion": str(self._current_rv)}}}
+                    else:
+                        continue
+                if event is None:
+                    break
+                await resp.write(orjson.dumps(event) + b"\n")
+        except (ConnectionResetError, RuntimeError):
+            pass  # the client or drop_watches() closed the connection
+        finally:
+            self._watchers.remove(watcher)
+        return resp
+
+    async def _put(self, request: web.Request, plural: str, namespace: str, name: str, *,
+                   status: bool) -> web.Response:
+        res = RESOURCES[plural]
+        key = self._key(res, namespace, name)
+        if key not in self.store[plural]:
+            return _status(404, "NotFound", f'{plural} "{name}" not found')
+        body = orjson.loads(await request.read())
+        if status:
+            if self.before_status_put is not None:
+                self.before_status_put(namespace, name)
+            if self.faults.status_conflicts > 0:
+                self.faults.status_conflicts -= 1
+                bumped = copy.deepcopy(self.store[plural][key])
+                bumped["metadata"].setdefault("annotations", {})["test/concurrent"] = "x"
+                self._commit(plural, key, bumped, "MODIFIED")
+        current = self.store[plural][key]
+        sent_rv = body.get("metadata", {}).get("resourceVersion")
+        if sent_rv and sent_rv != current["metadata"]["resourceVersion"]:
+            return _status(409, "Conflict", f'Operation cannot be fulfilled on {plural} "{name}": '
+                           "the object has been modified; please apply your changes to the "
+                           "latest version and try again")
+        updated = copy.deepcopy(current)
+        if status:
+            updated["status"] = body.get("status") or {}
+            invalid = _validate_claim_status(updated) if plural == "resourceclaims" else None
+            if invalid:
+                return _status(422, "Invalid", invalid)
+            self.status_writes.append(copy.deepcopy(body))
+        else:
+            meta = body.get("metadata", {})
+            for f in ("labels", "annotations", "finalizers", "ownerReferences"):
+                if meta.get(f):
+                    updated["metadata"][f] = meta[f]
+                else:
+                    updated["metadata"].pop(f, None)
+        stored = self._commit(plural, key, updated, "MODIFIED")
+        return web.Response(body=orjson.dumps(stored), content_type="application/json")
+
+    async def _bind(self, request: web.Request, namespace: str, name: str) -> web.Response:
+        body = orjson.loads(await request.read())
+        if self.faults.binding_failures > 0:
+            self.faults.binding_failures -= 1
+            return _status(500, "InternalError", "binding failed on demand")
+        key = (namespace, name)
+        pod = self.store["pods"].get(key)
+        if pod is None:
+            return _status(404, "NotFound", f'pods "{name}" not found')
+        uid = body.get("metadata", {}).get("uid")
+        if uid and uid != pod["metadata"]["uid"]:
+            return _status(409, "Conflict", f"Precondition failed: UID in precondition: {uid}, "
+                           f"UID in object meta: {pod['metadata']['uid']}")
+        if pod.get("spec", {}).get("nodeName"):
+            return _status(409, "Conflict", f"pod {name} is already assigned to node "
+                           f"\"{pod['spec']['nodeName']}\"")
+        self.bindings.append(copy.deepcopy(body))
+        pod = copy.deepcopy(pod)
+        pod.setdefault("spec", {})["nodeName"] = body["target"]["name"]
+        self._commit("pods", key, pod, "MODIFIED")
+        return web.Response(status=201, body=orjson.dumps(
+            {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201}),
+            content_type="application/json")
+
+
+def _validate_claim_status(claim: dict[str, Any]) -> str | None:
+    status = claim.get("status") or {}
+    reserved = status.get("reservedFor") or []
+    if len(reserved) > RESERVED_FOR_MAX:
+        return f"status.reservedFor: Too many: {len(reserved)}: must have at most " \
+               f"{RESERVED_FOR_MAX} items"
+    if reserved and not status.get("allocation"):
+        return "status.reservedFor: Forbidden: may not be specified when `allocated` is not set"
+    if reserved and claim["metadata"].get("deletionTimestamp"):
+        return "status.reservedFor: Forbidden: new entries may not be added while " \
+               "`deallocationRequested` or `deletionTimestamp` are set"
+    return None
+
+
+def _status(code: int, reason: str, message: str) -> web.Response:
+    body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": message, "reason": reason, "code": code}
+    return web.Response(status=code, body=orjson.dumps(body), content_type="application/json")
