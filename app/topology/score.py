@@ -1,0 +1,205 @@
+"""Locality and packing of one pod's devices on one node, as one number.
+
+The score is `(tier + within) / 3` in [0, 1]:
+- `tier` is the locality tier of all picked devices that have a topology:
+  2 = one PCIe root, 1 = one NUMA node, 0 = spanning NUMA nodes. It comes
+  first, whatever the weights: the issue orders these strictly.
+- `within` in [0, 1] orders allocations of the same tier. Below tier 2 it is
+  the weighted mean of a locality refinement (GPUs paired with a same-root NIC
+  of the pod; how many device pairs share a root / a NUMA node) and packing.
+  At tier 2 the refinement is always perfect, so `within` is packing alone.
+- packing: inside the node, do not break free PCIe roots / NUMA nodes when a
+  partly used one can take the devices (later large pods need whole blocks);
+  across nodes, prefer fuller nodes (binpack) or emptier ones (spread).
+
+Everything here is pure arithmetic over precomputed `NodeTopology` groups,
+because the allocator calls `score` once per candidate allocation.
+docs/scoring.md has the formula with a worked example.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence, Set
+from dataclasses import dataclass
+from typing import Any, Final
+
+from app.allocator.types import AllocatedState, DeviceId, NodeView, Objective
+from app.model import Device
+from app.topology.config import TopologyConfig
+from app.topology.normalise import DeviceTopology, NodeTopology, node_topology
+
+MODES: Final = ("allocator", "advisor")
+TIERS: Final = 3
+ONE_ROOT: Final = 2
+ONE_NUMA: Final = 1
+SPANNING: Final = 0
+# Priority bands per tier, so a better tier always maps to a higher 0..10
+# priority and packing still has a few steps inside each band.
+_BANDS: Final = ((0, 2), (3, 5), (6, 10))
+NEUTRAL_PRIORITY: Final = 0
+_EPS: Final = 1e-9
+
+
+@dataclass(slots=True, frozen=True)
+class Quality:
+    """An allocation's score and its parts, for display and tests."""
+
+    tier: int
+    refinement: float
+    packing: float
+    score: float
+
+    @property
+    def tier_name(self) -> str:
+        return ("spanning NUMA nodes", "one NUMA node", "one PCIe root")[self.tier]
+
+
+def _pairs(n: int) -> int:
+    return n * (n - 1) // 2
+
+
+def locality(topos: Sequence[DeviceTopology], *, accelerators: int = 0,
+             paired_accelerators: int = 0) -> tuple[int, float]:
+    """(tier, refinement in [0, 1]) of devices that all have some topology.
+
+    `accelerators` is non-zero only for a pod that has both accelerators and
+    NICs; `paired_accelerators` of them have a NIC of the pod on their root.
+
+    Refinement: share of device pairs behind one root (plus half for pairs on
+    one NUMA node, below tier 1), averaged with the share of accelerators that
+    have a NIC of the pod behind their root when the pod has both kinds.
+    """
+    if len(topos) <= 1:
+        return ONE_ROOT, 1.0
+    roots = Counter(t.pcie_root for t in topos)
+    numas = Counter(t.numa_node for t in topos)
+    if None not in roots and len(roots) == 1:
+        return ONE_ROOT, 1.0
+    tier = ONE_NUMA if None not in numas and len(numas) == 1 else SPANNING
+    same_root = sum(_pairs(n) for root, n in roots.items() if root is not None)
+    same_numa = sum(_pairs(n) for numa, n in numas.items() if numa is not None)
+    both = sum(_pairs(n) for (root, numa), n in
+               Counter((t.pcie_root, t.numa_node) for t in topos).items()
+               if root is not None and numa is not None)
+    closeness = (same_root + 0.5 * (same_numa - both)) / _pairs(len(topos))
+    if tier == ONE_NUMA:
+        closeness = (closeness - 0.5) * 2  # every pair shares the NUMA node here
+    if accelerators:
+        return tier, 0.5 * closeness + 0.5 * paired_accelerators / accelerators
+    return tier, closeness
+
+
+class TopologyObjective:
+    """The allocator's objective for one pod on one node (see `Objective`)."""
+
+    __slots__ = ("_config", "_fill", "_first_fit", "_numa_used", "_perfect", "_root_used",
+                 "_topology", "_used")
+
+    def __init__(self, *, topology: NodeTopology, used: Set[DeviceId], fill: float,
+                 config: TopologyConfig, first_fit: bool) -> None:
+        self._topology = topology
+        self._used = used
+        self._fill = fill
+        self._config = config
+        self._first_fit = first_fit
+        self._root_used = {root: sum(1 for d in members if d in used)
+                           for root, members in topology.roots.items()}
+        self._numa_used = {numa: sum(1 for d in members if d in used)
+                           for numa, members in topology.numa_nodes.items()}
+        self._perfect = (ONE_ROOT + self._packing(intact=1.0)) / TIERS
+
+    @property
+    def first_fit(self) -> bool:
+        return self._first_fit
+
+    @property
+    def topology(self) -> NodeTopology:
+        return self._topology
+
+    def score(self, picks: Sequence[Device]) -> float:
+        return self.evaluate(picks).score
+
+    def is_perfect(self, score: float) -> bool:
+        return score >= self._perfect - _EPS
+
+    def evaluate(self, picks: Sequence[Device]) -> Quality:
+        topo = self._topology
+        known = [(d.id, t) for d in picks if (t := topo.of(d)).known]
+        accel = [t.pcie_root for i, t in known if i in topo.accelerators]
+        nic_roots = {t.pcie_root for i, t in known if i in topo.nics and t.pcie_root}
+        has_both = bool(accel) and bool(nic_roots)
+        tier, refinement = locality(
+            [t for _, t in known],
+            accelerators=len(accel) if has_both else 0,
+            paired_accelerators=sum(1 for r in accel if r in nic_roots))
+        packing = self._packing(intact=self._intact([i for i, _ in known]))
+        if tier == ONE_ROOT:
+            within = packing
+        else:
+            wl, wp = self._config.locality_weight, self._config.packing_weight
+            within = (wl * refinement + wp * packing) / (wl + wp)
+        return Quality(tier=tier, refinement=refinement, packing=packing,
+                       score=(tier + within) / TIERS)
+
+    def _packing(self, *, intact: float) -> float:
+        if self._config.packing == "spread":
+            return 0.25 * intact + 0.75 * (1.0 - self._fill)
+        return 0.5 * intact + 0.5 * self._fill
+
+    def _intact(self, ids: Sequence[DeviceId]) -> float:
+        """1 - share of touched groups (roots, NUMA nodes) that were wholly free
+        before and are neither wholly free nor wholly taken after."""
+        new = [i for i in ids if i not in self._used]
+        if not new:
+            return 1.0
+        topo = self._topology
+        roots = Counter(topo.devices[i].pcie_root for i in new)
+        numas = Counter(topo.devices[i].numa_node for i in new)
+        roots.pop(None, None)
+        numas.pop(None, None)
+        shares = [share for share in (_intact_share(roots, topo.roots, self._root_used),
+                                      _intact_share(numas, topo.numa_nodes, self._numa_used))
+                  if share is not None]
+        return sum(shares) / len(shares) if shares else 1.0
+
+
+def _intact_share(taken: Mapping[Any, int], members: Mapping[Any, tuple[DeviceId, ...]],
+                  used: Mapping[Any, int]) -> float | None:
+    if not taken:
+        return None
+    broken = sum(1 for group, n in taken.items() if used[group] == 0 and n < len(members[group]))
+    return 1.0 - broken / len(taken)
+
+
+def make_objective(*, node_view: NodeView, allocated: AllocatedState, config: TopologyConfig,
+                   mode: str) -> Objective:
+    """The objective for one pod on one node: "allocator" searches for the best
+    score, "advisor" takes upstream's first fit and only rates it."""
+    if mode not in MODES:
+        raise ValueError(f"mode: {mode!r} is not one of {', '.join(MODES)}")
+    topology = node_topology(node_view, config)
+    used = {i for i in topology.devices
+            if i in allocated.devices or i in allocated.multi_allocated}
+    fill = len(used) / len(topology.devices) if topology.devices else 0.0
+    return TopologyObjective(topology=topology, used=frozenset(used), fill=fill,
+                             config=config, first_fit=mode == "advisor")
+
+
+def priority(score: float | None) -> int:
+    """0..10 for the extender's prioritize answer.
+
+    Each locality tier owns a band (spanning 0-2, one NUMA node 3-5, one PCIe
+    root 6-10) and `within` picks the step inside it, so the mapping depends
+    only on the score, never on node size. `None` (the pod needs no devices,
+    or nothing was scored) is NEUTRAL_PRIORITY = 0: drax adds nothing and the
+    scheduler's own plugins decide.
+    """
+    if score is None or math.isnan(score):
+        return NEUTRAL_PRIORITY
+    scaled = min(1.0, max(0.0, score)) * TIERS
+    tier = min(ONE_ROOT, int(scaled + _EPS))
+    within = min(1.0, max(0.0, scaled - tier))
+    low, high = _BANDS[tier]
+    return low + min(high - low, int(within * (high - low + 1) + _EPS))
