@@ -1,0 +1,224 @@
+"""The HTTP edge: kube-scheduler's extender verbs plus health, readiness, metrics.
+
+kube-scheduler calls `filter` synchronously for every pod it schedules, so the
+verbs are plain Starlette routes on a raw `Request` (FastAPI's parameter
+machinery and pydantic roughly halve throughput, see libeval.md §3): the body
+is read once under a size limit, decoded with orjson, handed to the extender's
+plain functions and encoded with orjson. The filter work is CPU-bound and
+bounded, so it runs on the event loop; only bind awaits I/O.
+
+No input makes this edge crash or answer 5xx: a body drax cannot use gets a
+4xx with `{"error": ...}` and one warning log line naming the pod when known;
+a failure inside filter or bind reaches the scheduler through the `Error`
+field, which it logs and shows in the pod's events.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Final, Protocol
+
+import orjson
+from fastapi import FastAPI
+from starlette.requests import Request
+from starlette.responses import Response
+
+from app import __version__
+from app.model import Pod
+from app.server import metrics, wire
+from app.server.wire import BadRequest
+
+log = logging.getLogger(__name__)
+
+JSON: Final = "application/json"
+NOT_SYNCED: Final = "drax is not ready: its inventory has not finished its initial sync"
+
+
+class FilterOutcome(Protocol):
+    passed: Sequence[str]
+    failed: Mapping[str, str]
+    unresolvable: Mapping[str, str]
+    error: str | None
+
+
+class Verbs(Protocol):
+    """What the edge needs from `app.extender.Extender`."""
+
+    def filter(self, pod: Pod, node_names: Sequence[str]) -> FilterOutcome: ...
+
+    def prioritize(self, pod: Pod, node_names: Sequence[str]) -> list[tuple[str, int]]: ...
+
+    async def bind(self, *, namespace: str, name: str, uid: str, node: str) -> str | None: ...
+
+
+class InternalError(Exception):
+    """A failure inside drax while answering a well-formed request."""
+
+
+def _json(value: Any, status: int = 200) -> Response:
+    return Response(content=orjson.dumps(value), status_code=status, media_type=JSON)
+
+
+def _json_content_type(request: Request) -> bool:
+    # kube-scheduler always sends application/json; a missing header is taken
+    # as JSON so hand-written requests work, anything else is a client mistake.
+    raw = request.headers.get("content-type")
+    if raw is None:
+        return True
+    media = raw.split(";", 1)[0].strip().lower()
+    return media == JSON or (media.startswith("application/") and media.endswith("+json"))
+
+
+async def read_body(request: Request, *, limit: int) -> bytes:
+    """The whole body, refused with 413 as soon as it is known to exceed `limit`."""
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        try:
+            size = int(declared)
+        except ValueError:
+            raise BadRequest(f"invalid Content-Length {declared!r}", status=400) from None
+        if size > limit:
+            raise BadRequest(f"request body of {size} bytes exceeds the limit of {limit} bytes",
+                             status=413)
+    chunks: list[bytes] = []
+    received = 0
+    async for chunk in request.stream():
+        received += len(chunk)
+        if received > limit:
+            raise BadRequest(f"request body exceeds the limit of {limit} bytes", status=413)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+Handler = Callable[[Any], Awaitable[Any]]
+
+
+class ExtenderEdge:
+    """The four verbs bound to one extender, with limits, metrics and error policy."""
+
+    def __init__(self, *, verbs: Verbs, ready: Callable[[], bool], max_body_bytes: int) -> None:
+        self.verbs = verbs
+        self.ready = ready
+        self.max_body_bytes = max_body_bytes
+        self._passed = metrics.FILTERED_NODES.labels(result="passed")
+        self._failed = metrics.FILTERED_NODES.labels(result="failed")
+        self._unresolvable = metrics.FILTERED_NODES.labels(result="unresolvable")
+
+    def endpoint(self, verb: str) -> Callable[[Request], Awaitable[Response]]:
+        handler: Handler = getattr(self, f"_{verb}")
+        latency = metrics.REQUEST_SECONDS.labels(verb=verb)
+        counts = {o: metrics.REQUESTS.labels(verb=verb, outcome=o) for o in metrics.OUTCOMES}
+
+        async def serve(request: Request) -> Response:
+            start = time.perf_counter()
+            doc: Any = None
+            try:
+                if not _json_content_type(request):
+                    raise BadRequest(f"unsupported Content-Type "
+                                     f"{request.headers.get('content-type')!r}; send {JSON}",
+                                     status=415)
+                doc = wire.decode(await read_body(request, limit=self.max_body_bytes))
+                payload = await handler(doc)
+                response = _json(payload)
+                outcome = "error" if isinstance(payload, dict) and payload.get("Error") else "ok"
+            except BadRequest as exc:
+                pod = exc.pod_key or wire.pod_key_hint(doc)
+                log.warning("bad %s request%s: %s", verb, f" for pod {pod}" if pod else "",
+                            exc.message)
+                response, outcome = _json({"error": exc.message}, exc.status), "bad_request"
+            except InternalError as exc:
+                response, outcome = _json({"error": str(exc)}, 503), "error"
+            counts[outcome].inc()
+            latency.observe(time.perf_counter() - start)
+            return response
+
+        return serve
+
+    async def _filter(self, doc: Any) -> Any:
+        args = wire.parse_extender_args(doc)
+        if not self.ready():
+            return wire.error_filter_result(NOT_SYNCED)
+        try:
+            result = self.verbs.filter(args.pod, args.node_names)
+        except Exception as exc:
+            log.exception("filter failed for pod %s", args.pod.key)
+            return wire.error_filter_result(f"drax filter failed: {exc}")
+        self._passed.inc(len(result.passed))
+        self._failed.inc(len(result.failed))
+        self._unresolvable.inc(len(result.unresolvable))
+        return wire.filter_result(args, passed=result.passed, failed=result.failed,
+                                  unresolvable=result.unresolvable, error=result.error)
+
+    async def _prioritize(self, doc: Any) -> Any:
+        args = wire.parse_extender_args(doc)
+        # HostPriorityList has no Error field; kube-scheduler ignores a failed
+        # prioritize call and keeps the other scores, which is what a 503 gets.
+        if not self.ready():
+            raise InternalError(NOT_SYNCED)
+        try:
+            scores = self.verbs.prioritize(args.pod, args.node_names)
+        except Exception as exc:
+            log.exception("prioritize failed for pod %s", args.pod.key)
+            raise InternalError(f"drax prioritize failed: {exc}") from None
+        return wire.host_priority_list(scores)
+
+    async def _bind(self, doc: Any) -> Any:
+        args = wire.parse_binding_args(doc)
+        if not self.ready():
+            return wire.binding_result(NOT_SYNCED)
+        try:
+            error = await self.verbs.bind(namespace=args.namespace, name=args.name,
+                                          uid=args.uid, node=args.node)
+        except Exception as exc:
+            log.exception("bind failed for pod %s/%s", args.namespace, args.name)
+            error = f"drax bind failed: {exc}"
+        return wire.binding_result(error)
+
+    async def _preempt(self, doc: Any) -> Any:
+        # drax does not change the scheduler's victim choice: DRA devices are
+        # freed only when a victim's claims are deallocated, which the
+        # scheduler's own DynamicResources plugin does not simulate either.
+        _, victims = wire.parse_preemption_args(doc)
+        return wire.preemption_result(victims)
+
+
+VERBS: Final = ("filter", "prioritize", "bind", "preempt")
+
+
+def create_app(*, verbs: Verbs, ready: Callable[[], bool], max_body_bytes: int,
+               url_prefix: str = "/scheduler", mode: str = "allocator",
+               info: Mapping[str, Any] | None = None) -> FastAPI:
+    """The ASGI app: verbs at `/<verb>` and `<url_prefix>/<verb>`, plus the probes."""
+    app = FastAPI(title="drax", version=__version__, docs_url=None, redoc_url=None,
+                  openapi_url=None)
+    edge = ExtenderEdge(verbs=verbs, ready=ready, max_body_bytes=max_body_bytes)
+    prefixes = [""] + ([url_prefix.rstrip("/")] if url_prefix.strip("/") else [])
+    for verb in VERBS:
+        endpoint = edge.endpoint(verb)
+        for prefix in prefixes:
+            app.router.add_route(f"{prefix}/{verb}", endpoint, methods=["POST"])
+
+    version = {"version": __version__, "mode": mode, **(info or {})}
+
+    async def healthz(request: Request) -> Response:
+        return _json({"status": "ok"})
+
+    async def readyz(request: Request) -> Response:
+        if ready():
+            return _json({"status": "ready"})
+        return _json({"status": "not ready", "reason": NOT_SYNCED}, 503)
+
+    async def metrics_endpoint(request: Request) -> Response:
+        body, content_type = metrics.exposition()
+        return Response(content=body, media_type=content_type)
+
+    async def version_endpoint(request: Request) -> Response:
+        return _json(version)
+
+    app.router.add_route("/healthz", healthz, methods=["GET"])
+    app.router.add_route("/readyz", readyz, methods=["GET"])
+    app.router.add_route("/metrics", metrics_endpoint, methods=["GET"])
+    app.router.add_route("/version", version_endpoint, methods=["GET"])
+    return app
