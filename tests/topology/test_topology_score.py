@@ -1,0 +1,161 @@
+"""Score ordering on hand-built nodes: locality tiers, GPU↔NIC pairing,
+packing under binpack and spread, early stop, and the 0..10 mapping."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.allocator.types import AllocatedState
+from app.model import Device
+from app.topology import (
+    NEUTRAL_PRIORITY,
+    TopologyConfig,
+    TopologyObjective,
+    make_objective,
+    priority,
+)
+from tests.topology.topo_builders import allocated, device, node
+
+BINPACK = TopologyConfig()
+SPREAD = TopologyConfig(packing="spread")
+
+
+def objective(nv_devs: tuple, *used: str, config: TopologyConfig = BINPACK,
+              mode: str = "allocator") -> TopologyObjective:
+    nv, devs = nv_devs
+    obj = make_objective(node_view=nv, allocated=allocated(*(devs[n] for n in used)),
+                         config=config, mode=mode)
+    assert isinstance(obj, TopologyObjective)
+    return obj
+
+
+def picks(nv_devs: tuple, *names: str) -> list[Device]:
+    return [nv_devs[1][n] for n in names]
+
+
+def test_same_root_beats_same_numa_beats_spanning() -> None:
+    n = node()
+    obj = objective(n)
+    root = obj.evaluate(picks(n, "gpu-0", "gpu-1"))
+    numa = obj.evaluate(picks(n, "gpu-0", "gpu-2"))
+    split = obj.evaluate(picks(n, "gpu-0", "gpu-4"))
+    assert (root.tier, numa.tier, split.tier) == (2, 1, 0)
+    assert root.score > numa.score > split.score
+
+
+def test_with_nic_same_root_beats_same_numa_beats_spanning() -> None:
+    n = node()
+    obj = objective(n)
+    scores = [obj.score(picks(n, *names)) for names in (
+        ("gpu-0", "gpu-1", "nic-0"), ("gpu-0", "gpu-1", "nic-2"), ("gpu-0", "gpu-1", "nic-4"))]
+    assert scores == sorted(scores, reverse=True) and len(set(scores)) == 3
+
+
+def test_tier_comes_first_even_when_packing_weighs_more() -> None:
+    n = node()
+    obj = objective(n, "gpu-2", config=TopologyConfig(locality_weight=0, packing_weight=1))
+    one_root_on_free_root = obj.score(picks(n, "gpu-4", "gpu-5"))
+    one_numa_next_to_used = obj.score(picks(n, "gpu-3", "gpu-0"))
+    assert one_root_on_free_root > one_numa_next_to_used
+
+
+def test_each_gpu_paired_with_a_same_root_nic_is_better() -> None:
+    n = node()
+    obj = objective(n)
+    paired = obj.evaluate(picks(n, "gpu-0", "nic-0", "gpu-2", "nic-2"))
+    unpaired = obj.evaluate(picks(n, "gpu-0", "gpu-1", "nic-2", "nic-3"))
+    assert paired.tier == unpaired.tier == 1
+    assert paired.score > unpaired.score
+    across_numa_paired = obj.evaluate(picks(n, "gpu-0", "nic-0", "gpu-4", "nic-4"))
+    across_numa_unpaired = obj.evaluate(picks(n, "gpu-0", "gpu-1", "nic-4", "nic-5"))
+    assert across_numa_paired.score > across_numa_unpaired.score
+
+
+def test_devices_without_topology_are_neutral() -> None:
+    nv, devs = node()
+    bare = device("plain", driver="x.example.com")
+    obj = make_objective(node_view=nv, allocated=AllocatedState(), config=BINPACK,
+                         mode="allocator")
+    with_bare = obj.score([devs["gpu-0"], devs["gpu-1"], bare])
+    assert with_bare == obj.score([devs["gpu-0"], devs["gpu-1"]])
+    assert obj.score([bare]) == obj.score([bare, bare])
+
+
+def test_packing_takes_from_a_partly_used_root_first() -> None:
+    n = node()
+    obj = objective(n, "gpu-0")
+    next_to_used = obj.evaluate(picks(n, "gpu-1"))
+    fresh_root = obj.evaluate(picks(n, "gpu-2"))
+    fresh_numa = obj.evaluate(picks(n, "gpu-4"))
+    assert next_to_used.packing > fresh_root.packing > fresh_numa.packing
+    assert next_to_used.score > fresh_root.score > fresh_numa.score
+
+
+def test_taking_a_whole_free_root_does_not_break_it() -> None:
+    n = node()
+    obj = objective(n, "gpu-4")
+    whole_root = obj.evaluate(picks(n, "gpu-0", "gpu-1", "nic-0", "nic-1"))
+    part_root = obj.evaluate(picks(n, "gpu-0", "gpu-1", "nic-0"))
+    assert whole_root.packing > part_root.packing
+
+
+@pytest.mark.parametrize(("config", "fuller_wins"), [(BINPACK, True), (SPREAD, False)])
+def test_binpack_prefers_the_fuller_node_spread_the_emptier(config: TopologyConfig,
+                                                             fuller_wins: bool) -> None:
+    fuller = node("node-a")
+    emptier = node("node-b")
+    on_fuller = objective(fuller, "gpu-6", "gpu-7", "nic-6", config=config).score(
+        picks(fuller, "gpu-4", "gpu-5"))
+    on_emptier = objective(emptier, config=config).score(picks(emptier, "gpu-4", "gpu-5"))
+    assert (on_fuller > on_emptier) is fuller_wins
+    better, worse = (on_fuller, on_emptier) if fuller_wins else (on_emptier, on_fuller)
+    assert priority(better) >= priority(worse)
+
+
+def test_multi_allocated_devices_count_as_used() -> None:
+    nv, devs = node()
+    state = AllocatedState(multi_allocated=frozenset({devs["gpu-0"].id}))
+    obj = make_objective(node_view=nv, allocated=state, config=BINPACK, mode="allocator")
+    assert objective(node(), "gpu-0").score([devs["gpu-1"]]) == obj.score([devs["gpu-1"]])
+
+
+def test_is_perfect_only_for_the_best_possible_allocation() -> None:
+    n = node()
+    obj = objective(n, "gpu-0")
+    best = obj.score(picks(n, "gpu-1", "nic-0", "nic-1"))  # completes a started root
+    assert obj.is_perfect(best)
+    assert not obj.is_perfect(obj.score(picks(n, "gpu-2", "nic-2")))
+    assert not obj.is_perfect(obj.score(picks(n, "gpu-1", "nic-2")))
+
+
+def test_modes() -> None:
+    n = node()
+    assert objective(n, mode="advisor").first_fit
+    assert not objective(n, mode="allocator").first_fit
+    assert objective(n, mode="advisor").score(picks(n, "gpu-0")) == objective(n).score(
+        picks(n, "gpu-0"))
+    with pytest.raises(ValueError, match="mode"):
+        objective(n, mode="fastest")
+
+
+def test_priority_bands_and_neutral_value() -> None:
+    assert priority(None) == NEUTRAL_PRIORITY == 0
+    assert priority(float("nan")) == NEUTRAL_PRIORITY
+    assert [priority(s) for s in (0.0, 1 / 3, 2 / 3, 1.0)] == [0, 3, 6, 10]
+    assert priority(-1.0) == 0 and priority(2.0) == 10
+    grid = [i / 300 for i in range(301)]
+    assert [priority(s) for s in grid] == sorted(priority(s) for s in grid)
+    n = node()
+    obj = objective(n)
+    assert priority(obj.score(picks(n, "gpu-0", "gpu-1"))) >= 6
+    assert 3 <= priority(obj.score(picks(n, "gpu-0", "gpu-2"))) <= 5
+    assert priority(obj.score(picks(n, "gpu-0", "gpu-4"))) <= 2
+
+
+def test_priority_is_consistent_across_node_sizes() -> None:
+    small = node("small", roots=4, per_root=2)
+    big = node("big", roots=8, numa_nodes=4, per_root=2)
+    # Same shape, same share of the node in use, same answer.
+    on_small = objective(small, "gpu-7").score(picks(small, "gpu-6"))
+    on_big = objective(big, "gpu-15", "gpu-13").score(picks(big, "gpu-14"))
+    assert priority(on_small) == priority(on_big)
