@@ -51,10 +51,6 @@ class Settings:
     def features(self) -> FeatureGates:
         return FeatureGates().with_overrides(self.feature_gates)
 
-    @property
-    def uses_sample(self) -> bool:
-        return not self.inventory and not self.kubeconfig
-
 
 def _as_str(value: Any, key: str) -> str:
     if isinstance(value, bool) or not isinstance(value, str | int | float):
