@@ -94,8 +94,8 @@ def locality(topos: Sequence[DeviceTopology], *, accelerators: int = 0,
 class TopologyObjective:
     """The allocator's objective for one pod on one node (see `Objective`)."""
 
-    __slots__ = ("_config", "_fill", "_first_fit", "_numa_used", "_perfect", "_root_used",
-                 "_topology", "_used")
+    __slots__ = ("_bounds", "_config", "_fill", "_first_fit", "_numa_free", "_numa_used",
+                 "_perfect", "_root_free", "_root_used", "_topology", "_used")
 
     def __init__(self, *, topology: NodeTopology, used: Set[DeviceId], fill: float,
                  config: TopologyConfig, first_fit: bool) -> None:
@@ -108,7 +108,12 @@ class TopologyObjective:
                            for root, members in topology.roots.items()}
         self._numa_used = {numa: sum(1 for d in members if d in used)
                            for numa, members in topology.numa_nodes.items()}
-        self._perfect = (ONE_ROOT + self._packing(intact=1.0)) / TIERS
+        self._root_free = max((len(m) - self._root_used[g] for g, m in topology.roots.items()),
+                              default=0)
+        self._numa_free = max((len(m) - self._numa_used[g]
+                               for g, m in topology.numa_nodes.items()), default=0)
+        self._bounds: dict[tuple[int, int, int, bool], float] = {}
+        self._perfect = 1.0
 
     @property
     def first_fit(self) -> bool:
@@ -122,6 +127,9 @@ class TopologyObjective:
         return self.evaluate(picks).score
 
     def is_perfect(self, score: float) -> bool:
+        """True when `score` reaches the upper bound for allocations shaped like
+        the last one scored (the allocator asks right after `score`, and every
+        allocation of one search has the same subrequests, so the same shape)."""
         return score >= self._perfect - _EPS
 
     def evaluate(self, picks: Sequence[Device]) -> Quality:
@@ -134,24 +142,51 @@ class TopologyObjective:
             [t for _, t in known],
             accelerators=len(accel) if has_both else 0,
             paired_accelerators=sum(1 for r in accel if r in nic_roots))
-        packing = self._packing(intact=self._intact([i for i, _ in known]))
-        if tier == ONE_ROOT:
-            within = packing
-        else:
-            wl, wp = self._config.locality_weight, self._config.packing_weight
-            within = (wl * refinement + wp * packing) / (wl + wp)
+        new = [(i, t) for i, t in known if i not in self._used]
+        shape = (len(known), sum(1 for _, t in new if t.pcie_root is not None),
+                 sum(1 for _, t in new if t.numa_node is not None), has_both)
+        bound = self._bounds.get(shape)
+        if bound is None:
+            bound = self._bounds[shape] = self._upper_bound(*shape)
+        self._perfect = bound
+        packing = self._packing(intact=self._intact([i for i, _ in new]))
         return Quality(tier=tier, refinement=refinement, packing=packing,
-                       score=(tier + within) / TIERS)
+                       score=self._combine(tier, refinement, packing))
+
+    def _combine(self, tier: int, refinement: float, packing: float) -> float:
+        if tier == ONE_ROOT:
+            return (tier + packing) / TIERS
+        wl, wp = self._config.locality_weight, self._config.packing_weight
+        return (tier + (wl * refinement + wp * packing) / (wl + wp)) / TIERS
+
+    def _upper_bound(self, known: int, rooted: int, numa_placed: int, has_both: bool) -> float:
+        """The best score any allocation of this shape could reach here: lets
+        the allocator stop early instead of spending its budget."""
+        shares = [b for b, present in (
+            (_intact_bound(rooted, self._topology.roots, self._root_used), rooted),
+            (_intact_bound(numa_placed, self._topology.numa_nodes, self._numa_used),
+             numa_placed)) if present]
+        intact = 1.0 if not shares else (
+            sum(shares) / len(shares) if rooted == numa_placed else max(shares))
+        packing = self._packing(intact=intact)
+        if known <= max(1, self._root_free):
+            return self._combine(ONE_ROOT, 1.0, packing)
+        same_root = _packed_pairs(known, self._root_free)
+        if known <= self._numa_free:
+            tier, closeness = ONE_NUMA, same_root / _pairs(known)
+        else:
+            same_numa = _packed_pairs(known, self._numa_free)
+            tier, closeness = SPANNING, 0.5 * (same_root + same_numa) / _pairs(known)
+        return self._combine(tier, 0.5 * closeness + 0.5 if has_both else closeness, packing)
 
     def _packing(self, *, intact: float) -> float:
         if self._config.packing == "spread":
             return 0.25 * intact + 0.75 * (1.0 - self._fill)
         return 0.5 * intact + 0.5 * self._fill
 
-    def _intact(self, ids: Sequence[DeviceId]) -> float:
+    def _intact(self, new: Sequence[DeviceId]) -> float:
         """1 - share of touched groups (roots, NUMA nodes) that were wholly free
         before and are neither wholly free nor wholly taken after."""
-        new = [i for i in ids if i not in self._used]
         if not new:
             return 1.0
         topo = self._topology
@@ -171,6 +206,22 @@ def _intact_share(taken: Mapping[Any, int], members: Mapping[Any, tuple[DeviceId
         return None
     broken = sum(1 for group, n in taken.items() if used[group] == 0 and n < len(members[group]))
     return 1.0 - broken / len(taken)
+
+
+def _intact_bound(count: int, members: Mapping[Any, tuple[DeviceId, ...]],
+                  used: Mapping[Any, int]) -> float:
+    """1 if `count` new devices could avoid breaking a free group: some group
+    is already partly used, or `count` can fill a free group completely."""
+    partly_used = any(0 < used[g] < len(m) for g, m in members.items())
+    smallest_free = min((len(m) for g, m in members.items() if used[g] == 0), default=None)
+    return 1.0 if partly_used or (smallest_free is not None and count >= smallest_free) else 0.0
+
+
+def _packed_pairs(count: int, group: int) -> int:
+    """Most device pairs that can share a group when groups hold `group` devices."""
+    if group <= 1:
+        return 0
+    return (count // group) * _pairs(group) + _pairs(count % group)
 
 
 def make_objective(*, node_view: NodeView, allocated: AllocatedState, config: TopologyConfig,

@@ -3,6 +3,8 @@ packing under binpack and spread, early stop, and the 0..10 mapping."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from app.allocator.types import AllocatedState
@@ -159,3 +161,31 @@ def test_priority_is_consistent_across_node_sizes() -> None:
     on_small = objective(small, "gpu-7").score(picks(small, "gpu-6"))
     on_big = objective(big, "gpu-15", "gpu-13").score(picks(big, "gpu-14"))
     assert priority(on_small) == priority(on_big)
+
+
+def test_first_one_root_pick_on_an_empty_node_is_perfect() -> None:
+    n = node()
+    obj = objective(n)
+    assert obj.is_perfect(obj.score(picks(n, "gpu-0")))
+    assert obj.is_perfect(obj.score(picks(n, "gpu-0", "gpu-1")))
+    assert not obj.is_perfect(obj.score(picks(n, "gpu-0", "gpu-2")))
+
+
+@pytest.mark.parametrize("used", [(), ("gpu-0",), ("gpu-0", "nic-3", "gpu-5"),
+                                  ("gpu-0", "gpu-1", "nic-0", "nic-1")])
+def test_is_perfect_never_claims_less_than_the_best(used: tuple[str, ...]) -> None:
+    """Exhaustive check of the early-stop bound: whatever is called perfect
+    scores at least as well as every other allocation of the same shape."""
+    n = node()
+    obj = objective(n, *used)
+    free = [name for name in n[1] if name not in used]
+    for size in (1, 2, 3, 4):
+        by_shape: dict[bool, list[tuple[float, bool]]] = {}
+        for combo in itertools.combinations(free, size):
+            kinds = {name.split("-")[0] for name in combo}
+            score = obj.score(picks(n, *combo))
+            by_shape.setdefault(kinds == {"gpu", "nic"}, []).append(
+                (score, obj.is_perfect(score)))
+        for results in by_shape.values():
+            best = max(score for score, _ in results)
+            assert all(score == pytest.approx(best) for score, perfect in results if perfect)
