@@ -39,6 +39,7 @@ SPANNING: Final = 0
 # priority and packing still has a few steps inside each band.
 _BANDS: Final = ((0, 2), (3, 5), (6, 10))
 NEUTRAL_PRIORITY: Final = 0
+SPREAD_INTACT: Final = 0.05
 _EPS: Final = 1e-9
 
 
@@ -181,7 +182,9 @@ class TopologyObjective:
 
     def _packing(self, *, intact: float) -> float:
         if self._config.packing == "spread":
-            return 0.25 * intact + 0.75 * (1.0 - self._fill)
+            # Emptier nodes first; intact blocks only break ties inside a node
+            # (where the fill is the same for every allocation).
+            return SPREAD_INTACT * intact + (1 - SPREAD_INTACT) * (1.0 - self._fill)
         return 0.5 * intact + 0.5 * self._fill
 
     def _intact(self, new: Sequence[DeviceId]) -> float:
