@@ -67,6 +67,8 @@ class Faults:
     binding_failures: int = 0
     # Watch requests answered with a 500 before streaming anything.
     watch_errors: int = 0
+    # List requests answered with a 500.
+    list_errors: int = 0
 
 
 class FakeApiServer:
@@ -81,6 +83,7 @@ class FakeApiServer:
         self.requests: list[tuple[str, str]] = []  # (method, path) of every request
         self.status_writes: list[dict[str, Any]] = []  # bodies of accepted status PUTs
         self.bindings: list[dict[str, Any]] = []
+        self.collection_queries: list[tuple[str, dict[str, str]]] = []  # lists and watches
         self.before_status_put: Callable[[str, str], None] | None = None
         self._rv = itertools.count(100)
         self._current_rv = 99
@@ -170,6 +173,10 @@ class FakeApiServer:
     def open_watches(self, plural: str) -> int:
         return sum(1 for w in self._watchers if w.plural == plural)
 
+    def watch_queries(self, plural: str) -> list[dict[str, str]]:
+        """Query parameters of every list and watch request on `plural`, in order."""
+        return [q for p, q in self.collection_queries if p == plural]
+
     def count(self, method: str, suffix: str) -> int:
         return sum(1 for m, p in self.requests if m == method and p.endswith(suffix))
 
@@ -213,6 +220,7 @@ class FakeApiServer:
             return _status(404, "NotFound", f"no route for {request.path}")
         plural = parts[0]
         if len(parts) == 1 and request.method == "GET":
+            self.collection_queries.append((plural, dict(request.query)))
             if request.query.get("watch", "").lower() in ("true", "1"):
                 return await self._watch(request, plural)
             return self._list(plural, namespace)
@@ -228,6 +236,9 @@ class FakeApiServer:
         return _status(405, "MethodNotAllowed", f"{request.method} {request.path}")
 
     def _list(self, plural: str, namespace: str) -> web.Response:
+        if self.faults.list_errors > 0:
+            self.faults.list_errors -= 1
+            return _status(500, "InternalError", "list failed on demand")
         res = RESOURCES[plural]
         items = [copy.deepcopy(o) for (ns, _), o in sorted(self.store[plural].items())
                  if not namespace or ns == namespace]

@@ -38,7 +38,7 @@ import orjson
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from app.model import InvalidObject
+from app.model import InvalidObject, parse_object
 from app.sources.kube.metrics import WatchMetrics
 
 log = logging.getLogger(__name__)
@@ -86,7 +86,11 @@ class WatchSettings:
     min_watch: float = 1.0  # an empty watch shorter than this counts as a failure
 
 
-class ResourceExpired(Exception):
+class RelistRequired(Exception):
+    """The held state can no longer be trusted to follow from the last resourceVersion."""
+
+
+class ResourceExpired(RelistRequired):
     """410 Gone: the resourceVersion to resume from is no longer in the server's history."""
 
 
@@ -131,9 +135,9 @@ class Informer:
             try:
                 if self.resource_version is None:
                     self.resource_version = await self._list()
-                self.resource_version = await self._watch(self.resource_version)
+                await self._watch(self.resource_version)
                 continue
-            except ResourceExpired as exc:
+            except RelistRequired as exc:
                 log.info("%s: %s; relisting", self.kind, exc)
                 self._metrics.relists.labels(kind=self.kind).inc()
                 self.resource_version = None
@@ -142,6 +146,11 @@ class Informer:
                 self._metrics.errors.labels(kind=self.kind).inc()
                 log.warning("%s: list/watch failed (%s); resuming from resourceVersion %s",
                             self.kind, _describe(exc), self.resource_version or "<relist>")
+            except Exception:
+                # A bug, not bad input: keep watching, from a fresh list.
+                self._metrics.errors.labels(kind=self.kind).inc()
+                log.exception("%s: unexpected failure; relisting", self.kind)
+                self.resource_version = None
             await asyncio.sleep(self._backoff.next())
 
     async def _list(self) -> str:
@@ -163,7 +172,7 @@ class Informer:
         rv = str((decoded.get("metadata") or {}).get("resourceVersion") or "")
         if not rv:
             raise WatchError("list: the response carries no metadata.resourceVersion")
-        self._sink.replace(self.kind, items)
+        self._replace(items)
         self._metrics.seen(self.kind)
         if not self._synced:
             self._sink.mark_synced(self.kind)
@@ -171,9 +180,30 @@ class Informer:
         log.info("%s: listed %d objects at resourceVersion %s", self.kind, len(items), rv)
         return rv
 
-    async def _watch(self, rv: str) -> str:
+    def _replace(self, items: list[Any]) -> None:
+        try:
+            self._sink.replace(self.kind, items)
+            return
+        except InvalidObject:
+            pass
+        # Rare path: find the bad objects, count them, and replace with the
+        # rest, so one broken object cannot keep the whole kind stale.
+        valid = []
+        for item in items:
+            try:
+                parse_object(self.kind, item)
+            except InvalidObject as exc:
+                self._metrics.invalid.labels(kind=self.kind).inc()
+                log.warning("%s: rejected from the list: %s", self.kind, exc)
+            else:
+                valid.append(item)
+        self._sink.replace(self.kind, valid)
+
+    async def _watch(self, rv: str) -> None:
+        """One watch request from `rv`; `resource_version` follows every event."""
         s = self._settings
-        timeout = int(s.watch_timeout * (1.0 + random.random()))
+        # timeoutSeconds=0 would mean "no timeout" to the API server.
+        timeout = max(1, int(s.watch_timeout * (1.0 + random.random())))
         loop = asyncio.get_running_loop()
         started = loop.time()
         resp = await self._list_call(
@@ -195,7 +225,7 @@ class Informer:
                 start = 0
                 while (end := buf.find(b"\n", start)) >= 0:
                     if end > start:
-                        rv = self._handle(bytes(buf[start:end]), rv)
+                        self._handle(bytes(buf[start:end]))
                         events += 1
                         if events == 1:
                             self._backoff.reset()
@@ -204,15 +234,14 @@ class Informer:
                     start = end + 1
                 del buf[:start]
             if buf.strip():
-                rv = self._handle(bytes(buf), rv)
+                self._handle(bytes(buf))
                 events += 1
         finally:
             resp.release()
         if events == 0 and loop.time() - started < s.min_watch:
             raise WatchError("watch closed at once without any event")
-        return rv
 
-    def _handle(self, line: bytes, rv: str) -> str:
+    def _handle(self, line: bytes) -> None:
         event = orjson.loads(line)
         event_type = event.get("type")
         obj = event.get("object")
@@ -222,21 +251,25 @@ class Informer:
             if obj.get("code") == 410:
                 raise ResourceExpired(obj.get("message") or "resourceVersion expired")
             raise WatchError(f"watch ERROR {obj.get('code')}: {obj.get('message')}")
-        new_rv = str((obj.get("metadata") or {}).get("resourceVersion") or "") or rv
+        rv = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+        if rv:
+            self.resource_version = rv
         self._metrics.seen(self.kind)
         if event_type == "BOOKMARK":
-            return new_rv
+            return
         if event_type not in APPLIED_EVENTS:
             log.warning("%s: ignoring watch event of unknown type %r", self.kind, event_type)
-            return new_rv
+            return
         try:
             self._sink.apply(self.kind, event_type, obj)
         except InvalidObject as exc:
             self._metrics.invalid.labels(kind=self.kind).inc()
             log.warning("%s %s: rejected: %s", self.kind, event_type, exc)
+        except Exception as exc:
+            log.exception("%s %s: the inventory failed to apply it", self.kind, event_type)
+            raise RelistRequired(f"applying a {event_type} event failed ({exc})") from exc
         else:
             self._metrics.events.labels(kind=self.kind, type=event_type).inc()
-        return new_rv
 
 
 class KubeSource:

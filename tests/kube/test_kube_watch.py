@@ -1,0 +1,192 @@
+"""The kube source against the API double, through the real kubernetes-asyncio client."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from app.sources.kube import WatchSettings
+from tests.kube.harness import (
+    KubeHarness,
+    claim,
+    device_class,
+    eventually,
+    gpu_slice,
+    node,
+)
+
+
+async def test_initial_lists_fill_the_inventory_and_mark_it_synced(tmp_path: Path) -> None:
+    async with KubeHarness(tmp_path) as h:
+        h.server.create("nodes", node("node-a"))
+        h.server.create("resourceslices", gpu_slice("node-a", 8))
+        h.server.create("deviceclasses", device_class())
+        h.server.create("resourceclaims", claim("train", namespace="ml"))
+        assert not h.inventory.synced
+        h.watch()
+        await h.synced()
+        counts = h.inventory.counts()
+        assert (counts.nodes, counts.devices) == (1, 8)
+        assert set(h.inventory.classes) == {"gpu"}
+        assert h.inventory.claim("ml/train") is not None
+        # Each kind was listed once, then watched from the list's resourceVersion.
+        listed_at = str(h.server.resource_version)
+        await eventually(lambda: h.server.open_watches("resourceslices") == 1, "the watch")
+        first, second = h.server.watch_queries("resourceslices")
+        assert "watch" not in first
+        assert second["watch"] == "True" and second["resourceVersion"] == listed_at
+        assert h.metric("drax_watch_relists_total", kind="ResourceSlice") == 0
+
+
+async def test_not_synced_while_an_initial_list_fails(tmp_path: Path) -> None:
+    async with KubeHarness(tmp_path) as h:
+        h.server.faults.list_errors = 3
+        h.watch()
+        await eventually(lambda: h.server.faults.list_errors == 0, "the failing lists")
+        assert h.metric("drax_watch_errors_total", kind="Node") \
+            + h.metric("drax_watch_errors_total", kind="ResourceSlice") \
+            + h.metric("drax_watch_errors_total", kind="DeviceClass") \
+            + h.metric("drax_watch_errors_total", kind="ResourceClaim") == 3
+        await h.synced()
+
+
+async def test_watch_events_add_update_and_delete_each_kind(tmp_path: Path) -> None:
+    async with KubeHarness(tmp_path) as h:
+        h.watch()
+        await h.synced()
+        h.server.create("nodes", node("node-a", zone="a"))
+        h.server.create("resourceslices", gpu_slice("node-a", 4))
+        h.server.create("deviceclasses", device_class())
+        h.server.create("resourceclaims", claim("c1"))
+        await h.caught_up()
+        assert h.inventory.counts().devices == 4
+        assert h.inventory.claim("default/c1") is not None
+
+        h.server.update("nodes", node("node-a", zone="b"))
+        h.server.update("resourceslices", gpu_slice("node-a", 6, generation=2))
+        h.server.update("deviceclasses", device_class(expression="true"))
+        h.server.update("resourceclaims", claim("c1", count=2))
+        await h.caught_up()
+        state = h.inventory.node_state("node-a")
+        assert state is not None and state.view.node.labels == {"zone": "b"}
+        assert h.inventory.counts().devices == 6
+        assert h.inventory.classes["gpu"].selectors == ("true",)
+        c1 = h.inventory.claim("default/c1")
+        assert c1 is not None and c1.spec.requests[0].exactly is not None
+        assert c1.spec.requests[0].exactly.count == 2
+
+        h.server.delete("resourceslices", "node-a-gpus")
+        h.server.delete("deviceclasses", "gpu")
+        h.server.delete("resourceclaims", "c1", "default")
+        h.server.delete("nodes", "node-a")
+        await h.caught_up()
+        assert h.inventory.counts().devices == 0
+        assert h.inventory.node_names() == []
+        assert not h.inventory.classes
+        assert h.inventory.claim("default/c1") is None
+        for kind in ("Node", "ResourceSlice", "DeviceClass", "ResourceClaim"):
+            for event in ("ADDED", "MODIFIED", "DELETED"):
+                assert h.metric("drax_watch_events_total", kind=kind, type=event) == 1
+
+
+async def test_dropped_connection_resumes_from_the_last_resource_version(tmp_path: Path
+                                                                         ) -> None:
+    async with KubeHarness(tmp_path) as h:
+        h.server.create("resourceslices", gpu_slice("node-a", 2))
+        h.watch()
+        await h.synced()
+        h.server.create("resourceslices", gpu_slice("node-b", 2))
+        await h.caught_up()
+        seen = h.server.resource_version
+        h.server.drop_watches()
+        h.server.create("resourceslices", gpu_slice("node-c", 2))  # while disconnected
+        await eventually(lambda: "node-c" in h.inventory.node_names(), "node-c after resume")
+        assert h.inventory.node_names() == ["node-a", "node-b", "node-c"]
+        # Resumed by watching again, not by listing again.
+        lists = [q for q in h.server.watch_queries("resourceslices") if q.get("watch") is None]
+        assert len(lists) == 1
+        resumes = [q["resourceVersion"] for q in h.server.watch_queries("resourceslices")
+                   if q.get("watch")]
+        assert resumes[-1] == str(seen)
+        assert h.metric("drax_watch_relists_total", kind="ResourceSlice") == 0
+        assert h.metric("drax_watch_errors_total", kind="ResourceSlice") >= 1
+
+
+async def test_gone_relists_and_drops_objects_deleted_while_away(tmp_path: Path) -> None:
+    async with KubeHarness(tmp_path) as h:
+        for name in ("node-a", "node-b"):
+            h.server.create("resourceslices", gpu_slice(name, 2))
+        h.server.create("resourceclaims", claim("old"))
+        h.watch()
+        await h.synced()
+        h.server.drop_watches()
+        # While drax is away: a slice and a claim vanish, another slice appears,
+        # and the server forgets the history drax would resume from.
+        h.server.delete("resourceslices", "node-a-gpus")
+        h.server.delete("resourceclaims", "old", "default")
+        h.server.create("resourceslices", gpu_slice("node-c", 2))
+        h.server.compact()
+        await eventually(lambda: h.metric("drax_watch_relists_total", kind="ResourceSlice") == 1
+                         and h.metric("drax_watch_relists_total", kind="ResourceClaim") == 1,
+                         "the relists")
+        await h.caught_up()
+        assert h.inventory.node_names() == ["node-b", "node-c"]
+        assert h.inventory.claim("default/old") is None
+        assert h.inventory.synced
+
+
+async def test_server_side_timeout_is_followed_by_a_new_watch(tmp_path: Path) -> None:
+    settings = WatchSettings(watch_timeout=1.0, backoff_initial=0.02, backoff_max=0.1)
+    async with KubeHarness(tmp_path, settings=settings) as h:
+        h.watch()
+        await h.synced()
+        await eventually(lambda: len([q for q in h.server.watch_queries("nodes")
+                                      if q.get("watch")]) >= 2, "a second watch", timeout=10)
+        h.server.create("nodes", node("late"))
+        await eventually(lambda: h.inventory.node_names() == ["late"], "the late node")
+        assert h.metric("drax_watch_errors_total", kind="Node") == 0
+        assert h.metric("drax_watch_relists_total", kind="Node") == 0
+
+
+async def test_bookmarks_advance_the_resource_version(tmp_path: Path) -> None:
+    async with KubeHarness(tmp_path) as h:
+        h.watch()
+        await h.synced()
+        for i in range(3):  # changes to other kinds move the global resourceVersion
+            h.server.create("nodes", node(f"n{i}"))
+        await h.caught_up()  # the DeviceClass informer got there by bookmarks alone
+        assert h.metric("drax_watch_events_total", kind="DeviceClass", type="ADDED") == 0
+        assert all(q["allowWatchBookmarks"] == "True"
+                   for q in h.server.watch_queries("deviceclasses") if q.get("watch"))
+
+
+async def test_a_watch_error_backs_off_and_resumes(tmp_path: Path) -> None:
+    async with KubeHarness(tmp_path) as h:
+        h.watch()
+        await h.synced()
+        h.server.faults.watch_errors = 4
+        h.server.drop_watches()
+        h.server.create("nodes", node("after-errors"))
+        await eventually(lambda: "after-errors" in h.inventory.node_names(), "the node")
+        assert h.server.faults.watch_errors == 0
+        assert sum(h.metric("drax_watch_errors_total", kind=k)
+                   for k in ("Node", "ResourceSlice", "DeviceClass", "ResourceClaim")) >= 8
+
+
+async def test_invalid_objects_are_counted_and_skipped(tmp_path: Path) -> None:
+    async with KubeHarness(tmp_path) as h:
+        bad = gpu_slice("node-x", 1)
+        del bad["spec"]["nodeName"]  # no node selection at all: invalid
+        h.server.create("resourceslices", bad)
+        h.server.create("resourceslices", gpu_slice("node-a", 2))
+        h.watch()
+        await h.synced()
+        assert h.inventory.node_names() == ["node-a"]
+        assert h.metric("drax_watch_invalid_objects_total", kind="ResourceSlice") == 1
+        h.server.update("resourceslices", {**gpu_slice("node-a", 2),
+                                           "spec": {"driver": "", "pool": {}}})
+        h.server.create("resourceslices", gpu_slice("node-b", 2))
+        await h.caught_up()
+        # The bad update changed nothing; the watch went on.
+        assert h.inventory.node_names() == ["node-a", "node-b"]
+        assert h.inventory.counts().devices == 4
+        assert h.metric("drax_watch_invalid_objects_total", kind="ResourceSlice") == 2
