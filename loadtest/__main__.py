@@ -1,0 +1,186 @@
+"""`python -m loadtest`: the end-to-end scheduling benchmark, the floor and churn.
+
+For each cluster size: generate the cluster and the workload's claims into a
+temporary inventory directory, start the real `drax serve` on it, measure the
+build (process start to /readyz) and RSS, then schedule the workload as
+kube-scheduler would (`bench.schedule`). The same request bodies are then
+replayed against the floor server (`loadtest.floor`), and the churn benchmark
+runs in-process (`loadtest.churn`). Results go to stdout as Markdown and, with
+`--json`, to a file; the targets of issue #7 are evaluated in `report`.
+
+The workload has two phases: `mixed` (the default claim mix, which fills the
+cluster to about half of its GPUs) and then `2gpu-1nic-same-root` (the target
+claim, scheduled into that half-full cluster). Every bound pod stays bound.
+Everything is bounded: pod counts, request timeouts, the readiness wait.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shlex
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from loadtest import bench, churn, generator, report
+from loadtest.bench import BenchmarkError, Client, PodJob, serving
+
+
+def _workload(args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[PodJob]]:
+    """Claim objects for the inventory, and the pods to schedule in order."""
+    total = args.pods + args.target_pods
+    phases: list[tuple[float, dict[str, float]]] = []
+    if args.pods:
+        phases.append((args.pods / total, dict(generator.DEFAULT_WEIGHTS)))
+    if args.target_pods:
+        phases.append((args.target_pods / total, {report.TARGET_SHAPE: 1}))
+    shapes = generator.workload_shapes(pods=total, mix=phases, seed=args.seed)
+    objects = generator.generate_workload(pods=total, mix=phases, seed=args.seed,
+                                          claims=args.claims)
+    claims = [o for o in objects if o["kind"] != "Pod"]
+    pods = [o for o in objects if o["kind"] == "Pod"]
+    jobs = [PodJob(phase="mixed" if i < args.pods else report.TARGET_SHAPE, shape=shape, pod=pod)
+            for i, (shape, pod) in enumerate(zip(shapes, pods, strict=True))]
+    return claims, jobs
+
+
+def _device_count(cluster: Sequence[dict[str, Any]]) -> int:
+    return sum(len(o["spec"].get("devices", ())) for o in cluster if o["kind"] == "ResourceSlice")
+
+
+def _serve_argv(args: argparse.Namespace, *, port: int, inventory: Path) -> list[str]:
+    return [sys.executable, "-m", "app", "serve", "--host", bench.HOST, "--port", str(port),
+            "--inventory", str(inventory), "--log-level", "warning", *args.server_arg]
+
+
+def _floor_argv(port: int) -> list[str]:
+    return [sys.executable, "-m", "loadtest.floor", "--host", bench.HOST, "--port", str(port),
+            "--log-level", "warning"]
+
+
+def run_size(args: argparse.Namespace, nodes: int, workdir: Path) -> dict[str, Any]:
+    started = time.monotonic()
+    cluster = generator.generate_cluster(nodes=nodes, seed=args.seed)
+    claims, jobs = _workload(args)
+    inventory = workdir / f"inventory-{nodes}"
+    generator.write_cluster(inventory, cluster, fmt="json")
+    generator.write_objects(inventory / "claims.json", claims)
+    devices = _device_count(cluster)
+    node_names = [o["metadata"]["name"] for o in cluster if o["kind"] == "Node"]
+    del cluster
+    print(f"[{nodes} nodes] generated {devices} devices, {len(jobs)} pods "
+          f"in {time.monotonic() - started:.1f}s", file=sys.stderr)
+
+    port = bench.free_port()
+    with serving(_serve_argv(args, port=port, inventory=inventory), port=port,
+                 log=workdir / f"drax-{nodes}.log", ready_timeout=args.ready_timeout) as server:
+        rss_ready, _ = bench.memory_bytes(server.pid)
+        print(f"[{nodes} nodes] drax ready in {server.ready_seconds:.1f}s, "
+              f"RSS {rss_ready / report.MB:.0f} MB", file=sys.stderr)
+        client = Client(port)
+        try:
+            drax_run = bench.schedule(client, jobs, candidates=bench.candidate_lists(
+                node_names, mode=args.candidates))
+        finally:
+            client.close()
+        rss_after, rss_peak = bench.memory_bytes(server.pid)
+        build_seconds = server.ready_seconds
+    print(f"[{nodes} nodes] scheduled {len(jobs)} pods", file=sys.stderr)
+
+    floor_run = None
+    if not args.no_floor:
+        port = bench.free_port()
+        with serving(_floor_argv(port), port=port, log=workdir / f"floor-{nodes}.log",
+                     ready_timeout=args.ready_timeout) as floor:
+            client = Client(floor.port)
+            try:
+                floor_run = bench.replay(client, drax_run.samples)
+            finally:
+                client.close()
+        print(f"[{nodes} nodes] replayed against the floor", file=sys.stderr)
+
+    phases = report.phase_results(drax_run, floor_run)
+    count = bench.scheduler_candidate_count(nodes)
+    result: dict[str, Any] = {
+        "nodes": nodes, "devices": devices,
+        "candidates": f"all {nodes} nodes" if args.candidates == "all"
+        else f"{count} of {nodes} (percentageOfNodesToScore default, rotating start)",
+        "build_seconds": round(build_seconds, 3),
+        "rss": {"ready_bytes": rss_ready, "after_bytes": rss_after, "peak_bytes": rss_peak},
+        "phases": phases,
+        "drax_overall": report.overall(phases, "drax"),
+    }
+    if floor_run is not None:
+        result["floor_overall"] = report.overall(phases, "floor")
+    if not args.no_churn:
+        result["churn"] = churn.run_churn(nodes=nodes, seed=args.seed, events=args.churn_events)
+        print(f"[{nodes} nodes] churn done", file=sys.stderr)
+    return result
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m loadtest", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--nodes", type=int, nargs="+", default=[500, 5000],
+                        help="cluster sizes to run (default: 500 5000)")
+    parser.add_argument("--pods", type=int, default=600, help="pods in the mixed phase")
+    parser.add_argument("--target-pods", type=int, default=300,
+                        help="pods in the 2gpu-1nic-same-root phase")
+    parser.add_argument("--candidates", choices=("all", "scheduler"), default="all",
+                        help="all nodes per filter, or the scheduler's default share")
+    parser.add_argument("--claims", choices=("claim", "template"), default="claim",
+                        help="per-pod ResourceClaims, or ResourceClaimTemplates")
+    parser.add_argument("--churn-events", type=int, default=2000)
+    parser.add_argument("--no-floor", action="store_true")
+    parser.add_argument("--no-churn", action="store_true")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--ready-timeout", type=float, default=240.0)
+    parser.add_argument("--server-arg", action="append", default=[],
+                        help="extra argument for drax serve (repeatable)")
+    parser.add_argument("--json", help="write the full results as JSON to this file")
+    parser.add_argument("--markdown", help="also write the Markdown report to this file")
+    parser.add_argument("--workdir", help="keep generated files and server logs here")
+    args = parser.parse_args(argv)
+    if args.pods < 0 or args.target_pods < 0 or args.pods + args.target_pods == 0:
+        parser.error("--pods and --target-pods must be >= 0 and not both 0")
+    if any(n < 1 for n in args.nodes):
+        parser.error("--nodes must be positive")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    command = "python -m loadtest " + " ".join(
+        shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv))
+    doc: dict[str, Any] = {
+        "machine": {"cores": os.cpu_count(), "python": platform.python_version(),
+                    "platform": platform.platform()},
+        "command": command.strip(), "runs": []}
+    try:
+        with tempfile.TemporaryDirectory(prefix="drax-loadtest-") as tmp:
+            workdir = Path(args.workdir) if args.workdir else Path(tmp)
+            workdir.mkdir(parents=True, exist_ok=True)
+            for nodes in args.nodes:
+                doc["runs"].append(run_size(args, nodes, workdir))
+    except (BenchmarkError, OSError) as exc:
+        print(f"benchmark failed: {exc}", file=sys.stderr)
+        return 1
+    doc["targets"] = report.evaluate_targets(doc)
+    text = report.markdown(doc)
+    print(text)
+    if args.json:
+        Path(args.json).write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2))
+    if args.markdown:
+        Path(args.markdown).write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

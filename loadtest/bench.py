@@ -1,0 +1,284 @@
+"""Drive a real extender server the way kube-scheduler does, and time it.
+
+kube-scheduler schedules one pod at a time: it POSTs `filter` with the
+candidate node names, `prioritize` with the nodes that passed (skipped when
+exactly one passed), and `bind` on the best-scored node, over one keep-alive
+connection. `schedule` does exactly that against `drax serve` and records every
+request body; `replay` sends the recorded bodies, in order, to another server
+(the floor), so both are timed on identical payloads.
+
+Servers run as subprocesses on 127.0.0.1 and are always stopped by `serving`,
+even when the benchmark fails. Latencies are client-observed round trips
+(request sent to response decoded) from `http.client`, whose own overhead is
+a few tens of microseconds and the same for both servers.
+"""
+
+from __future__ import annotations
+
+import http.client
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import orjson
+
+HOST: Final = "127.0.0.1"
+URL_PREFIX: Final = "/scheduler"
+JSON_HEADERS: Final = {"Content-Type": "application/json"}
+
+
+class BenchmarkError(RuntimeError):
+    """The benchmark cannot go on (server did not start, answered garbage...)."""
+
+
+# --------------------------------------------------------------------------- processes
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((HOST, 0))
+        return int(s.getsockname()[1])
+
+
+def memory_bytes(pid: int) -> tuple[int, int]:
+    """(VmRSS, VmHWM) of a process, from /proc: current and peak resident memory."""
+    values = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, rest = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            values[key] = int(rest.split()[0]) * 1024
+    return values.get("VmRSS", 0), values.get("VmHWM", 0)
+
+
+@dataclass(slots=True)
+class Server:
+    process: subprocess.Popen[bytes]
+    port: int
+    log: Path
+    ready_seconds: float = 0.0
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is not None:
+        return
+    process.send_signal(signal.SIGINT)
+    try:
+        process.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=15)
+
+
+def _wait_ready(server: Server, *, timeout: float, started: float) -> None:
+    deadline = started + timeout
+    while time.monotonic() < deadline:
+        if server.process.poll() is not None:
+            raise BenchmarkError(f"server exited with code {server.process.returncode} "
+                                 f"before it was ready:\n{server.log_tail()}")
+        try:
+            conn = http.client.HTTPConnection(HOST, server.port, timeout=2)
+            conn.request("GET", "/readyz")
+            status = conn.getresponse().status
+            conn.close()
+        except OSError:
+            status = 0
+        if status == 200:
+            server.ready_seconds = time.monotonic() - started
+            return
+        time.sleep(0.05)
+    raise BenchmarkError(f"server not ready after {timeout:.0f}s:\n{server.log_tail()}")
+
+
+@contextmanager
+def serving(argv: Sequence[str], *, port: int, log: Path,
+            ready_timeout: float = 240.0) -> Iterator[Server]:
+    """Start `argv` (which must listen on `port`), wait for /readyz, stop it on exit."""
+    started = time.monotonic()
+    with log.open("wb") as sink:
+        process = subprocess.Popen(list(argv), stdout=sink, stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL, env={**os.environ,
+                                                                  "PYTHONUNBUFFERED": "1"})
+    server = Server(process=process, port=port, log=log)
+    try:
+        _wait_ready(server, timeout=ready_timeout, started=started)
+        yield server
+    finally:
+        _stop(process)
+
+
+# --------------------------------------------------------------------------- client
+
+
+class Client:
+    """One keep-alive HTTP/1.1 connection, like kube-scheduler's extender client."""
+
+    def __init__(self, port: int, *, timeout: float = 30.0) -> None:
+        self._conn = http.client.HTTPConnection(HOST, port, timeout=timeout)
+
+    def post(self, verb: str, body: bytes) -> tuple[float, Any]:
+        start = time.perf_counter()
+        self._conn.request("POST", f"{URL_PREFIX}/{verb}", body, JSON_HEADERS)
+        response = self._conn.getresponse()
+        raw = response.read()
+        decoded = orjson.loads(raw) if raw else None
+        elapsed = time.perf_counter() - start
+        if response.status != 200:
+            raise BenchmarkError(f"{verb} answered HTTP {response.status}: {raw[:300]!r}")
+        return elapsed, decoded
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+# --------------------------------------------------------------------------- scheduling
+
+
+@dataclass(slots=True, frozen=True)
+class PodJob:
+    phase: str
+    shape: str
+    pod: Mapping[str, Any]
+
+
+@dataclass(slots=True)
+class Sample:
+    """One pod's scheduling attempt: request bodies sent and their latencies."""
+
+    phase: str
+    shape: str
+    outcome: str  # bound | unschedulable | filter-error | bind-error
+    filter_body: bytes
+    filter_s: float
+    passed: int = 0
+    prioritize_body: bytes | None = None
+    prioritize_s: float | None = None
+    bind_body: bytes | None = None
+    bind_s: float | None = None
+    node: str | None = None
+
+    @property
+    def cycle_s(self) -> float:
+        return self.filter_s + (self.prioritize_s or 0.0)
+
+
+@dataclass(slots=True)
+class Run:
+    samples: list[Sample] = field(default_factory=list)
+    wall_s: dict[str, float] = field(default_factory=dict)  # per phase
+
+
+def scheduler_candidate_count(nodes: int, percentage: int = 0) -> int:
+    """kube-scheduler's numFeasibleNodesToFind for `nodes` feasible nodes."""
+    if nodes < 100:
+        return nodes
+    if percentage <= 0:
+        percentage = max(5, 50 - nodes // 125)
+    return max(100, nodes * percentage // 100)
+
+
+def candidate_lists(node_names: Sequence[str], *, mode: str) -> Callable[[], list[str]]:
+    """A function giving the next pod's candidates: every node (`all`), or the
+    scheduler's default share from a rotating start (`scheduler`)."""
+    names = list(node_names)
+    if mode == "all":
+        return lambda: names
+    count = scheduler_candidate_count(len(names))
+    start = 0
+
+    def rotate() -> list[str]:
+        nonlocal start
+        picked = [names[(start + i) % len(names)] for i in range(count)]
+        start = (start + count) % len(names)
+        return picked
+
+    return rotate
+
+
+def _best(scores: Any, passed: Sequence[str]) -> str:
+    """The highest score, first listed on ties (the scheduler breaks ties at random;
+    a fixed choice keeps runs repeatable)."""
+    if not isinstance(scores, list) or not scores:
+        return passed[0]
+    best = max(scores, key=lambda hp: int(hp.get("Score", 0)))
+    top = int(best.get("Score", 0))
+    winners = {hp["Host"] for hp in scores if int(hp.get("Score", 0)) == top}
+    return next(n for n in passed if n in winners)
+
+
+def schedule(client: Client, jobs: Sequence[PodJob], *,
+             candidates: Callable[[], list[str]]) -> Run:
+    run = Run()
+    phase_start = time.perf_counter()
+    for i, job in enumerate(jobs):
+        if i and jobs[i - 1].phase != job.phase:
+            run.wall_s[jobs[i - 1].phase] = time.perf_counter() - phase_start
+            phase_start = time.perf_counter()
+        run.samples.append(_schedule_one(client, job, candidates()))
+    if jobs:
+        run.wall_s[jobs[-1].phase] = time.perf_counter() - phase_start
+    return run
+
+
+def _schedule_one(client: Client, job: PodJob, candidates: list[str]) -> Sample:
+    pod = job.pod
+    body = orjson.dumps({"Pod": pod, "Nodes": None, "NodeNames": candidates})
+    elapsed, result = client.post("filter", body)
+    sample = Sample(phase=job.phase, shape=job.shape, outcome="unschedulable",
+                    filter_body=body, filter_s=elapsed)
+    if not isinstance(result, Mapping) or result.get("Error"):
+        sample.outcome = "filter-error"
+        return sample
+    passed = list(result.get("NodeNames") or [])
+    sample.passed = len(passed)
+    if not passed:
+        return sample
+    node = passed[0]
+    if len(passed) > 1:
+        sample.prioritize_body = orjson.dumps({"Pod": pod, "Nodes": None, "NodeNames": passed})
+        sample.prioritize_s, scores = client.post("prioritize", sample.prioritize_body)
+        node = _best(scores, passed)
+    meta = pod["metadata"]
+    sample.bind_body = orjson.dumps({"PodName": meta["name"], "PodNamespace": meta["namespace"],
+                                     "PodUID": meta["uid"], "Node": node})
+    sample.bind_s, bound = client.post("bind", sample.bind_body)
+    sample.node = node
+    sample.outcome = "bind-error" if isinstance(bound, Mapping) and bound.get("Error") else "bound"
+    return sample
+
+
+def replay(client: Client, recorded: Sequence[Sample]) -> Run:
+    """Send the recorded bodies again, in order; same phases and shapes."""
+    run = Run()
+    phase_start = time.perf_counter()
+    for i, rec in enumerate(recorded):
+        if i and recorded[i - 1].phase != rec.phase:
+            run.wall_s[recorded[i - 1].phase] = time.perf_counter() - phase_start
+            phase_start = time.perf_counter()
+        sample = Sample(phase=rec.phase, shape=rec.shape, outcome=rec.outcome,
+                        filter_body=rec.filter_body, passed=rec.passed,
+                        filter_s=client.post("filter", rec.filter_body)[0])
+        if rec.prioritize_body is not None:
+            sample.prioritize_s = client.post("prioritize", rec.prioritize_body)[0]
+        if rec.bind_body is not None:
+            sample.bind_s = client.post("bind", rec.bind_body)[0]
+        run.samples.append(sample)
+    if recorded:
+        run.wall_s[recorded[-1].phase] = time.perf_counter() - phase_start
+    return run
