@@ -44,10 +44,11 @@ NEUTRAL = DeviceTopology(None, None)
 
 @dataclass(slots=True, frozen=True)
 class NodeTopology:
-    """Per-device topology plus the groups (devices per root / per NUMA node)
-    that packing counts free blocks in."""
+    """Per-device topology plus the groups (devices per root, per NUMA node,
+    and all devices with a topology) that packing counts free blocks in."""
 
     devices: Mapping[DeviceId, DeviceTopology]
+    placed: tuple[DeviceId, ...]
     nics: frozenset[DeviceId]
     accelerators: frozenset[DeviceId]
     roots: Mapping[str, tuple[DeviceId, ...]]
@@ -126,7 +127,8 @@ def build_node_topology(node_view: NodeView, config: TopologyConfig) -> NodeTopo
         elif root is not None:
             accelerators.add(device.id)
     return NodeTopology(
-        devices=topo, nics=frozenset(nics), accelerators=frozenset(accelerators),
+        devices=topo, placed=tuple(i for i, t in topo.items() if t.known),
+        nics=frozenset(nics), accelerators=frozenset(accelerators),
         roots={k: tuple(v) for k, v in roots.items()},
         numa_nodes={k: tuple(v) for k, v in numa_nodes.items()})
 

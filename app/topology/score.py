@@ -8,9 +8,9 @@ The score is `(tier + within) / 3` in [0, 1]:
   the weighted mean of a locality refinement (GPUs paired with a same-root NIC
   of the pod; how many device pairs share a root / a NUMA node) and packing.
   At tier 2 the refinement is always perfect, so `within` is packing alone.
-- packing: inside the node, do not break free PCIe roots / NUMA nodes when a
-  partly used one can take the devices (later large pods need whole blocks);
-  across nodes, prefer fuller nodes (binpack) or emptier ones (spread).
+- packing: do not break a wholly free PCIe root, NUMA node or node when a
+  partly used one can take the devices (later large pods need whole blocks),
+  and prefer fuller nodes (binpack) or emptier ones (spread).
 
 Everything here is pure arithmetic over precomputed `NodeTopology` groups,
 because the allocator calls `score` once per candidate allocation.
@@ -95,8 +95,9 @@ def locality(topos: Sequence[DeviceTopology], *, accelerators: int = 0,
 class TopologyObjective:
     """The allocator's objective for one pod on one node (see `Objective`)."""
 
-    __slots__ = ("_bounds", "_config", "_fill", "_first_fit", "_numa_free", "_numa_used",
-                 "_perfect", "_root_free", "_root_used", "_topology", "_used")
+    __slots__ = ("_bounds", "_config", "_fill", "_first_fit", "_node", "_node_used",
+                 "_numa_free", "_numa_used", "_perfect", "_root_free", "_root_used", "_topology",
+                 "_used")
 
     def __init__(self, *, topology: NodeTopology, used: Set[DeviceId], fill: float,
                  config: TopologyConfig, first_fit: bool) -> None:
@@ -109,11 +110,13 @@ class TopologyObjective:
                            for root, members in topology.roots.items()}
         self._numa_used = {numa: sum(1 for d in members if d in used)
                            for numa, members in topology.numa_nodes.items()}
+        self._node = {"": topology.placed}
+        self._node_used = {"": sum(1 for d in topology.placed if d in used)}
         self._root_free = max((len(m) - self._root_used[g] for g, m in topology.roots.items()),
                               default=0)
         self._numa_free = max((len(m) - self._numa_used[g]
                                for g, m in topology.numa_nodes.items()), default=0)
-        self._bounds: dict[tuple[int, int, int, bool], float] = {}
+        self._bounds: dict[tuple[int, int, int, int, bool], float] = {}
         self._perfect = 1.0
 
     @property
@@ -144,7 +147,7 @@ class TopologyObjective:
             accelerators=len(accel) if has_both else 0,
             paired_accelerators=sum(1 for r in accel if r in nic_roots))
         new = [(i, t) for i, t in known if i not in self._used]
-        shape = (len(known), sum(1 for _, t in new if t.pcie_root is not None),
+        shape = (len(known), len(new), sum(1 for _, t in new if t.pcie_root is not None),
                  sum(1 for _, t in new if t.numa_node is not None), has_both)
         bound = self._bounds.get(shape)
         if bound is None:
@@ -160,15 +163,17 @@ class TopologyObjective:
         wl, wp = self._config.locality_weight, self._config.packing_weight
         return (tier + (wl * refinement + wp * packing) / (wl + wp)) / TIERS
 
-    def _upper_bound(self, known: int, rooted: int, numa_placed: int, has_both: bool) -> float:
+    def _upper_bound(self, known: int, placed: int, rooted: int, numa_placed: int,
+                     has_both: bool) -> float:
         """The best score any allocation of this shape could reach here: lets
         the allocator stop early instead of spending its budget."""
         shares = [b for b, present in (
             (_intact_bound(rooted, self._topology.roots, self._root_used), rooted),
             (_intact_bound(numa_placed, self._topology.numa_nodes, self._numa_used),
-             numa_placed)) if present]
+             numa_placed),
+            (_intact_bound(placed, self._node, self._node_used), placed)) if present]
         intact = 1.0 if not shares else (
-            sum(shares) / len(shares) if rooted == numa_placed else max(shares))
+            sum(shares) / len(shares) if rooted == numa_placed == placed else max(shares))
         packing = self._packing(intact=intact)
         if known <= max(1, self._root_free):
             return self._combine(ONE_ROOT, 1.0, packing)
@@ -188,8 +193,9 @@ class TopologyObjective:
         return 0.5 * intact + 0.5 * self._fill
 
     def _intact(self, new: Sequence[DeviceId]) -> float:
-        """1 - share of touched groups (roots, NUMA nodes) that were wholly free
-        before and are neither wholly free nor wholly taken after."""
+        """1 - share of touched groups (roots, NUMA nodes, the node itself) that
+        were wholly free before and are neither wholly free nor wholly taken
+        after, averaged over the three levels."""
         if not new:
             return 1.0
         topo = self._topology
@@ -198,7 +204,8 @@ class TopologyObjective:
         roots.pop(None, None)
         numas.pop(None, None)
         shares = [share for share in (_intact_share(roots, topo.roots, self._root_used),
-                                      _intact_share(numas, topo.numa_nodes, self._numa_used))
+                                      _intact_share(numas, topo.numa_nodes, self._numa_used),
+                                      _intact_share({"": len(new)}, self._node, self._node_used))
                   if share is not None]
         return sum(shares) / len(shares) if shares else 1.0
 

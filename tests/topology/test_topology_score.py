@@ -189,3 +189,14 @@ def test_is_perfect_never_claims_less_than_the_best(used: tuple[str, ...]) -> No
         for results in by_shape.values():
             best = max(score for score, _ in results)
             assert all(score == pytest.approx(best) for score, perfect in results if perfect)
+
+
+def test_binpack_keeps_empty_nodes_whole() -> None:
+    """A used node wins even where the pod breaks a free root and NUMA node
+    there, over an empty node where it could take a whole root: the empty
+    node is the block an 8-GPU pod needs later."""
+    used = node("node-a")
+    empty = node("node-b")
+    on_used = objective(used, "gpu-0").score(picks(used, "gpu-4", "nic-4"))
+    on_empty = objective(empty).score(picks(empty, "gpu-0", "gpu-1", "nic-0", "nic-1"))
+    assert priority(on_used) > priority(on_empty)
