@@ -40,6 +40,11 @@ SPANNING: Final = 0
 _BANDS: Final = ((0, 2), (3, 5), (6, 10))
 NEUTRAL_PRIORITY: Final = 0
 SPREAD_INTACT: Final = 0.05
+# Breaking a bigger free block costs more: in the layouts drax targets each
+# level holds about twice the devices of the one below.
+ROOT_LEVEL: Final = 1.0
+NUMA_LEVEL: Final = 2.0
+NODE_LEVEL: Final = 4.0
 _EPS: Final = 1e-9
 
 
@@ -167,13 +172,16 @@ class TopologyObjective:
                      has_both: bool) -> float:
         """The best score any allocation of this shape could reach here: lets
         the allocator stop early instead of spending its budget."""
-        shares = [b for b, present in (
-            (_intact_bound(rooted, self._topology.roots, self._root_used), rooted),
-            (_intact_bound(numa_placed, self._topology.numa_nodes, self._numa_used),
+        bounds = [(b, w) for b, w, present in (
+            (_intact_bound(rooted, self._topology.roots, self._root_used), ROOT_LEVEL, rooted),
+            (_intact_bound(numa_placed, self._topology.numa_nodes, self._numa_used), NUMA_LEVEL,
              numa_placed),
-            (_intact_bound(placed, self._node, self._node_used), placed)) if present]
-        intact = 1.0 if not shares else (
-            sum(shares) / len(shares) if rooted == numa_placed == placed else max(shares))
+            (_intact_bound(placed, self._node, self._node_used), NODE_LEVEL, placed))
+            if present]
+        # Picks without a root or NUMA node skip a level, which can only raise
+        # the mean; the max then stays an upper bound.
+        intact = _weighted_mean(bounds) if rooted == numa_placed == placed else max(
+            (b for b, _ in bounds), default=1.0)
         packing = self._packing(intact=intact)
         if known <= max(1, self._root_free):
             return self._combine(ONE_ROOT, 1.0, packing)
@@ -193,9 +201,9 @@ class TopologyObjective:
         return 0.5 * intact + 0.5 * self._fill
 
     def _intact(self, new: Sequence[DeviceId]) -> float:
-        """1 - share of touched groups (roots, NUMA nodes, the node itself) that
-        were wholly free before and are neither wholly free nor wholly taken
-        after, averaged over the three levels."""
+        """Per level (roots, NUMA nodes, the node itself): 1 - the share of
+        touched groups that were wholly free before and are neither wholly free
+        nor wholly taken after; then the levels' mean weighted by block size."""
         if not new:
             return 1.0
         topo = self._topology
@@ -203,11 +211,16 @@ class TopologyObjective:
         numas = Counter(topo.devices[i].numa_node for i in new)
         roots.pop(None, None)
         numas.pop(None, None)
-        shares = [share for share in (_intact_share(roots, topo.roots, self._root_used),
-                                      _intact_share(numas, topo.numa_nodes, self._numa_used),
-                                      _intact_share({"": len(new)}, self._node, self._node_used))
-                  if share is not None]
-        return sum(shares) / len(shares) if shares else 1.0
+        return _weighted_mean([(share, weight) for share, weight in (
+            (_intact_share(roots, topo.roots, self._root_used), ROOT_LEVEL),
+            (_intact_share(numas, topo.numa_nodes, self._numa_used), NUMA_LEVEL),
+            (_intact_share({"": len(new)}, self._node, self._node_used), NODE_LEVEL))
+            if share is not None])
+
+
+def _weighted_mean(values: Sequence[tuple[float, float]]) -> float:
+    total = sum(w for _, w in values)
+    return sum(v * w for v, w in values) / total if total else 1.0
 
 
 def _intact_share(taken: Mapping[Any, int], members: Mapping[Any, tuple[DeviceId, ...]],
