@@ -1,0 +1,304 @@
+"""Allocator mode's API writes: claim status, then the pod Binding.
+
+The extender has already recomputed the best allocation on the chosen node
+from the current inventory and assumed it there; this binder makes it real,
+in the order the in-tree DynamicResources plugin uses (PreBind, then the
+DefaultBinder), so kubelet and the DRA drivers see exactly what they would
+after the default scheduler:
+
+1. for each claim to allocate: add the `resource.kubernetes.io/delete-protection`
+   finalizer with an update of the object (the status subresource ignores
+   metadata), then write `status.allocation` and append the pod to
+   `status.reservedFor` in one update of the status subresource;
+2. for each other claim of the pod (already allocated): only append the pod
+   to `status.reservedFor`;
+3. create the pod's `Binding` (pod UID as precondition).
+
+Every write is a PUT carrying the resourceVersion just read, so the API server
+rejects it (409) if anyone changed the claim in between; the binder then
+re-reads and retries, at most `max_attempts` times. If the claim turns out to
+be allocated by someone else meanwhile, it fails as upstream does ("got
+allocated elsewhere in the meantime") rather than overwrite. If a later step
+fails, what this bind wrote is removed again (reservation, allocation if
+nobody else reserved the claim meanwhile, and the finalizer if this bind
+added it), so the claim does not stay allocated to a pod that never ran.
+
+RBAC (see manifests/rbac.yaml): `get`, `update` on resourceclaims (the
+finalizer); `update` on resourceclaims/status and, since 1.36
+(DRAResourceClaimGranularStatusAuthorization), on the synthetic
+resourceclaims/binding subresource (allocation and reservedFor); `create` on
+pods/binding.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+import aiohttp
+import orjson
+from kubernetes_asyncio import client
+from prometheus_client import CollectorRegistry, Counter
+
+from app.allocator.types import ClaimAllocation
+from app.extender import BindError
+from app.model import Pod, ResourceClaim
+
+log = logging.getLogger(__name__)
+
+FINALIZER: Final = "resource.kubernetes.io/delete-protection"
+RESERVED_FOR_MAX: Final = 256
+
+
+class BindMetrics:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.attempts = Counter("drax_bind_attempts_total",
+                                "Binds attempted against the API server, by result.",
+                                ["result"], registry=registry)
+        self.conflicts = Counter("drax_bind_conflicts_total",
+                                 "Claim writes rejected with 409 Conflict and retried.",
+                                 registry=registry)
+        self.rollbacks = Counter("drax_bind_rollbacks_total",
+                                 "Failed binds whose claim writes were undone, by result.",
+                                 ["result"], registry=registry)
+        for result in ("ok", "error"):
+            self.attempts.labels(result=result)
+            self.rollbacks.labels(result=result)
+
+
+@dataclass(slots=True)
+class _Written:
+    """What one bind changed on one claim, so a failure can undo exactly that."""
+
+    namespace: str
+    name: str
+    uid: str = ""
+    finalizer_added: bool = False
+    allocated: bool = False
+    reserved: bool = False
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+class KubeBinder:
+    """Implements the extender's `Binder` protocol against the API server."""
+
+    def __init__(self, api_client: client.ApiClient, *, metrics: BindMetrics,
+                 max_attempts: int = 5, request_timeout: float = 10.0) -> None:
+        # Typed as Any: the client's stubs demand model objects as bodies, but
+        # it sends plain dicts as they are, which keeps unknown fields intact.
+        self._claims: Any = client.ResourceV1Api(api_client)
+        self._core: Any = client.CoreV1Api(api_client)
+        self._metrics = metrics
+        self._max_attempts = max_attempts
+        self._timeout = aiohttp.ClientTimeout(total=request_timeout)
+
+    async def bind(self, *, pod: Pod, node: str, allocations: Sequence[ClaimAllocation],
+                   reserve: Sequence[ResourceClaim]) -> None:
+        written: list[_Written] = []
+        # `reserve` may list the claims being allocated too (the extender passes
+        # all of the pod's claims); their uid still guards against a replaced claim.
+        known = {c.key: c.uid for c in reserve}
+        allocating = {ca.claim_key for ca in allocations}
+        try:
+            for ca in allocations:
+                namespace, _, name = ca.claim_key.partition("/")
+                await self._write_claim(_Written(namespace, name, uid=known.get(ca.claim_key, "")),
+                                        pod=pod, allocation=ca.allocation.to_dict(),
+                                        written=written)
+            for claim in reserve:
+                if claim.key not in allocating:
+                    await self._write_claim(_Written(claim.namespace, claim.name, uid=claim.uid),
+                                            pod=pod, allocation=None, written=written)
+            await self._create_binding(pod, node)
+        except (BindError, aiohttp.ClientError, TimeoutError, OSError) as exc:
+            self._metrics.attempts.labels(result="error").inc()
+            message = str(exc) if isinstance(exc, BindError) else \
+                f"API request failed: {type(exc).__name__}: {exc}"
+            if written:
+                undone = await self._rollback(pod, written)
+                message += "; claim writes undone" if undone else \
+                    "; undoing the claim writes failed (see the log)"
+            raise BindError(message) from exc
+        self._metrics.attempts.labels(result="ok").inc()
+
+    # ------------------------------------------------------------------ claims
+
+    async def _write_claim(self, rec: _Written, *, pod: Pod, allocation: dict[str, Any] | None,
+                           written: list[_Written]) -> None:
+        for _ in range(self._max_attempts):
+            claim = await self._read_claim(rec)
+            meta = claim.setdefault("metadata", {})
+            status = claim.get("status") or {}
+            claim["status"] = status
+            reserved = list(status.get("reservedFor") or [])
+            if any(r.get("uid") == pod.uid for r in reserved):
+                return  # a retried bind: this pod holds the claim already
+            if meta.get("deletionTimestamp"):
+                raise BindError(f"resourceclaim {rec.key} is being deleted")
+            if allocation is not None:
+                if status.get("allocation") is not None:
+                    raise BindError(f"resourceclaim {rec.key} got allocated elsewhere in the "
+                                    "meantime")
+                finalizers = list(meta.get("finalizers") or [])
+                if FINALIZER not in finalizers:
+                    meta["finalizers"] = [*finalizers, FINALIZER]
+                    code, body = await self._call(self._claims.replace_namespaced_resource_claim(
+                        rec.name, rec.namespace, claim, _preload_content=False,
+                        _request_timeout=self._timeout))
+                    if code == 409:
+                        self._metrics.conflicts.inc()
+                        continue
+                    _expect_ok(code, body, f"adding the finalizer to resourceclaim {rec.key}")
+                    rec.finalizer_added = True
+                    _remember(written, rec)
+                    claim = body
+                    claim["status"] = status
+                status["allocation"] = allocation
+            elif status.get("allocation") is None:
+                raise BindError(f"resourceclaim {rec.key} is no longer allocated")
+            if len(reserved) >= RESERVED_FOR_MAX:
+                raise BindError(f"resourceclaim {rec.key} is already reserved for "
+                                f"{RESERVED_FOR_MAX} consumers, the maximum")
+            status["reservedFor"] = [*reserved, _consumer(pod)]
+            code, body = await self._call(self._claims.replace_namespaced_resource_claim_status(
+                rec.name, rec.namespace, claim, _preload_content=False,
+                _request_timeout=self._timeout))
+            if code == 409:
+                self._metrics.conflicts.inc()
+                continue
+            what = "allocation and reservation" if allocation is not None else "reservation"
+            _expect_ok(code, body, f"writing the {what} of resourceclaim {rec.key}")
+            rec.allocated = allocation is not None
+            rec.reserved = True
+            _remember(written, rec)
+            return
+        raise BindError(f"resourceclaim {rec.key}: still conflicting after "
+                        f"{self._max_attempts} attempts")
+
+    async def _read_claim(self, rec: _Written) -> dict[str, Any]:
+        code, claim = await self._call(self._claims.read_namespaced_resource_claim(
+            rec.name, rec.namespace, _preload_content=False, _request_timeout=self._timeout))
+        if code == 404:
+            raise BindError(f"resourceclaim {rec.key} not found")
+        _expect_ok(code, claim, f"reading resourceclaim {rec.key}")
+        uid = str((claim.get("metadata") or {}).get("uid") or "")
+        if rec.uid and uid != rec.uid:
+            raise BindError(f"resourceclaim {rec.key} was replaced (uid {uid}, expected "
+                            f"{rec.uid})")
+        rec.uid = uid
+        return claim
+
+    # ------------------------------------------------------------------ pod binding
+
+    async def _create_binding(self, pod: Pod, node: str) -> None:
+        meta: dict[str, str] = {"name": pod.name, "namespace": pod.namespace}
+        if pod.uid:
+            meta["uid"] = pod.uid  # the API server checks it: never bind a replaced pod
+        body = {"apiVersion": "v1", "kind": "Binding", "metadata": meta,
+                "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
+        # _preload_content=False: the server answers with a Status the client
+        # cannot deserialise into a Binding (it raises after binding).
+        code, answer = await self._call(self._core.create_namespaced_pod_binding(
+            pod.name, pod.namespace, body, _preload_content=False,
+            _request_timeout=self._timeout))
+        if code not in (200, 201):
+            raise BindError(f"binding pod {pod.key} to node {node}: HTTP {code}: "
+                            f"{_message(answer)}")
+
+    # ------------------------------------------------------------------ rollback
+
+    async def _rollback(self, pod: Pod, written: list[_Written]) -> bool:
+        ok = True
+        for rec in reversed(written):
+            try:
+                await self._undo(pod, rec)
+            except (BindError, aiohttp.ClientError, TimeoutError, OSError) as exc:
+                ok = False
+                log.error("bind of pod %s failed and resourceclaim %s could not be restored: "
+                          "%s", pod.key, rec.key, exc)
+        self._metrics.rollbacks.labels(result="ok" if ok else "error").inc()
+        return ok
+
+    async def _undo(self, pod: Pod, rec: _Written) -> None:
+        for _ in range(self._max_attempts):
+            try:
+                claim = await self._read_claim(rec)
+            except BindError:
+                return  # gone or replaced: nothing of ours is left to remove
+            meta = claim.setdefault("metadata", {})
+            status = claim.get("status") or {}
+            claim["status"] = status
+            reserved = list(status.get("reservedFor") or [])
+            keep = [r for r in reserved if r.get("uid") != pod.uid]
+            changed = len(keep) != len(reserved)
+            if rec.allocated and not keep and status.get("allocation") is not None:
+                # Only while nobody else uses it: a pod reserved since then keeps it.
+                del status["allocation"]
+                changed = True
+            if changed:
+                if keep:
+                    status["reservedFor"] = keep
+                else:
+                    status.pop("reservedFor", None)
+                code, body = await self._call(
+                    self._claims.replace_namespaced_resource_claim_status(
+                        rec.name, rec.namespace, claim, _preload_content=False,
+                        _request_timeout=self._timeout))
+                if code == 409:
+                    self._metrics.conflicts.inc()
+                    continue
+                _expect_ok(code, body, f"restoring the status of resourceclaim {rec.key}")
+                claim = body
+                meta = claim.setdefault("metadata", {})
+                status = claim.get("status") or {}
+            finalizers = list(meta.get("finalizers") or [])
+            if rec.finalizer_added and status.get("allocation") is None \
+                    and FINALIZER in finalizers:
+                meta["finalizers"] = [f for f in finalizers if f != FINALIZER]
+                code, body = await self._call(self._claims.replace_namespaced_resource_claim(
+                    rec.name, rec.namespace, claim, _preload_content=False,
+                    _request_timeout=self._timeout))
+                if code == 409:
+                    self._metrics.conflicts.inc()
+                    continue
+                _expect_ok(code, body, f"removing the finalizer of resourceclaim {rec.key}")
+            return
+        raise BindError(f"resourceclaim {rec.key}: still conflicting after "
+                        f"{self._max_attempts} attempts")
+
+    @staticmethod
+    async def _call(request: Awaitable[Any]) -> tuple[int, dict[str, Any]]:
+        """Send a `_preload_content=False` request; its status and decoded JSON body."""
+        resp = await request
+        try:
+            raw = await resp.read()
+        finally:
+            resp.release()
+        try:
+            body = orjson.loads(raw) if raw else {}
+        except orjson.JSONDecodeError:
+            body = {"message": raw[:200].decode("utf-8", "replace")}
+        return resp.status, body if isinstance(body, dict) else {}
+
+
+def _consumer(pod: Pod) -> dict[str, str]:
+    return {"resource": "pods", "name": pod.name, "uid": pod.uid}
+
+
+def _remember(written: list[_Written], rec: _Written) -> None:
+    if not any(w is rec for w in written):
+        written.append(rec)
+
+
+def _expect_ok(code: int, body: dict[str, Any], what: str) -> None:
+    if code != 200:
+        raise BindError(f"{what}: HTTP {code}: {_message(body)}")
+
+
+def _message(body: dict[str, Any]) -> str:
+    return str(body.get("message") or body.get("reason") or "no message")
