@@ -1,0 +1,137 @@
+"""Which ResourceClaims a pod needs, looked up the way kube-scheduler does.
+
+A pod names claims directly (`resourceClaimName`) or through a template
+(`resourceClaimTemplateName`). Against a cluster, the template's claim is the
+one the resourceclaim controller generated and recorded in
+`pod.status.resourceClaimStatuses`; until it exists the pod cannot be
+scheduled. In file mode nobody generates claims, so the pod is served as if
+the claim had been generated from the template (and bind creates it).
+
+The result also carries a `shape`: a key that is equal for two pods whose
+claims still to allocate ask for the same thing, so answers can be cached
+across pods created from the same template.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass
+from typing import Final
+
+from cachetools import LRUCache
+
+from app.inventory import POD_CLAIM_NAME_ANNOTATION, Inventory
+from app.model import Pod, PodResourceClaim, ResourceClaim, ResourceClaimSpec
+
+_SHAPE_CACHE_SIZE: Final = 4096
+
+
+@dataclass(slots=True, frozen=True)
+class PodClaims:
+    """A pod's claims in `spec.resourceClaims` order, or why they cannot be had.
+
+    `generated` are claims made from templates in file mode that do not exist
+    in the inventory yet; bind creates them.
+    """
+
+    claims: tuple[ResourceClaim, ...] = ()
+    generated: frozenset[str] = frozenset()
+    problem: str | None = None
+    shape: Hashable = ()
+
+    @property
+    def pending(self) -> tuple[ResourceClaim, ...]:
+        """Claims still to allocate: what the allocator is asked for."""
+        return tuple(c for c in self.claims if c.allocation is None)
+
+    @property
+    def allocated(self) -> tuple[ResourceClaim, ...]:
+        """Claims allocated already (shared): they only constrain the node."""
+        return tuple(c for c in self.claims if c.allocation is not None)
+
+
+def generated_claim_name(pod: Pod, entry: PodResourceClaim) -> str:
+    """The name file mode gives a claim generated from a template. The controller
+    adds a random suffix; a fixed name makes bind and the next lookup agree."""
+    return f"{pod.name}-{entry.name}"
+
+
+class ClaimResolver:
+    """Resolves pods' claims against one inventory; `generate` selects file mode."""
+
+    __slots__ = ("_generate", "_inventory", "_shapes")
+
+    def __init__(self, inventory: Inventory, *, generate: bool) -> None:
+        self._inventory = inventory
+        self._generate = generate
+        # id(spec or allocation) -> (object, repr): specs are immutable and shared by
+        # every claim made from one template, so their text form is computed once.
+        self._shapes: LRUCache[int, tuple[object, str]] = LRUCache(maxsize=_SHAPE_CACHE_SIZE)
+
+    def resolve(self, pod: Pod) -> PodClaims:
+        claims: list[ResourceClaim] = []
+        generated: set[str] = set()
+        for entry in pod.resource_claims:
+            found = self._claim_for(pod, entry)
+            if isinstance(found, str):
+                return PodClaims(problem=found)
+            if found is None:
+                continue
+            claim, is_new = found
+            if claim.deleting:
+                return PodClaims(problem=f"ResourceClaim {claim.key} is being deleted")
+            if is_new:
+                generated.add(claim.key)
+            claims.append(claim)
+        return PodClaims(claims=tuple(claims), generated=frozenset(generated),
+                         shape=tuple(self._text(c.spec) for c in claims
+                                     if c.allocation is None))
+
+    def _claim_for(self, pod: Pod, entry: PodResourceClaim
+                   ) -> tuple[ResourceClaim, bool] | str | None:
+        inv = self._inventory
+        if entry.resource_claim_name:
+            key = f"{pod.namespace}/{entry.resource_claim_name}"
+            claim = inv.claim(key)
+            if claim is None:
+                return f"ResourceClaim {key} (pod claim {entry.name!r}) does not exist"
+            return claim, False
+        template_key = f"{pod.namespace}/{entry.resource_claim_template_name}"
+        if entry.name in pod.claim_statuses:
+            generated_name = pod.claim_statuses[entry.name]
+            if generated_name is None:
+                return None  # the controller decided this entry needs no claim
+            claim = inv.claim(f"{pod.namespace}/{generated_name}")
+            if claim is not None:
+                return self._owned(pod, claim)
+        if not self._generate:
+            return (f"the ResourceClaim for pod claim {entry.name!r} (template "
+                    f"{template_key}) is not created yet; waiting for the resourceclaim "
+                    "controller")
+        claim = (inv.generated_claim(pod=pod, pod_claim_name=entry.name)
+                 or inv.claim(f"{pod.namespace}/{generated_claim_name(pod, entry)}"))
+        if claim is not None:
+            return claim, False
+        template = inv.template(template_key)
+        if template is None:
+            return (f"ResourceClaimTemplate {template_key} (pod claim {entry.name!r}) "
+                    "does not exist")
+        return ResourceClaim(
+            namespace=pod.namespace, name=generated_claim_name(pod, entry),
+            spec=template.spec, owner_pod_uid=pod.uid or None,
+            annotations={**template.annotations, POD_CLAIM_NAME_ANNOTATION: entry.name},
+        ), True
+
+    @staticmethod
+    def _owned(pod: Pod, claim: ResourceClaim) -> tuple[ResourceClaim, bool] | str:
+        if pod.uid and claim.owner_pod_uid and claim.owner_pod_uid != pod.uid:
+            return f"ResourceClaim {claim.key} was not created for pod {pod.key}"
+        return claim, False
+
+    def _text(self, obj: ResourceClaimSpec) -> str:
+        hit = self._shapes.get(id(obj))
+        if hit is not None and hit[0] is obj:
+            return hit[1]
+        text = repr(obj)
+        self._shapes[id(obj)] = (obj, text)
+        return text

@@ -1,0 +1,230 @@
+"""Node signatures: evaluate one node per distinct device state, not every node.
+
+In a fresh cluster hundreds of nodes carry the same hardware; only names,
+UUIDs and MAC addresses differ. For one claim shape, two nodes whose
+signatures are equal get the same answer up to renaming devices, so the
+allocator runs on one representative and its result is mapped onto the other
+node's devices by position.
+
+A signature lists, per pool in search order and per device in order,
+everything the allocator or the objective can read:
+- the pool's completeness, validity, counters (total and consumed) and how
+  its slices and devices select nodes;
+- per device: its attributes with string values replaced by their
+  first-occurrence index on the node (so `uuid` and `pcieRoot` keep their
+  equality pattern, which is all that `matchAttribute`, `distinctAttribute`
+  and the topology grouping compare, while differing text does not split
+  nodes), other attribute kinds verbatim, capacities and request policies,
+  counter consumption, taints, binding conditions, and whether it is free,
+  taken, or shared with how much consumed;
+- per (class, selectors) of the claim shape: whether the device matches (the
+  CEL result, or its error), so selectors that read raw values stay exact.
+
+The per-node part that does not depend on the claim shape is cached per node
+version; the rest is computed once per (shape, node version) by the caller.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from app.allocator.types import AllocationOutcome, ClaimAllocation, NodeView
+from app.cel import CelCompileError, CelEvalError
+from app.inventory import NodeState
+from app.model import (
+    AllocationResult,
+    AttributeValue,
+    Device,
+    DeviceClass,
+    DeviceRequestAllocationResult,
+    NodeSelector,
+    ResourceClaim,
+)
+from app.model.objects import NodeSelectorRequirement, NodeSelectorTerm
+
+# (class name, request selectors) of one `exactly` request or subrequest
+RequestKind = tuple[str, tuple[str, ...]]
+
+
+def request_kinds(claims: Sequence[ResourceClaim]) -> tuple[RequestKind, ...]:
+    """Distinct (class, selectors) pairs of the claims still to allocate."""
+    seen: dict[RequestKind, None] = {}
+    for claim in claims:
+        if claim.allocation is not None:
+            continue
+        for request in claim.spec.requests:
+            exacts = [request.exactly] if request.exactly else [
+                s.request for s in request.first_available]
+            for exact in exacts:
+                if exact is not None:
+                    seen[(exact.device_class_name, exact.selectors)] = None
+    return tuple(seen)
+
+
+def flat_devices(view: NodeView) -> tuple[Device, ...]:
+    return tuple(d for pool in view.pools for d in pool.devices)
+
+
+def static_signature(state: NodeState) -> Hashable:
+    """The claim-independent part of a node's signature (see module doc)."""
+    view, allocated = state.view, state.allocated
+    canon: dict[str, dict[str, int]] = {}
+    pools = []
+    for pool in view.pools:
+        used = allocated.consumed_counters.get(pool.key, {})
+        counter_sets = tuple(sorted(
+            (cs.name, tuple(sorted((n, q.value) for n, q in cs.counters.items())))
+            for cs in pool.counter_sets.values()))
+        slices = tuple((s.node_name is not None, s.all_nodes, repr(s.node_selector),
+                        s.per_device_node_selection) for s in pool.slices)
+        devices = tuple(_device_signature(d, canon, state) for d in pool.devices)
+        pools.append((pool.driver, pool.complete, pool.invalid_reason,
+                      pool.has_binding_conditions, counter_sets,
+                      tuple(sorted((k, q.value) for k, q in used.items())), slices, devices))
+    return tuple(pools)
+
+
+def _device_signature(d: Device, canon: dict[str, dict[str, int]], state: NodeState
+                      ) -> Hashable:
+    allocated = state.allocated
+    attributes = tuple(sorted((name, _canonical(name, value, canon))
+                              for name, value in d.attributes.items()))
+    capacity = tuple(sorted((name, c.value.value, repr(c.request_policy))
+                            for name, c in d.capacity.items()))
+    consumed = allocated.consumed_capacity.get(d.id, {})
+    return (
+        attributes, capacity,
+        tuple((u.counter_set, tuple(sorted((n, q.value) for n, q in u.counters.items())))
+              for u in d.consumes_counters),
+        tuple((t.key, t.value, t.effect) for t in d.taints),
+        d.binds_to_node, d.binding_conditions, d.binding_failure_conditions,
+        d.allow_multiple_allocations,
+        d.node_name is not None, d.all_nodes, repr(d.node_selector),
+        d.id in allocated.devices, d.id in allocated.multi_allocated,
+        tuple(sorted((n, q.value) for n, q in consumed.items())),
+    )
+
+
+def _canonical(name: str, value: AttributeValue, canon: dict[str, dict[str, int]]
+               ) -> Hashable:
+    if value.kind == "string":
+        return ("string", _index(name, value.value, canon))
+    if value.kind == "strings":
+        return ("strings", tuple(_index(name, v, canon) for v in value.value))
+    return (value.kind, value.value)
+
+
+def _index(name: str, text: Any, canon: dict[str, dict[str, int]]) -> tuple[int, int]:
+    # Exact and case-folded equality both matter (CEL compares exactly, topology
+    # groups PCIe roots case-insensitively), so both patterns are kept.
+    exact = canon.setdefault(name, {})
+    folded = canon.setdefault("\0" + name, {})
+    text = str(text)
+    return (exact.setdefault(text, len(exact)),
+            folded.setdefault(text.lower(), len(folded)))
+
+
+def match_signature(devices: Sequence[Device], kinds: Sequence[RequestKind], *,
+                    classes: Mapping[str, DeviceClass],
+                    class_matcher: Callable[[DeviceClass, Device], bool],
+                    selector_matches: Callable[[str, Device], bool]) -> Hashable:
+    """Per device, per request kind: does it match (or which error it raises)."""
+    out = []
+    for device in devices:
+        row = []
+        for class_name, selectors in kinds:
+            device_class = classes.get(class_name)
+            row.append(None if device_class is None else _matches(
+                device, device_class, selectors, class_matcher, selector_matches))
+        out.append(tuple(row))
+    return tuple(out)
+
+
+def _matches(device: Device, device_class: DeviceClass, selectors: tuple[str, ...],
+             class_matcher: Callable[[DeviceClass, Device], bool],
+             selector_matches: Callable[[str, Device], bool]) -> bool | str:
+    try:
+        if not class_matcher(device_class, device):
+            return False
+        return all(selector_matches(e, device) for e in selectors)
+    except (CelCompileError, CelEvalError) as exc:
+        return f"{type(exc).__name__}: {exc}"
+
+
+# --------------------------------------------------------------------------- mapping
+
+
+@dataclass(slots=True, frozen=True)
+class _Renaming:
+    devices: dict[str, Device]  # representative device id -> target device
+    names: dict[str, str]  # representative name -> target name (node, pools, devices)
+    source_node: str
+    target_node: str
+
+
+def _renaming(source: NodeView, target: NodeView) -> _Renaming:
+    src, dst = flat_devices(source), flat_devices(target)
+    names = {source.node.name: target.node.name}
+    for a, b in zip(source.pools, target.pools, strict=True):
+        names[a.name] = b.name
+    for a2, b2 in zip(src, dst, strict=True):
+        names[a2.name] = b2.name
+    return _Renaming(devices={a.id: b for a, b in zip(src, dst, strict=True)},
+                     names={k: v for k, v in names.items() if k != v},
+                     source_node=source.node.name, target_node=target.node.name)
+
+
+def map_outcome(outcome: AllocationOutcome, *, source: NodeView, target: NodeView
+                ) -> AllocationOutcome:
+    """The representative's outcome re-expressed for `target` (same signature)."""
+    if source.node.name == target.node.name and source.version == target.version:
+        return outcome
+    r = _renaming(source, target)
+    return replace(
+        outcome,
+        claims=tuple(ClaimAllocation(claim_key=ca.claim_key,
+                                     allocation=_map_allocation(ca.allocation, r))
+                     for ca in outcome.claims),
+        picks=tuple(r.devices[d.id] for d in outcome.picks),
+        reason=_rename_text(outcome.reason, r), error=_rename_text(outcome.error, r))
+
+
+def _map_allocation(allocation: AllocationResult, r: _Renaming) -> AllocationResult:
+    return replace(allocation,
+                   results=tuple(_map_result(x, r) for x in allocation.results),
+                   node_selector=_map_selector(allocation.node_selector, r))
+
+
+def _map_result(result: DeviceRequestAllocationResult, r: _Renaming
+                ) -> DeviceRequestAllocationResult:
+    device = r.devices.get(result.device_id)
+    if device is None:
+        return result
+    return replace(result, driver=device.driver, pool=device.pool, device=device.name)
+
+
+def _map_selector(selector: NodeSelector | None, r: _Renaming) -> NodeSelector | None:
+    if selector is None:
+        return None
+    return NodeSelector(tuple(
+        NodeSelectorTerm(
+            match_expressions=term.match_expressions,
+            match_fields=tuple(
+                NodeSelectorRequirement(
+                    key=req.key, operator=req.operator,
+                    values=tuple(r.target_node if v == r.source_node else v
+                                 for v in req.values))
+                if req.key == "metadata.name" else req
+                for req in term.match_fields))
+        for term in selector.terms))
+
+
+def _rename_text(text: str | None, r: _Renaming) -> str | None:
+    if not text or not r.names:
+        return text
+    names = sorted(r.names, key=len, reverse=True)
+    pattern = re.compile(r"(?<![\w.-])(" + "|".join(map(re.escape, names)) + r")(?![\w.-])")
+    return pattern.sub(lambda m: r.names[m.group(1)], text)

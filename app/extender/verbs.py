@@ -1,0 +1,333 @@
+"""The extender verbs as plain functions over the inventory and the allocator.
+
+`filter`, `prioritize`, `evaluate` (what `drax allocate` prints) and `bind`
+share one path: resolve the pod's claims, then get an answer per node from
+`_verdict`. That answer is cached per (claim shape, node) and valid while the
+node's version is unchanged; on a miss, nodes with the same signature (see
+`signature`) share one allocator run per claim shape. So a cycle over 500
+identical fresh nodes runs the allocator once, and a repeated cycle only
+looks up versions.
+
+`bind` never uses the cache: it recomputes the allocation from the current
+inventory, assumes it immediately (so concurrent filters see the devices as
+taken), then hands it to the binder and forgets the assumption if that fails.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from cachetools import LRUCache, TTLCache
+
+from app.allocator import DEFAULT_STEP_BUDGET, allocate
+from app.allocator.types import AllocatedState, AllocationOutcome, ClaimAllocation
+from app.extender.binder import Binder, BindError, MemoryBinder
+from app.extender.claims import ClaimResolver, PodClaims
+from app.extender.signature import (
+    flat_devices,
+    map_outcome,
+    match_signature,
+    request_kinds,
+    static_signature,
+)
+from app.features import FeatureGates
+from app.inventory import Inventory, NodeState
+from app.model import Pod, ResourceClaim
+from app.topology import TopologyConfig, make_objective, priority
+
+_RESULT_CACHE_SIZE: Final = 200_000
+_SIGNATURE_CACHE_SIZE: Final = 4096
+_POD_CACHE_SIZE: Final = 10_000
+_POD_TTL_SECONDS: Final = 600.0
+DEFAULT_ASSUME_TTL_SECONDS: Final = 120.0
+NOT_SYNCED: Final = "inventory not synced yet"
+
+
+@dataclass(slots=True)
+class FilterResult:
+    passed: list[str]
+    failed: dict[str, str]
+    unresolvable: dict[str, str]
+    error: str | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class NodeEvaluation:
+    """The answer for one pod on one node, as `drax allocate` reports it.
+
+    `unresolvable`: infeasible even if every device on the node were free, so
+    evicting pods cannot help (FailedAndUnresolvableNodes).
+    """
+
+    node: str
+    feasible: bool
+    score: int | None = None
+    claims: tuple[ClaimAllocation, ...] = ()
+    reason: str | None = None
+    error: str | None = None
+    unresolvable: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "node": self.node, "feasible": self.feasible, "score": self.score,
+            "claims": [_claim_dict(ca) for ca in self.claims],
+            "reason": self.reason, "error": self.error,
+        }
+
+
+def _claim_dict(ca: ClaimAllocation) -> dict[str, Any]:
+    selector = ca.allocation.node_selector
+    return {
+        "claim": ca.claim_key,
+        "results": [{
+            "request": r.request, "driver": r.driver, "pool": r.pool, "device": r.device,
+            "adminAccess": r.admin_access,
+            "tolerations": [t.to_dict() for t in r.tolerations],
+            "consumedCapacity": {k: str(v) for k, v in r.consumed_capacity.items()} or None,
+            "shareID": r.share_id,
+        } for r in ca.allocation.results],
+        "nodeSelector": selector.to_dict() if selector is not None else None,
+    }
+
+
+@dataclass(slots=True, frozen=True)
+class _Verdict:
+    """One claim shape on one node; claim keys are those of the pod that asked first."""
+
+    outcome: AllocationOutcome
+    unresolvable: bool = False
+
+
+@dataclass(slots=True)
+class _Request:
+    """Per-call state: the resolved claims and the signatures met in this call."""
+
+    pod: Pod
+    claims: PodClaims
+    kinds: tuple[Any, ...] = ()
+    by_signature: dict[Hashable, tuple[NodeState, _Verdict]] = field(default_factory=dict)
+
+
+class Extender:
+    """filter / prioritize / bind / evaluate over one inventory (see module doc)."""
+
+    def __init__(self, inventory: Inventory, *, features: FeatureGates,
+                 mode: str = "allocator", topology_config: TopologyConfig | None = None,
+                 binder: Binder | None = None, file_mode: bool = False,
+                 step_budget: int = DEFAULT_STEP_BUDGET,
+                 assume_ttl: float = DEFAULT_ASSUME_TTL_SECONDS) -> None:
+        if mode not in ("allocator", "advisor"):
+            raise ValueError(f"mode: {mode!r} is not one of allocator, advisor")
+        self._inventory = inventory
+        self._features = features
+        self._mode = mode
+        self._topology = topology_config or TopologyConfig()
+        self._binder: Binder | None = binder or (MemoryBinder(inventory) if file_mode else None)
+        self._resolver = ClaimResolver(inventory, generate=file_mode)
+        self._step_budget = step_budget
+        self._assume_ttl = assume_ttl
+        self._results: LRUCache[tuple[Hashable, str], tuple[int, _Verdict]] = LRUCache(
+            maxsize=_RESULT_CACHE_SIZE)
+        self._by_signature: LRUCache[tuple[Hashable, Hashable], tuple[NodeState, _Verdict]] = \
+            LRUCache(maxsize=_SIGNATURE_CACHE_SIZE)
+        self._static: dict[str, tuple[int, Hashable]] = {}
+        self._pods: TTLCache[str, Pod] = TTLCache(maxsize=_POD_CACHE_SIZE, ttl=_POD_TTL_SECONDS)
+
+    # ------------------------------------------------------------------ verbs
+
+    def filter(self, pod: Pod, node_names: Sequence[str]) -> FilterResult:
+        if not self._inventory.synced:
+            return FilterResult(passed=[], failed={}, unresolvable={},
+                                error=f"{NOT_SYNCED}; drax answers once the initial list of "
+                                      "every watched kind is in")
+        result = FilterResult(passed=[], failed={}, unresolvable={})
+        for ev in self.evaluate(pod, node_names):
+            if ev.feasible:
+                result.passed.append(ev.node)
+            elif ev.error is not None:
+                result.unresolvable[ev.node] = f"error: {ev.error}"
+                if result.error is None:
+                    result.error = f"node {ev.node}: {ev.error}"
+            elif ev.unresolvable:
+                result.unresolvable[ev.node] = ev.reason or "cannot allocate all claims"
+            else:
+                result.failed[ev.node] = ev.reason or "cannot allocate all claims"
+        return result
+
+    def prioritize(self, pod: Pod, node_names: Sequence[str]) -> list[tuple[str, int]]:
+        return [(ev.node, ev.score if ev.feasible and ev.score is not None else 0)
+                for ev in self.evaluate(pod, node_names)]
+
+    def evaluate(self, pod: Pod, node_names: Sequence[str]) -> list[NodeEvaluation]:
+        """Whether and how the pod's claims fit on each node (filter's code path)."""
+        self._remember(pod)
+        claims = self._resolver.resolve(pod)
+        if claims.problem is not None:
+            return [NodeEvaluation(node=n, feasible=False, reason=claims.problem,
+                                   unresolvable=True) for n in node_names]
+        request = _Request(pod=pod, claims=claims, kinds=request_kinds(claims.pending))
+        return [self._evaluate_node(request, name) for name in node_names]
+
+    async def bind(self, *, namespace: str, name: str, uid: str, node: str) -> str | None:
+        """Allocate afresh on `node`, assume it, and write it; None or the error text."""
+        pod = self._pod(namespace=namespace, name=name, uid=uid)
+        if pod is None:
+            return (f"pod {namespace}/{name} (uid {uid or '-'}) is unknown to drax: it was "
+                    "not seen in filter or prioritize recently")
+        if self._binder is None:
+            return "bind is not served: drax runs without a binder"
+        claims = self._resolver.resolve(pod)
+        if claims.problem is not None:
+            return claims.problem
+        state = self._inventory.node_state(node)
+        if claims.claims and state is None:
+            return f"node {node} is unknown to drax"
+        allocations: tuple[ClaimAllocation, ...] = ()
+        if state is not None:
+            elsewhere = _allocated_elsewhere(claims, state)
+            if elsewhere is not None:
+                return elsewhere
+            outcome = self._allocate(claims.pending, state, state.allocated)
+            if outcome.error is not None:
+                return f"cannot allocate on node {node}: {outcome.error}"
+            if not outcome.feasible:
+                return f"node {node} can no longer hold the pod's claims: {outcome.reason}"
+            allocations = outcome.claims
+        self._inventory.assume(pod=pod, allocations=allocations, ttl=self._assume_ttl)
+        try:
+            await self._binder.bind(pod=pod, node=node, allocations=allocations,
+                                    reserve=claims.claims)
+        except BindError as exc:
+            self._inventory.forget_assumed(pod=pod)
+            return str(exc)
+        except BaseException:
+            self._inventory.forget_assumed(pod=pod)
+            raise
+        return None
+
+    # ------------------------------------------------------------------ per node
+
+    def _evaluate_node(self, request: _Request, name: str) -> NodeEvaluation:
+        if not request.claims.claims:
+            return NodeEvaluation(node=name, feasible=True)
+        state = self._inventory.node_state(name)
+        if state is None:
+            return NodeEvaluation(node=name, feasible=False, unresolvable=True,
+                                  reason=f"node {name} is unknown to drax: no Node object and "
+                                         "no ResourceSlice names it")
+        elsewhere = _allocated_elsewhere(request.claims, state)
+        if elsewhere is not None:
+            return NodeEvaluation(node=name, feasible=False, unresolvable=True,
+                                  reason=elsewhere)
+        pending = request.claims.pending
+        if not pending:
+            return NodeEvaluation(node=name, feasible=True)
+        verdict = self._verdict(request, state)
+        outcome = _with_claim_keys(verdict.outcome, pending)
+        if outcome.error is not None:
+            return NodeEvaluation(node=name, feasible=False, error=outcome.error,
+                                  unresolvable=True)
+        if not outcome.feasible:
+            return NodeEvaluation(node=name, feasible=False, unresolvable=verdict.unresolvable,
+                                  reason=outcome.reason or "cannot allocate all claims")
+        return NodeEvaluation(node=name, feasible=True, score=priority(outcome.score),
+                              claims=outcome.claims)
+
+    def _verdict(self, request: _Request, state: NodeState) -> _Verdict:
+        shape = request.claims.shape
+        key = (shape, state.view.node.name)
+        version = state.view.version
+        hit = self._results.get(key)
+        if hit is not None and hit[0] == version:
+            return hit[1]
+        signature = self._signature(request, state)
+        rep = request.by_signature.get(signature) or self._by_signature.get((shape, signature))
+        if rep is not None and _still_current(self._inventory, rep[0]):
+            rep_state, rep_verdict = rep
+            verdict = _Verdict(outcome=map_outcome(rep_verdict.outcome, source=rep_state.view,
+                                                   target=state.view),
+                               unresolvable=rep_verdict.unresolvable)
+        else:
+            verdict = self._compute(request.claims.pending, state)
+            self._by_signature[(shape, signature)] = (state, verdict)
+        request.by_signature[signature] = (state, verdict)
+        self._results[key] = (version, verdict)
+        return verdict
+
+    def _signature(self, request: _Request, state: NodeState) -> Hashable:
+        name, version = state.view.node.name, state.view.version
+        static = self._static.get(name)
+        if static is None or static[0] != version:
+            static = (version, static_signature(state))
+            self._static[name] = static
+        return (static[1],
+                match_signature(flat_devices(state.view), request.kinds,
+                                classes=self._inventory.classes,
+                                class_matcher=self._inventory.class_matcher,
+                                selector_matches=self._inventory.selectors.selector_matches))
+
+    def _compute(self, claims: Sequence[ResourceClaim], state: NodeState) -> _Verdict:
+        outcome = self._allocate(claims, state, state.allocated)
+        if outcome.feasible or outcome.error is not None:
+            return _Verdict(outcome=outcome)
+        # Evicting pods frees devices; if the claims do not fit even on an empty
+        # node, the scheduler must not try preemption here.
+        on_empty = self._allocate(claims, state, AllocatedState())
+        return _Verdict(outcome=outcome,
+                        unresolvable=not on_empty.feasible and on_empty.error is None)
+
+    def _allocate(self, claims: Sequence[ResourceClaim], state: NodeState,
+                  allocated: AllocatedState) -> AllocationOutcome:
+        objective = make_objective(node_view=state.view, allocated=allocated,
+                                   config=self._topology, mode=self._mode)
+        return allocate(claims, node_view=state.view, classes=self._inventory.classes,
+                        allocated=allocated, features=self._features,
+                        class_matcher=self._inventory.class_matcher,
+                        selector_matches=self._inventory.selectors.selector_matches,
+                        objective=objective, step_budget=self._step_budget)
+
+    # ------------------------------------------------------------------ pods
+
+    def _remember(self, pod: Pod) -> None:
+        if pod.uid:
+            self._pods[pod.uid] = pod
+
+    def _pod(self, *, namespace: str, name: str, uid: str) -> Pod | None:
+        pod = self._pods.get(uid) if uid else None
+        if pod is not None and pod.namespace == namespace and pod.name == name:
+            return pod
+        pod = self._inventory.pod(f"{namespace}/{name}")
+        if pod is not None and (not uid or not pod.uid or pod.uid == uid):
+            return pod
+        return None
+
+
+def _allocated_elsewhere(claims: PodClaims, state: NodeState) -> str | None:
+    """Why an already-allocated claim rules the node out, if it does."""
+    for claim in claims.allocated:
+        selector = claim.allocation.node_selector if claim.allocation else None
+        if selector is not None and not selector.matches(state.view.node):
+            return (f"ResourceClaim {claim.key} is already allocated to devices that are "
+                    f"not available on node {state.view.node.name}")
+    return None
+
+
+def _still_current(inventory: Inventory, state: NodeState) -> bool:
+    """A representative is only trusted while its own snapshot is current: the
+    allocator reads classes and selector results besides the snapshot."""
+    return inventory.version(state.view.node.name) == state.view.version
+
+
+def _with_claim_keys(outcome: AllocationOutcome, claims: Sequence[ResourceClaim]
+                     ) -> AllocationOutcome:
+    """Re-key a (possibly shared) outcome to this pod's pending claims, in order."""
+    keys = [c.key for c in claims]
+    if [ca.claim_key for ca in outcome.claims] == keys[:len(outcome.claims)]:
+        return outcome
+    return AllocationOutcome(
+        feasible=outcome.feasible, picks=outcome.picks, score=outcome.score,
+        reason=outcome.reason, error=outcome.error, steps=outcome.steps,
+        claims=tuple(ClaimAllocation(claim_key=k, allocation=ca.allocation)
+                     for k, ca in zip(keys, outcome.claims, strict=False)))

@@ -1,0 +1,493 @@
+"""The inventory: the only mutable state of drax.
+
+Sources feed it add / update / delete events (`apply`, `replace`); the
+extender reads per-node snapshots (`node_state`) and the allocated state.
+Three ideas keep reads cheap and safe to cache:
+
+- Versions. Every change gets a sequence number. A change that only one node
+  can see (a node-local slice, a claim holding devices of a node-local pool, a
+  Node's labels) stamps that node; a change that many nodes may see (a
+  DeviceClass, a slice published with `allNodes`, a `nodeSelector` or per-device
+  node selection, a claim on such a pool) stamps the global version. A node's
+  version is the larger of the two, so it changes whenever anything it can see
+  changes, in O(1) per event even with thousands of nodes.
+- Lazy, cached node snapshots. A node's `NodeView` and `AllocatedState` are
+  built on first use and kept until its version changes.
+- Holdings per pool. Allocated and assumed results are indexed by pool, so a
+  node's allocated state is summed from the few pools it sees rather than from
+  every claim in the cluster.
+
+Assumed allocations (made by bind before the API confirms them) count as
+allocated until the claim arrives carrying an allocation, until
+`forget_assumed`, or until their time-to-live passes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from app.allocator.types import AllocatedState, ClaimAllocation, NodeView, PoolKey
+from app.inventory.pools import (
+    PoolInfo,
+    build_pool_info,
+    pool_view_for_node,
+    upstream_pool_order,
+)
+from app.inventory.selectors import SelectorCache
+from app.model import (
+    Device,
+    DeviceClass,
+    DeviceRequestAllocationResult,
+    InvalidObject,
+    Node,
+    Pod,
+    Quantity,
+    ResourceClaim,
+    ResourceClaimTemplate,
+    ResourceSlice,
+    parse_object,
+)
+
+KINDS: Final = ("Node", "ResourceSlice", "DeviceClass", "ResourceClaim",
+                "ResourceClaimTemplate", "Pod")
+EVENT_TYPES: Final = ("ADDED", "MODIFIED", "DELETED")
+POD_CLAIM_NAME_ANNOTATION: Final = "resource.kubernetes.io/pod-claim-name"
+
+_CLAIM: Final = "claim:"
+_ASSUMED: Final = "assumed:"
+
+
+@dataclass(slots=True, frozen=True)
+class NodeState:
+    """One node's snapshot: valid for as long as `view.version` is current."""
+
+    view: NodeView
+    allocated: AllocatedState
+
+
+@dataclass(slots=True)
+class _Assumption:
+    pod_key: str
+    claim_key: str
+    results: tuple[DeviceRequestAllocationResult, ...]
+    expires_at: float
+
+
+@dataclass(slots=True, frozen=True)
+class InventoryCounts:
+    nodes: int
+    devices: int
+    allocated_devices: int
+
+
+def _counted(results: Iterable[DeviceRequestAllocationResult]
+             ) -> tuple[DeviceRequestAllocationResult, ...]:
+    """Results that take something from others: admin access never does."""
+    return tuple(r for r in results if not r.admin_access)
+
+
+def _device_ids(results: Iterable[DeviceRequestAllocationResult]) -> list[str]:
+    return sorted(r.device_id for r in results)
+
+
+class Inventory:
+    """Index of what exists and what is taken (see the module doc)."""
+
+    def __init__(self, *, expected_kinds: Iterable[str] = KINDS,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        unknown = sorted(set(expected_kinds) - set(KINDS))
+        if unknown:
+            raise ValueError(f"unknown kind(s): {', '.join(unknown)}")
+        self._expected = frozenset(expected_kinds)
+        self._synced_kinds: set[str] = set()
+        self._clock = clock
+        self._seq = 0
+        self._global_version = 0
+        self._node_versions: dict[str, int] = {}
+        self._nodes: dict[str, Node] = {}
+        self._slices: dict[str, ResourceSlice] = {}
+        self._pool_slices: dict[PoolKey, dict[str, ResourceSlice]] = {}
+        self._pool_infos: dict[PoolKey, PoolInfo | None] = {}
+        self._local_pools: dict[str, dict[PoolKey, int]] = {}  # node -> pool -> slice count
+        self._shared_pools: dict[PoolKey, int] = {}  # pool -> count of non-node-local slices
+        self._classes: dict[str, DeviceClass] = {}
+        self._claims: dict[str, ResourceClaim] = {}
+        self._templates: dict[str, ResourceClaimTemplate] = {}
+        self._pods: dict[str, Pod] = {}
+        self._holdings: dict[PoolKey, dict[str, tuple[DeviceRequestAllocationResult, ...]]] = {}
+        self._holder_pools: dict[str, set[PoolKey]] = {}
+        self._assumed: dict[str, _Assumption] = {}
+        self._next_expiry = float("inf")
+        self._states: dict[str, NodeState] = {}
+        self.selectors = SelectorCache()
+
+    # ------------------------------------------------------------------ event API
+
+    def apply(self, kind: str, event_type: str, obj: Mapping[str, Any]) -> None:
+        """Apply one watch event; raises InvalidObject and changes nothing on bad input."""
+        if event_type not in EVENT_TYPES:
+            raise InvalidObject(f"unknown event type {event_type!r}")
+        parsed = parse_object(kind, obj)
+        if event_type == "DELETED":
+            self._delete(kind, _object_key(kind, parsed))
+        else:
+            self.upsert(kind, parsed)
+
+    def replace(self, kind: str, objs: Iterable[Mapping[str, Any]]) -> None:
+        """A relist: `kind` becomes exactly `objs`. Everything is parsed first."""
+        parsed = [parse_object(kind, o) for o in objs]
+        keys = {_object_key(kind, p) for p in parsed}
+        for key in [k for k in self._table(kind) if k not in keys]:
+            self._delete(kind, key)
+        for p in parsed:
+            self.upsert(kind, p)
+
+    def mark_synced(self, kind: str) -> None:
+        if kind not in KINDS:
+            raise ValueError(f"unknown kind {kind!r}")
+        self._synced_kinds.add(kind)
+
+    @property
+    def synced(self) -> bool:
+        return self._expected <= self._synced_kinds
+
+    def upsert(self, kind: str, obj: Any) -> None:
+        """Add or replace an already parsed object (the in-memory binder writes here)."""
+        self._expire()
+        if kind == "Node":
+            self._nodes[obj.name] = obj
+            self._stamp_nodes([obj.name])
+        elif kind == "ResourceSlice":
+            self._put_slice(obj)
+        elif kind == "DeviceClass":
+            self._classes[obj.name] = obj
+            self.selectors.forget_class(obj.name)
+            self._stamp_all()
+        elif kind == "ResourceClaim":
+            self._put_claim(obj)
+        elif kind == "ResourceClaimTemplate":
+            self._templates[obj.key] = obj
+        elif kind == "Pod":
+            self._pods[obj.key] = obj
+        else:
+            raise InvalidObject(f"unsupported kind {kind!r}")
+
+    def _table(self, kind: str) -> Mapping[str, Any]:
+        tables: dict[str, Mapping[str, Any]] = {
+            "Node": self._nodes, "ResourceSlice": self._slices, "DeviceClass": self._classes,
+            "ResourceClaim": self._claims, "ResourceClaimTemplate": self._templates,
+            "Pod": self._pods}
+        if kind not in tables:
+            raise InvalidObject(f"unsupported kind {kind!r}")
+        return tables[kind]
+
+    def _delete(self, kind: str, key: str) -> None:
+        self._expire()
+        if kind == "Node":
+            if self._nodes.pop(key, None) is not None:
+                self._stamp_nodes([key])
+        elif kind == "ResourceSlice":
+            self._remove_slice(key)
+        elif kind == "DeviceClass":
+            if self._classes.pop(key, None) is not None:
+                self.selectors.forget_class(key)
+                self._stamp_all()
+        elif kind == "ResourceClaim":
+            claim = self._claims.pop(key, None)
+            if claim is not None:
+                self._set_holding(_CLAIM + key, ())
+            if key in self._assumed:
+                self._drop_assumption(key)
+        elif kind == "ResourceClaimTemplate":
+            self._templates.pop(key, None)
+        elif kind == "Pod":
+            self._pods.pop(key, None)
+        else:
+            raise InvalidObject(f"unsupported kind {kind!r}")
+
+    # ------------------------------------------------------------------ reads
+
+    @property
+    def classes(self) -> Mapping[str, DeviceClass]:
+        return self._classes
+
+    def claim(self, key: str) -> ResourceClaim | None:
+        return self._claims.get(key)
+
+    def template(self, key: str) -> ResourceClaimTemplate | None:
+        return self._templates.get(key)
+
+    def pod(self, key: str) -> Pod | None:
+        return self._pods.get(key)
+
+    def generated_claim(self, *, pod: Pod, pod_claim_name: str) -> ResourceClaim | None:
+        """The claim generated for `pod`'s entry `pod_claim_name`, found by owner and
+        annotation as the resourceclaim controller marks it."""
+        for claim in self._claims.values():
+            if (claim.namespace == pod.namespace and pod.uid
+                    and claim.owner_pod_uid == pod.uid
+                    and claim.annotations.get(POD_CLAIM_NAME_ANNOTATION) == pod_claim_name):
+                return claim
+        return None
+
+    def node_names(self) -> list[str]:
+        """Every node known: Node objects plus nodes named by node-local slices."""
+        return sorted(self._nodes.keys() | self._local_pools.keys())
+
+    def version(self, node_name: str) -> int:
+        self._expire()
+        return max(self._node_versions.get(node_name, 0), self._global_version)
+
+    def node_state(self, node_name: str) -> NodeState | None:
+        """The node's view and allocated state, rebuilt only when its version changed.
+        None for a node the inventory does not know."""
+        version = self.version(node_name)
+        cached = self._states.get(node_name)
+        if cached is not None and cached.view.version == version:
+            return cached
+        node = self._nodes.get(node_name)
+        if node is None:
+            if node_name not in self._local_pools:
+                self._states.pop(node_name, None)
+                return None
+            node = Node(name=node_name)
+        state = self._build_state(node, version)
+        self._states[node_name] = state
+        return state
+
+    def class_matcher(self, device_class: DeviceClass, device: Device) -> bool:
+        return self.selectors.class_matches(device_class, device)
+
+    def counts(self) -> InventoryCounts:
+        devices = sum(len(info.devices_by_name) for info in self._infos())
+        taken = {r.device_id for holding in self._holdings.values()
+                 for results in holding.values() for r in results}
+        return InventoryCounts(nodes=len(self.node_names()), devices=devices,
+                               allocated_devices=len(taken))
+
+    def _infos(self) -> Iterable[PoolInfo]:
+        for key in self._pool_slices:
+            info = self._pool_info(key)
+            if info is not None:
+                yield info
+
+    # ------------------------------------------------------------------ assumed allocations
+
+    def assume(self, *, pod: Pod, allocations: Sequence[ClaimAllocation],
+               ttl: float) -> None:
+        """Hold `allocations` as taken until confirmed, forgotten, or `ttl` seconds pass."""
+        self._expire()
+        expires_at = self._clock() + ttl
+        for ca in allocations:
+            results = _counted(ca.allocation.results)
+            self._assumed[ca.claim_key] = _Assumption(pod_key=pod.key, claim_key=ca.claim_key,
+                                                      results=results, expires_at=expires_at)
+            self._set_holding(_ASSUMED + ca.claim_key, results)
+        self._next_expiry = min(self._next_expiry, expires_at)
+
+    def forget_assumed(self, *, pod: Pod) -> None:
+        """Drop every assumption made for `pod` (its bind failed)."""
+        for key in [k for k, a in self._assumed.items() if a.pod_key == pod.key]:
+            self._drop_assumption(key)
+
+    def assumed_claims(self) -> list[str]:
+        self._expire()
+        return sorted(self._assumed)
+
+    def _drop_assumption(self, claim_key: str) -> None:
+        del self._assumed[claim_key]
+        self._set_holding(_ASSUMED + claim_key, ())
+
+    def _expire(self) -> None:
+        now = self._clock()
+        if now < self._next_expiry:
+            return
+        for key in [k for k, a in self._assumed.items() if a.expires_at <= now]:
+            self._drop_assumption(key)
+        self._next_expiry = min((a.expires_at for a in self._assumed.values()),
+                                default=float("inf"))
+
+    # ------------------------------------------------------------------ slices and pools
+
+    def _put_slice(self, s: ResourceSlice) -> None:
+        old = self._slices.get(s.name)
+        if old is not None:
+            self._unindex_slice(old)
+        self._slices[s.name] = s
+        self._index_slice(s)
+        self._pool_changed((s.driver, s.pool.name), old)
+
+    def _remove_slice(self, name: str) -> None:
+        old = self._slices.pop(name, None)
+        if old is None:
+            return
+        self._unindex_slice(old)
+        self._pool_changed((old.driver, old.pool.name), old)
+
+    def _index_slice(self, s: ResourceSlice) -> None:
+        key = (s.driver, s.pool.name)
+        self._pool_slices.setdefault(key, {})[s.name] = s
+        if s.node_name is not None:
+            per_node = self._local_pools.setdefault(s.node_name, {})
+            per_node[key] = per_node.get(key, 0) + 1
+        else:
+            self._shared_pools[key] = self._shared_pools.get(key, 0) + 1
+
+    def _unindex_slice(self, s: ResourceSlice) -> None:
+        key = (s.driver, s.pool.name)
+        slices = self._pool_slices[key]
+        del slices[s.name]
+        if not slices:
+            del self._pool_slices[key]
+        if s.node_name is not None:
+            _decrement(self._local_pools[s.node_name], key)
+            if not self._local_pools[s.node_name]:
+                del self._local_pools[s.node_name]
+        else:
+            _decrement(self._shared_pools, key)
+        self.selectors.forget_devices(d.id for d in s.devices)
+
+    def _pool_changed(self, key: PoolKey, old: ResourceSlice | None) -> None:
+        """Recompute the pool and stamp every node that could see it before or after."""
+        self._pool_infos.pop(key, None)
+        nodes = self._pool_nodes(key)
+        if old is not None and old.node_name is not None:
+            nodes.add(old.node_name)
+        if key in self._shared_pools or (old is not None and old.node_name is None):
+            self._stamp_all()
+        else:
+            self._stamp_nodes(nodes)
+
+    def _pool_nodes(self, key: PoolKey) -> set[str]:
+        return {s.node_name for s in self._pool_slices.get(key, {}).values()
+                if s.node_name is not None}
+
+    def _pool_info(self, key: PoolKey) -> PoolInfo | None:
+        if key not in self._pool_infos:
+            self._pool_infos[key] = build_pool_info(key, self._pool_slices.get(key, {}).values())
+        return self._pool_infos[key]
+
+    def _build_state(self, node: Node, version: int) -> NodeState:
+        keys = set(self._local_pools.get(node.name, ())) | self._shared_pools.keys()
+        views = []
+        for key in keys:
+            info = self._pool_info(key)
+            if info is None:
+                continue
+            view = pool_view_for_node(info, node)
+            if view is not None:
+                views.append(view)
+        pools = upstream_pool_order(views)
+        return NodeState(view=NodeView(node=node, version=version, pools=pools),
+                         allocated=self._allocated_for(pools))
+
+    # ------------------------------------------------------------------ claims and holdings
+
+    def _put_claim(self, claim: ResourceClaim) -> None:
+        self._claims[claim.key] = claim
+        results = _counted(claim.allocation.results) if claim.allocation else ()
+        self._set_holding(_CLAIM + claim.key, results)
+        assumption = self._assumed.get(claim.key)
+        # An allocation on the claim is the truth: it confirms the assumption when it
+        # matches, and overrides it when someone else allocated the claim first.
+        if assumption is not None and claim.allocation is not None:
+            self._drop_assumption(claim.key)
+
+    def _set_holding(self, holder: str, results: tuple[DeviceRequestAllocationResult, ...]
+                     ) -> None:
+        by_pool: dict[PoolKey, tuple[DeviceRequestAllocationResult, ...]] = {}
+        for r in results:
+            key = (r.driver, r.pool)
+            by_pool[key] = (*by_pool.get(key, ()), r)
+        previous = self._holder_pools.pop(holder, set())
+        if all(self._holdings[k].get(holder) == by_pool.get(k) for k in previous) \
+                and previous == by_pool.keys():
+            if by_pool:
+                self._holder_pools[holder] = previous
+            return
+        for key in previous:
+            holding = self._holdings[key]
+            del holding[holder]
+            if not holding:
+                del self._holdings[key]
+        for key, rs in by_pool.items():
+            self._holdings.setdefault(key, {})[holder] = rs
+        if by_pool:
+            self._holder_pools[holder] = set(by_pool)
+        self._stamp_pools(previous | by_pool.keys())
+
+    def _stamp_pools(self, keys: Iterable[PoolKey]) -> None:
+        nodes: set[str] = set()
+        for key in keys:
+            if key in self._shared_pools:
+                self._stamp_all()
+                return
+            nodes |= self._pool_nodes(key)
+        self._stamp_nodes(nodes)
+
+    def _allocated_for(self, pools: Sequence[Any]) -> AllocatedState:
+        devices: set[str] = set()
+        multi: set[str] = set()
+        counters: dict[PoolKey, dict[tuple[str, str], Quantity]] = {}
+        capacity: dict[str, dict[str, Quantity]] = {}
+        for pool in pools:
+            holding = self._holdings.get(pool.key)
+            if not holding:
+                continue
+            info = self._pool_info(pool.key)
+            by_name = info.devices_by_name if info is not None else {}
+            counted: set[str] = set()
+            for results in holding.values():
+                for r in results:
+                    if r.share_id is None:
+                        devices.add(r.device_id)
+                    else:
+                        multi.add(r.device_id)
+                        per_capacity = capacity.setdefault(r.device_id, {})
+                        for name, amount in r.consumed_capacity.items():
+                            per_capacity[name] = per_capacity[name] + amount \
+                                if name in per_capacity else amount
+                    device = by_name.get(r.device)
+                    if device is None or not device.consumes_counters or r.device in counted:
+                        continue
+                    counted.add(r.device)
+                    pool_counters = counters.setdefault(pool.key, {})
+                    for use in device.consumes_counters:
+                        for counter, amount in use.counters.items():
+                            ck = (use.counter_set, counter)
+                            pool_counters[ck] = pool_counters[ck] + amount \
+                                if ck in pool_counters else amount
+        return AllocatedState(devices=frozenset(devices), consumed_counters=counters,
+                              consumed_capacity=capacity, multi_allocated=frozenset(multi))
+
+    # ------------------------------------------------------------------ versions
+
+    def _next(self) -> int:
+        self._seq += 1
+        return self._seq
+
+    def _stamp_nodes(self, names: Iterable[str]) -> None:
+        names = list(names)
+        if not names:
+            return
+        seq = self._next()
+        for name in names:
+            self._node_versions[name] = seq
+
+    def _stamp_all(self) -> None:
+        self._global_version = self._next()
+
+
+def _decrement(counts: dict[PoolKey, int], key: PoolKey) -> None:
+    counts[key] -= 1
+    if counts[key] == 0:
+        del counts[key]
+
+
+def _object_key(kind: str, obj: Any) -> str:
+    if kind in ("ResourceClaim", "ResourceClaimTemplate", "Pod"):
+        return str(obj.key)
+    return str(obj.name)

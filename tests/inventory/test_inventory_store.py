@@ -1,0 +1,385 @@
+"""Inventory: pools and generations, node visibility and versions, allocated and
+assumed state, class selector caching, bad input."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.allocator.types import ClaimAllocation
+from app.inventory import Inventory
+from app.model import (
+    AllocationResult,
+    DeviceRequestAllocationResult,
+    InvalidObject,
+    Pod,
+    Quantity,
+)
+from tests.inventory.objects import (
+    claim,
+    device,
+    device_class,
+    node,
+    resource_slice,
+    result,
+)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def inventory(*objs: dict, clock: Clock | None = None) -> Inventory:
+    inv = Inventory(clock=clock or Clock())
+    for obj in objs:
+        inv.apply(obj["kind"], "ADDED", obj)
+    return inv
+
+
+def device_names(inv: Inventory, node_name: str) -> list[str]:
+    state = inv.node_state(node_name)
+    assert state is not None
+    return [d.name for p in state.view.pools for d in p.devices]
+
+
+def pool_of(inv: Inventory, node_name: str, pool: str):
+    state = inv.node_state(node_name)
+    assert state is not None
+    return next(p for p in state.view.pools if p.name == pool)
+
+
+# ---------------------------------------------------------------- pools
+
+
+def test_node_local_slice_is_seen_by_its_node_only() -> None:
+    inv = inventory(node("n1"), node("n2"),
+                    resource_slice("s1", node_name="n1", devices=[device("gpu-0")]))
+    assert device_names(inv, "n1") == ["gpu-0"]
+    assert device_names(inv, "n2") == []
+
+
+def test_only_the_newest_generation_counts() -> None:
+    inv = inventory(
+        resource_slice("old", node_name="n1", pool="p", generation=1,
+                       devices=[device("gpu-old")]),
+        resource_slice("new", node_name="n1", pool="p", generation=2,
+                       devices=[device("gpu-new")]))
+    assert device_names(inv, "n1") == ["gpu-new"]
+    assert pool_of(inv, "n1", "p").generation == 2
+    inv.apply("ResourceSlice", "DELETED", resource_slice("new", node_name="n1", pool="p",
+                                                         generation=2))
+    assert device_names(inv, "n1") == ["gpu-old"]
+
+
+def test_pool_is_incomplete_until_every_slice_arrived() -> None:
+    inv = inventory(resource_slice("a", node_name="n1", pool="p", count=2,
+                                   devices=[device("d0")]))
+    assert pool_of(inv, "n1", "p").complete is False
+    inv.apply("ResourceSlice", "ADDED", resource_slice("b", node_name="n1", pool="p", count=2,
+                                                       devices=[device("d1")]))
+    view = pool_of(inv, "n1", "p")
+    assert view.complete is True
+    assert [s.name for s in view.slices] == ["a", "b"]
+    assert [d.name for d in view.devices] == ["d0", "d1"]
+
+
+def test_slices_of_an_older_generation_do_not_count_for_completeness() -> None:
+    inv = inventory(
+        resource_slice("a", node_name="n1", pool="p", generation=1, count=2,
+                       devices=[device("d0")]),
+        resource_slice("b", node_name="n1", pool="p", generation=2, count=2,
+                       devices=[device("d1")]))
+    view = pool_of(inv, "n1", "p")
+    assert (view.generation, view.complete) == (2, False)
+    assert [d.name for d in view.devices] == ["d1"]
+
+
+def test_duplicate_device_names_make_the_pool_invalid() -> None:
+    inv = inventory(
+        resource_slice("a", node_name="n1", pool="p", count=2, devices=[device("d0")]),
+        resource_slice("b", node_name="n1", pool="p", count=2, devices=[device("d0")]))
+    reason = pool_of(inv, "n1", "p").invalid_reason
+    assert reason is not None and "duplicate device name 'd0'" in reason
+
+
+def test_unknown_counter_set_makes_the_pool_invalid() -> None:
+    gpu = device("gpu-0")
+    gpu["consumesCounters"] = [{"counterSet": "missing", "counters": {"mem": {"value": "1"}}}]
+    inv = inventory(resource_slice("a", node_name="n1", devices=[gpu]))
+    reason = pool_of(inv, "n1", "a").invalid_reason
+    assert reason is not None and "unknown counter set 'missing'" in reason
+
+
+def test_pools_are_ordered_by_driver_then_name_binding_conditions_last() -> None:
+    late = device("x")
+    late["bindingConditions"] = ["Ready"]
+    inv = inventory(
+        resource_slice("s1", driver="b.example.com", node_name="n1", pool="p1",
+                       devices=[device("b")]),
+        resource_slice("s2", driver="a.example.com", node_name="n1", pool="p2",
+                       devices=[device("a")]),
+        resource_slice("s3", driver="a.example.com", node_name="n1", pool="p0",
+                       devices=[late]))
+    state = inv.node_state("n1")
+    assert state is not None
+    assert [(p.driver, p.name) for p in state.view.pools] == [
+        ("a.example.com", "p2"), ("b.example.com", "p1"), ("a.example.com", "p0")]
+
+
+def test_all_nodes_node_selector_and_per_device_selection() -> None:
+    per_device = [dict(device("here"), nodeName="n1"), dict(device("there"), nodeName="n2"),
+                  dict(device("everywhere"), allNodes=True)]
+    inv = inventory(
+        node("n1", rack="a"), node("n2", rack="b"),
+        resource_slice("net", pool="net", allNodes=True, devices=[device("shared")]),
+        resource_slice("rack-a", pool="rack-a", devices=[device("a0")], nodeSelector={
+            "nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "rack", "operator": "In", "values": ["a"]}]}]}),
+        resource_slice("pd", pool="pd", perDeviceNodeSelection=True, devices=per_device))
+    assert sorted(device_names(inv, "n1")) == ["a0", "everywhere", "here", "shared"]
+    assert sorted(device_names(inv, "n2")) == ["everywhere", "shared", "there"]
+    inv.apply("Node", "MODIFIED", node("n2", rack="a"))
+    assert "a0" in device_names(inv, "n2")
+
+
+def test_nodes_known_from_slices_without_node_objects() -> None:
+    inv = inventory(node("n0"), resource_slice("s", node_name="n1", devices=[device("d")]))
+    assert inv.node_names() == ["n0", "n1"]
+    assert inv.node_state("unknown") is None
+
+
+# ---------------------------------------------------------------- versions
+
+
+def test_versions_change_only_for_nodes_that_can_see_the_change() -> None:
+    inv = inventory(node("n1"), node("n2"), resource_slice("s1", node_name="n1"))
+    v1, v2 = inv.version("n1"), inv.version("n2")
+    inv.apply("ResourceSlice", "MODIFIED",
+              resource_slice("s1", node_name="n1", devices=[device("d")]))
+    assert inv.version("n1") > v1
+    assert inv.version("n2") == v2
+    inv.apply("ResourceSlice", "ADDED", resource_slice("net", allNodes=True))
+    assert inv.version("n1") > v1 + 1 or inv.version("n1") > v1
+    assert inv.version("n2") > v2
+
+
+def test_device_class_change_bumps_every_node() -> None:
+    inv = inventory(node("n1"), node("n2"))
+    before = (inv.version("n1"), inv.version("n2"))
+    inv.apply("DeviceClass", "ADDED", device_class("gpu"))
+    assert inv.version("n1") > before[0] and inv.version("n2") > before[1]
+
+
+def test_claim_allocation_bumps_only_the_node_holding_the_devices() -> None:
+    inv = inventory(resource_slice("s1", node_name="n1", devices=[device("d")]),
+                    resource_slice("s2", node_name="n2", devices=[device("d")]))
+    v1, v2 = inv.version("n1"), inv.version("n2")
+    inv.apply("ResourceClaim", "ADDED",
+              claim("c", results=[result("r", "gpu.example.com/s1/d")]))
+    assert inv.version("n1") > v1
+    assert inv.version("n2") == v2
+
+
+def test_node_state_is_cached_until_the_version_changes() -> None:
+    inv = inventory(resource_slice("s1", node_name="n1", devices=[device("d")]))
+    first = inv.node_state("n1")
+    assert inv.node_state("n1") is first
+    inv.apply("ResourceSlice", "MODIFIED", resource_slice("s1", node_name="n1"))
+    assert inv.node_state("n1") is not first
+
+
+def test_pod_and_template_events_do_not_bump_versions() -> None:
+    inv = inventory(resource_slice("s1", node_name="n1"))
+    before = inv.version("n1")
+    inv.apply("Pod", "ADDED", {"kind": "Pod", "metadata": {"name": "p", "namespace": "ns"}})
+    assert inv.version("n1") == before
+    assert inv.pod("ns/p") is not None
+
+
+# ---------------------------------------------------------------- allocated state
+
+
+def partitionable_slice() -> dict:
+    gpu = device("gpu-0")
+    gpu["consumesCounters"] = [{"counterSet": "gpu-0-cs", "counters": {"mem": {"value": "40"}}}]
+    shared = device("shared-0")
+    shared["allowMultipleAllocations"] = True
+    shared["capacity"] = {"bw": {"value": "100"}}
+    return resource_slice("s1", node_name="n1", devices=[gpu, shared, device("plain")],
+                          shared_counters=[{"name": "gpu-0-cs",
+                                            "counters": {"mem": {"value": "80"}}}])
+
+
+def test_allocated_state_from_claims() -> None:
+    inv = inventory(partitionable_slice())
+    inv.apply("ResourceClaim", "ADDED", claim("c1", results=[
+        result("a", "gpu.example.com/s1/gpu-0"),
+        result("b", "gpu.example.com/s1/plain", adminAccess=True),
+        result("c", "gpu.example.com/s1/shared-0", shareID="u1",
+               consumedCapacity={"gpu.example.com/bw": "30"}),
+    ]))
+    inv.apply("ResourceClaim", "ADDED", claim("c2", results=[
+        result("c", "gpu.example.com/s1/shared-0", shareID="u2",
+               consumedCapacity={"gpu.example.com/bw": "20"})]))
+    state = inv.node_state("n1")
+    assert state is not None
+    allocated = state.allocated
+    assert allocated.devices == {"gpu.example.com/s1/gpu-0"}
+    assert allocated.multi_allocated == {"gpu.example.com/s1/shared-0"}
+    assert allocated.consumed_capacity["gpu.example.com/s1/shared-0"] == {
+        "gpu.example.com/bw": Quantity(50)}
+    assert allocated.consumed_counters[("gpu.example.com", "s1")] == {
+        ("gpu-0-cs", "mem"): Quantity(40)}
+    assert inv.counts().allocated_devices == 2
+    inv.apply("ResourceClaim", "DELETED", claim("c1"))
+    state = inv.node_state("n1")
+    assert state is not None
+    assert state.allocated.devices == frozenset()
+    assert state.allocated.consumed_counters == {}
+
+
+def test_counts() -> None:
+    inv = inventory(node("n0"), partitionable_slice())
+    counts = inv.counts()
+    assert (counts.nodes, counts.devices, counts.allocated_devices) == (2, 3, 0)
+
+
+# ---------------------------------------------------------------- assumed allocations
+
+
+def allocation(*device_ids: str) -> AllocationResult:
+    return AllocationResult(results=tuple(
+        DeviceRequestAllocationResult(request="r", driver=i.split("/")[0],
+                                      pool=i.split("/")[1], device=i.split("/")[2])
+        for i in device_ids))
+
+
+POD = Pod(namespace="default", name="p", uid="u")
+
+
+def taken(inv: Inventory, node_name: str = "n1") -> set[str]:
+    state = inv.node_state(node_name)
+    assert state is not None
+    return set(state.allocated.devices)
+
+
+def test_assumed_allocations_count_until_forgotten() -> None:
+    inv = inventory(resource_slice("s1", node_name="n1", devices=[device("d")]))
+    before = inv.version("n1")
+    inv.assume(pod=POD, allocations=[ClaimAllocation("default/c", allocation(
+        "gpu.example.com/s1/d"))], ttl=30)
+    assert inv.version("n1") > before
+    assert taken(inv) == {"gpu.example.com/s1/d"}
+    assert inv.assumed_claims() == ["default/c"]
+    inv.forget_assumed(pod=POD)
+    assert taken(inv) == set()
+    assert inv.assumed_claims() == []
+
+
+def test_assumed_allocations_expire() -> None:
+    clock = Clock()
+    inv = inventory(resource_slice("s1", node_name="n1", devices=[device("d")]), clock=clock)
+    inv.assume(pod=POD, allocations=[ClaimAllocation("default/c", allocation(
+        "gpu.example.com/s1/d"))], ttl=30)
+    clock.now += 29
+    assert taken(inv) == {"gpu.example.com/s1/d"}
+    clock.now += 2
+    assert taken(inv) == set()
+
+
+def test_assumption_is_confirmed_by_the_claim_carrying_the_allocation() -> None:
+    inv = inventory(resource_slice("s1", node_name="n1", devices=[device("d")]))
+    inv.assume(pod=POD, allocations=[ClaimAllocation("default/c", allocation(
+        "gpu.example.com/s1/d"))], ttl=30)
+    inv.apply("ResourceClaim", "ADDED", claim("c"))
+    assert inv.assumed_claims() == ["default/c"]  # not allocated yet: still held
+    inv.apply("ResourceClaim", "MODIFIED",
+              claim("c", results=[result("r", "gpu.example.com/s1/d")]))
+    assert inv.assumed_claims() == []
+    assert taken(inv) == {"gpu.example.com/s1/d"}
+
+
+# ---------------------------------------------------------------- events and bad input
+
+
+def test_invalid_object_raises_and_changes_nothing() -> None:
+    inv = inventory(resource_slice("s1", node_name="n1", devices=[device("d")]))
+    before = inv.version("n1")
+    bad = resource_slice("s1", node_name="n1")
+    bad["spec"]["devices"] = "not a list"
+    with pytest.raises(InvalidObject):
+        inv.apply("ResourceSlice", "MODIFIED", bad)
+    with pytest.raises(InvalidObject):
+        inv.apply("ResourceSlice", "BOGUS", resource_slice("s2", node_name="n1"))
+    with pytest.raises(InvalidObject):
+        inv.apply("Secret", "ADDED", {"metadata": {"name": "x"}})
+    assert device_names(inv, "n1") == ["d"]
+    assert inv.version("n1") == before
+
+
+def test_replace_is_atomic() -> None:
+    inv = inventory(node("a"), node("b"))
+    bad = node("c")
+    bad["metadata"]["labels"] = ["not", "a", "map"]
+    with pytest.raises(InvalidObject):
+        inv.replace("Node", [node("c"), bad])
+    assert inv.node_names() == ["a", "b"]
+    inv.replace("Node", [node("b", zone="z"), node("c")])
+    assert inv.node_names() == ["b", "c"]
+
+
+def test_synced_once_every_expected_kind_is_marked() -> None:
+    inv = Inventory(expected_kinds=("Node", "ResourceSlice"))
+    assert not inv.synced
+    inv.mark_synced("Node")
+    assert not inv.synced
+    inv.mark_synced("ResourceSlice")
+    assert inv.synced
+    with pytest.raises(ValueError):
+        Inventory(expected_kinds=("Secret",))
+
+
+# ---------------------------------------------------------------- class selectors
+
+
+def test_class_selector_results_are_cached_per_class_and_device(monkeypatch) -> None:
+    import app.inventory.selectors as selectors
+
+    calls: list[str] = []
+    real = selectors._evaluate
+
+    def counting(expressions, dev):
+        calls.append(dev.name)
+        return real(expressions, dev)
+
+    monkeypatch.setattr(selectors, "_evaluate", counting)
+    inv = inventory(device_class("gpu", "device.driver == 'gpu.example.com'"),
+                    resource_slice("s1", node_name="n1", devices=[device("d")]))
+    gpu_class = inv.classes["gpu"]
+    dev = pool_of(inv, "n1", "s1").devices[0]
+    assert inv.class_matcher(gpu_class, dev) is True
+    assert inv.class_matcher(gpu_class, dev) is True
+    assert calls == ["d"]
+    inv.apply("DeviceClass", "MODIFIED",
+              device_class("gpu", "device.driver == 'other.example.com'"))
+    assert inv.class_matcher(inv.classes["gpu"], dev) is False
+    assert calls == ["d", "d"]
+
+
+def test_cel_errors_are_remembered_not_raised_by_the_event() -> None:
+    from app.cel import CelCompileError, CelEvalError
+
+    inv = inventory(resource_slice("s1", node_name="n1", devices=[device("d")]))
+    inv.apply("DeviceClass", "ADDED", device_class("broken", "device.attributes["))
+    inv.apply("DeviceClass", "ADDED",
+              device_class("missing", "device.attributes['gpu.example.com'].nope == 1"))
+    dev = pool_of(inv, "n1", "s1").devices[0]
+    with pytest.raises(CelCompileError):
+        inv.class_matcher(inv.classes["broken"], dev)
+    with pytest.raises(CelEvalError):
+        inv.class_matcher(inv.classes["missing"], dev)
+    with pytest.raises(CelEvalError):
+        inv.class_matcher(inv.classes["missing"], dev)
