@@ -1,1 +1,88 @@
-"""Structured DRA allocation for one pod on one node (see `types` for the contract)."""
+"""Structured DRA allocation for one pod on one node (see `types` for the contract).
+
+`allocate` is the only entry point: the inventory supplies the node view and
+the allocated state, the extender verbs and `drax allocate` call it, the
+topology objective rates what it finds. It never raises for bad input: an
+outcome is feasible, infeasible with a reason, or an error, as upstream
+distinguishes them.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from typing import Final
+
+from app.allocator.reasons import budget_reason, explain
+from app.allocator.results import claim_allocation
+from app.allocator.search import AllocationError, BudgetExhausted, Search
+from app.allocator.types import (
+    AllocatedState,
+    AllocationOutcome,
+    ClaimAllocation,
+    ClassMatcher,
+    NodeView,
+    Objective,
+    PoolView,
+)
+from app.features import FeatureGates
+from app.model import Device, DeviceClass, ResourceClaim
+
+DEFAULT_STEP_BUDGET: Final = 200_000
+
+__all__ = [
+    "DEFAULT_STEP_BUDGET", "AllocatedState", "AllocationOutcome", "ClaimAllocation",
+    "ClassMatcher", "NodeView", "Objective", "PoolView", "allocate",
+]
+
+
+def allocate(
+    claims: Sequence[ResourceClaim],
+    *,
+    node_view: NodeView,
+    classes: Mapping[str, DeviceClass],
+    allocated: AllocatedState,
+    features: FeatureGates,
+    class_matcher: ClassMatcher | None = None,
+    selector_matches: Callable[[str, Device], bool] | None = None,
+    objective: Objective | None = None,
+    step_budget: int = DEFAULT_STEP_BUDGET,
+    new_share_id: Callable[[], str] | None = None,
+) -> AllocationOutcome:
+    """Allocate the pod's unallocated `claims` (pod order) on `node_view.node`."""
+    matches = selector_matches or _cel_matches
+    search = Search(
+        claims=claims, node_view=node_view, classes=classes, allocated=allocated,
+        features=features,
+        class_matcher=class_matcher or (lambda cls, device: all(
+            matches(expression, device) for expression in cls.selectors)),
+        selector_matches=matches, objective=objective, step_budget=step_budget)
+    try:
+        search.prepare()
+        solution = search.run()
+        if solution is None:
+            return AllocationOutcome(feasible=False, reason=explain(search), steps=search.steps)
+        share_id = new_share_id or _new_share_id
+        allocations = tuple(
+            ClaimAllocation(claim_key=claim.key, allocation=claim_allocation(
+                search, ci, solution.picks[ci], solution.chosen, new_share_id=share_id))
+            for ci, claim in enumerate(claims))
+    except AllocationError as err:
+        return AllocationOutcome(feasible=False, error=str(err), steps=search.steps)
+    except BudgetExhausted:
+        return AllocationOutcome(feasible=False, reason=budget_reason(search),
+                                 steps=search.steps)
+    picks = tuple(search.devices[p.device] for claim_picks in solution.picks
+                  for p in claim_picks)
+    return AllocationOutcome(feasible=True, claims=allocations, picks=picks,
+                             score=solution.score, steps=search.steps)
+
+
+def _cel_matches(expression: str, device: Device) -> bool:
+    from app.cel import compile_selector  # imported late: app.cel is still landing
+
+    return compile_selector(expression).matches(device)
+
+
+def _new_share_id() -> str:
+    return str(uuid.uuid4())

@@ -1,0 +1,573 @@
+"""The allocation search for one pod on one node (upstream `incubating` semantics).
+
+This is a port of the behaviour of `k8s.io/dynamic-resource-allocation/
+structured` (incubating variant, Kubernetes 1.36): claims in pod order,
+requests in claim order, one device slot after the other, depth-first with
+backtracking. Devices are scanned in node-view order (pools, slices, devices);
+a slot starts after the device of the previous slot of the same request, so
+combinations are tried, never permutations. Every check a device must pass is
+done in upstream order, because the order decides which CEL expressions get
+evaluated and therefore which runtime errors surface.
+
+The shape is driven by speed in Python: the usable devices are flattened once
+into one list, all per-device state is kept in lists indexed by that position,
+selector results are memoised per (request, device), consumed capacity per
+(request, device), and counters live in running dicts per pool. Each device
+tested in a slot is one step of the budget.
+
+With an objective that is not first-fit, the search does not stop at the first
+solution but keeps enumerating (same order, same pruning) and keeps the best
+score; `firstAvailable` keeps its meaning by freezing the subrequest choice of
+the first solution found.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Final
+
+from app.allocator.capacity import consumed_capacity
+from app.allocator.constraints import Constraint, applies, build_constraint
+from app.allocator.types import AllocatedState, NodeView, Objective
+from app.cel.errors import CelError
+from app.features import FeatureGates
+from app.model import (
+    Device,
+    DeviceClass,
+    ExactDeviceRequest,
+    Node,
+    NodeSelector,
+    Quantity,
+    ResourceClaim,
+    ResourceSlice,
+    qualify,
+)
+from app.model.objects import ALLOCATION_MODE_ALL, ALLOCATION_MODE_EXACT_COUNT
+
+RESULTS_MAX: Final = 32  # resourceapi.AllocationResultsMaxSize
+_BLOCKING_EFFECTS: Final = frozenset({"NoSchedule", "NoExecute"})
+
+# Return codes of one search step (upstream: done / not done / "max size exceeded").
+FAIL: Final = 0
+DONE: Final = 1
+MAXED: Final = 2
+
+
+class AllocationError(Exception):
+    """Allocation cannot be attempted (upstream returns an error, not "no fit")."""
+
+
+class BudgetExhausted(Exception):
+    """The step budget ran out."""
+
+
+@dataclass(slots=True, eq=False)
+class Request:
+    """One `exactly` request or one `firstAvailable` subrequest of a claim."""
+
+    claim_index: int
+    request_index: int
+    sub_index: int
+    name: str  # request name as written in results: `req` or `req/sub`
+    base: str
+    sub: str | None
+    spec: ExactDeviceRequest
+    device_class: DeviceClass
+    num_devices: int
+    all_devices: list[int] | None  # allocationMode All: the devices, in order
+    constraints: tuple[int, ...]  # indices into the claim's constraints
+    memo: list[bool | None] = field(default_factory=list)  # selectable per device
+    capacity: dict[int, dict[str, Quantity] | None] = field(default_factory=dict)
+
+    @property
+    def admin(self) -> bool:
+        return self.spec.admin_access
+
+
+@dataclass(slots=True, eq=False)
+class Pick:
+    request: Request
+    device: int
+    consumed: dict[str, Quantity] | None  # multi-allocatable devices only
+    counted: bool  # counters were taken for this pick
+
+
+@dataclass(slots=True)
+class PoolCounters:
+    available: dict[tuple[str, str], Fraction]
+    overcommitted: bool  # allocated devices already exceed some counter
+    used: dict[tuple[str, str], Fraction] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Solution:
+    picks: tuple[tuple[Pick, ...], ...]
+    chosen: dict[tuple[int, int], int]
+    score: float | None
+
+
+class Search:
+    """State of one allocate call; `run` returns the best solution or None."""
+
+    def __init__(self, *, claims: Sequence[ResourceClaim], node_view: NodeView,
+                 classes: Mapping[str, DeviceClass], allocated: AllocatedState,
+                 features: FeatureGates,
+                 class_matcher: Callable[[DeviceClass, Device], bool],
+                 selector_matches: Callable[[str, Device], bool],
+                 objective: Objective | None, step_budget: int) -> None:
+        self.claims = claims
+        self.node_view = node_view
+        self.classes = classes
+        self.allocated = allocated
+        self.features = features
+        self.class_matcher = class_matcher
+        self.selector_matches = selector_matches
+        self.objective = objective
+        self.best_mode = objective is not None and not objective.first_fit
+        self.budget = step_budget
+        self.steps = 0
+
+        self.devices: list[Device] = []
+        self.device_pool: list[int] = []
+        self.pool_ranges: list[range] = []
+        self.slices: list[dict[str, ResourceSlice]] = []
+        self._flatten()
+        n = len(self.devices)
+        self.static_used = [d.id in allocated.devices for d in self.devices]
+        self.node_ok = [self._node_selects(i) for i in range(n)]
+        self.holders: list[list[int]] = [[] for _ in range(n)]
+        self.shares = [0] * n
+        self.multi_static = [d.id in allocated.multi_allocated or d.id in
+                             allocated.consumed_capacity for d in self.devices]
+        self.capacity_static: dict[int, dict[str, Fraction]] = {}
+        self.capacity_used: dict[int, dict[str, Fraction]] = {}
+        self.counters: dict[int, PoolCounters] = {}
+        self.class_cache: dict[tuple[str, int], bool] = {}
+        self.selector_cache: dict[tuple[str, int], bool] = {}
+
+        self.requests: list[list[list[Request]]] = []  # claim -> request -> subrequests
+        self.constraint_specs = [c.spec.constraints for c in claims]
+        self.constraints: list[list[Constraint]] = []
+        self.rejections: list[list[int]] = []  # per claim, per constraint
+        self.picks: list[list[Pick]] = [[] for _ in claims]
+        self.chosen: dict[tuple[int, int], int] = {}
+        self.frozen: dict[tuple[int, int], int] | None = None
+        self.best: Solution | None = None
+
+    # ------------------------------------------------------------------ setup
+
+    def _flatten(self) -> None:
+        for pool_index, pool in enumerate(self.node_view.pools):
+            start = len(self.devices)
+            self.slices.append({s.name: s for s in pool.slices})
+            if pool.complete and pool.invalid_reason is None:
+                for device in pool.devices:
+                    self.devices.append(device)
+                    self.device_pool.append(pool_index)
+            self.pool_ranges.append(range(start, len(self.devices)))
+
+    def slice_of(self, index: int) -> ResourceSlice | None:
+        device = self.devices[index]
+        return self.slices[self.device_pool[index]].get(device.slice_name)
+
+    def _node_selects(self, index: int) -> bool:
+        slice_ = self.slice_of(index)
+        if slice_ is None or not slice_.per_device_node_selection:
+            return True
+        if not self.features.partitionable_devices:
+            return False
+        device = self.devices[index]
+        return node_matches(self.node_view.node, name=device.node_name,
+                            all_nodes=device.all_nodes, selector=device.node_selector)
+
+    def prepare(self) -> None:
+        """Upstream's pre-checks; raises AllocationError for what it treats as errors."""
+        for ci, claim in enumerate(self.claims):
+            per_request: list[list[Request]] = []
+            min_devices = 0
+            for ri, request in enumerate(claim.spec.requests):
+                where = f"claim {claim.key}, request {request.name}"
+                if request.first_available and not self.features.prioritized_list:
+                    raise AllocationError(f"{where}: has subrequests, but the "
+                                          "DRAPrioritizedList feature is disabled")
+                if not self.features.consumable_capacity:
+                    if request.exactly is not None and request.exactly.capacity_requests:
+                        raise AllocationError(f"{where}: has capacity requests, but the "
+                                              "DRAConsumableCapacity feature is disabled")
+                    for sub in request.first_available:
+                        if sub.request.capacity_requests:
+                            raise AllocationError(
+                                f"claim {claim.key}, subrequest {sub.name}: has capacity "
+                                "requests, but the DRAConsumableCapacity feature is disabled")
+                if request.exactly is not None:
+                    subs = [self._request(ci, ri, 0, request.name, None, request.exactly)]
+                else:
+                    subs = [self._request(ci, ri, si, request.name, sub.name, sub.request)
+                            for si, sub in enumerate(request.first_available)]
+                per_request.append(subs)
+                min_devices += min(r.num_devices for r in subs)
+            if min_devices > RESULTS_MAX:
+                raise AllocationError(f"claim {claim.key}: number of requested devices "
+                                      f"{min_devices} exceeds the claim limit of {RESULTS_MAX}")
+            trackers = []
+            for i, spec in enumerate(claim.spec.constraints):
+                tracker = build_constraint(spec, list_types=self.features.list_type_attributes)
+                if tracker is None:
+                    raise AllocationError(f"claim {claim.key}, constraint #{i}: empty "
+                                          "constraint (unsupported constraint type?)")
+                trackers.append(tracker)
+            self.requests.append(per_request)
+            self.constraints.append(trackers)
+            self.rejections.append([0] * len(trackers))
+
+    def _request(self, ci: int, ri: int, si: int, base: str, sub: str | None,
+                 spec: ExactDeviceRequest) -> Request:
+        claim = self.claims[ci]
+        name = base if sub is None else f"{base}/{sub}"
+        where = f"claim {claim.key}, request {name if sub is None else sub}"
+        if spec.admin_access and not self.features.admin_access:
+            raise AllocationError(f"{where}: admin access is requested, but the feature "
+                                  "is disabled")
+        if not spec.device_class_name:
+            raise AllocationError(f"{where}: missing device class name "
+                                  "(unsupported request type?)")
+        device_class = self.classes.get(spec.device_class_name)
+        if device_class is None:
+            raise AllocationError(f"{where}: could not retrieve device class "
+                                  f"{spec.device_class_name}: not found")
+        constraints = tuple(i for i, c in enumerate(claim.spec.constraints)
+                            if applies(c, base, sub))
+        request = Request(claim_index=ci, request_index=ri, sub_index=si, name=name, base=base,
+                          sub=sub, spec=spec, device_class=device_class, num_devices=0,
+                          all_devices=None, constraints=constraints,
+                          memo=[None] * len(self.devices))
+        if spec.allocation_mode == ALLOCATION_MODE_EXACT_COUNT:
+            request.num_devices = spec.count
+        elif spec.allocation_mode == ALLOCATION_MODE_ALL:
+            request.all_devices = self._all_devices(request, where)
+            request.num_devices = len(request.all_devices)
+        else:
+            raise AllocationError(f"{where}: unsupported count mode {spec.allocation_mode}")
+        return request
+
+    def _all_devices(self, request: Request, where: str) -> list[int]:
+        out = []
+        for pool_index, pool in enumerate(self.node_view.pools):
+            pool_id = f"{pool.driver}/{pool.name}"
+            if not pool.complete:
+                raise AllocationError(f"{where}: asks for all devices, but resource pool "
+                                      f"{pool_id} is currently being updated")
+            if pool.invalid_reason is not None:
+                raise AllocationError(f"{where}: asks for all devices, but resource pool "
+                                      f"{pool_id} is currently invalid")
+            for index in self.pool_ranges[pool_index]:
+                if self.selectable(request, index) and (
+                        not self.features.consumable_capacity
+                        or self.capacity_fits(request, index)):
+                    out.append(index)
+        return out
+
+    # ------------------------------------------------------------------ per-device checks
+
+    def selectable(self, request: Request, index: int) -> bool:
+        """Binding-condition gate, class selectors, request selectors, per-device
+        node selection; memoised per (request, device). Raises AllocationError on
+        a CEL error."""
+        known = request.memo[index]
+        if known is not None:
+            return known
+        device = self.devices[index]
+        if not self.features.device_binding_conditions and device.binding_conditions:
+            result = False
+        else:
+            result = (self.class_matches(request.device_class, index)
+                      and self._request_selectors_match(request, index)
+                      and self.node_ok[index])
+        request.memo[index] = result
+        return result
+
+    def class_matches(self, device_class: DeviceClass, index: int) -> bool:
+        key = (device_class.name, index)
+        known = self.class_cache.get(key)
+        if known is None:
+            try:
+                known = self.class_matcher(device_class, self.devices[index])
+            except CelError as err:
+                raise AllocationError(f"class {device_class.name}: {err}") from err
+            self.class_cache[key] = known
+        return known
+
+    def _request_selectors_match(self, request: Request, index: int) -> bool:
+        for expression in request.spec.selectors:
+            key = (expression, index)
+            known = self.selector_cache.get(key)
+            if known is None:
+                try:
+                    known = self.selector_matches(expression, self.devices[index])
+                except CelError as err:
+                    raise AllocationError(f"claim {self.claims[request.claim_index].key}, "
+                                          f"request {request.name}: {err}") from err
+                self.selector_cache[key] = known
+            if not known:
+                return False
+        return True
+
+    def consumed(self, request: Request, index: int) -> dict[str, Quantity] | None:
+        if index not in request.capacity:
+            request.capacity[index] = consumed_capacity(request.spec.capacity_requests,
+                                                        self.devices[index])
+        return request.capacity[index]
+
+    def capacity_fits(self, request: Request, index: int) -> bool:
+        """Already consumed + consumed in this attempt + this request within every capacity."""
+        amounts = self.consumed(request, index)
+        if amounts is None:
+            return False
+        device = self.devices[index]
+        static = self._capacity_static(index)
+        used = self.capacity_used.get(index)
+        for name, amount in amounts.items():
+            total = amount.value + static.get(name, 0)
+            if used:
+                total += used.get(name, 0)
+            if total > device.capacity[name].value.value:
+                return False
+        return True
+
+    def _capacity_static(self, index: int) -> dict[str, Fraction]:
+        known = self.capacity_static.get(index)
+        if known is None:
+            device = self.devices[index]
+            raw = self.allocated.consumed_capacity.get(device.id, {})
+            known = {qualify(k, device.driver): q.value for k, q in raw.items()}
+            self.capacity_static[index] = known
+        return known
+
+    def _pool_counters(self, pool_index: int) -> PoolCounters:
+        known = self.counters.get(pool_index)
+        if known is None:
+            pool = self.node_view.pools[pool_index]
+            consumed = self.allocated.consumed_counters.get(pool.key, {})
+            available = {}
+            for set_name, counter_set in pool.counter_sets.items():
+                for counter, quantity in counter_set.counters.items():
+                    key = (set_name, counter)
+                    used = consumed.get(key)
+                    available[key] = quantity.value - (used.value if used else 0)
+            known = PoolCounters(available=available,
+                                 overcommitted=any(v < 0 for v in available.values()))
+            self.counters[pool_index] = known
+        return known
+
+    def counters_fit(self, index: int) -> bool:
+        pool = self._pool_counters(self.device_pool[index])
+        if pool.overcommitted:
+            return False
+        for consumption in self.devices[index].consumes_counters:
+            for counter, quantity in consumption.counters.items():
+                key = (consumption.counter_set, counter)
+                available = pool.available.get(key)
+                if available is not None and (
+                        pool.used.get(key, 0) + quantity.value > available):
+                    return False
+        return True
+
+    def _take_counters(self, index: int, sign: int) -> None:
+        used = self._pool_counters(self.device_pool[index]).used
+        for consumption in self.devices[index].consumes_counters:
+            for counter, quantity in consumption.counters.items():
+                key = (consumption.counter_set, counter)
+                used[key] = used.get(key, 0) + sign * quantity.value
+
+    def tolerated(self, request: Request, device: Device) -> bool:
+        for taint in device.taints:
+            if taint.effect in _BLOCKING_EFFECTS and not any(
+                    t.tolerates(taint) for t in request.spec.tolerations):
+                return False
+        return True
+
+    def in_use(self, request: Request, index: int, claim_index: int) -> bool:
+        if request.admin:
+            return claim_index in self.holders[index]
+        return self.static_used[index] or bool(self.holders[index])
+
+    def multi(self, index: int) -> bool:
+        return self.features.consumable_capacity and self.devices[index].allow_multiple_allocations
+
+    def try_pick(self, request: Request, index: int, *, must: bool) -> Pick | None:
+        """Upstream `allocateDevice`: take the (selectable) device for the request
+        if it is free, fits counters, capacity and taints and every constraint
+        accepts it. With `must`, a constraint rejection is an error."""
+        ci = request.claim_index
+        device = self.devices[index]
+        multi = self.multi(index)
+        if not multi and request.admin and ci in self.holders[index]:
+            return None
+        if not request.admin and (self.static_used[index] or self.holders[index]):
+            return None
+        counters = bool(device.consumes_counters)
+        if counters and not self.features.partitionable_devices:
+            return None
+        count = counters and not (multi and (self.multi_static[index] or self.shares[index]))
+        if count and not self.counters_fit(index):
+            return None
+        if self.features.device_taints and not self.tolerated(request, device):
+            return None
+        if self.features.consumable_capacity and not self.capacity_fits(request, index):
+            return None
+        trackers = self.constraints[ci]
+        for n, k in enumerate(request.constraints):
+            if not trackers[k].add(device):
+                self.rejections[ci][k] += 1
+                for j in request.constraints[:n]:
+                    trackers[j].remove()
+                if must:
+                    raise AllocationError(
+                        f"claim {self.claims[ci].key}, request {request.name}: cannot add "
+                        f"device {device.id} because a claim constraint would not be satisfied")
+                return None
+        consumed = None
+        if multi:
+            consumed = self.consumed(request, index)
+            assert consumed is not None
+            used = self.capacity_used.setdefault(index, {})
+            for name, amount in consumed.items():
+                used[name] = used.get(name, 0) + amount.value
+            self.shares[index] += 1
+        else:
+            self.holders[index].append(ci)
+        if count:
+            self._take_counters(index, 1)
+        pick = Pick(request=request, device=index, consumed=consumed, counted=count)
+        self.picks[ci].append(pick)
+        return pick
+
+    def undo(self, pick: Pick) -> None:
+        request = pick.request
+        ci = request.claim_index
+        self.picks[ci].pop()
+        trackers = self.constraints[ci]
+        for k in request.constraints:
+            trackers[k].remove()
+        index = pick.device
+        if pick.consumed is not None:
+            used = self.capacity_used[index]
+            for name, amount in pick.consumed.items():
+                used[name] -= amount.value
+            self.shares[index] -= 1
+        else:
+            self.holders[index].remove(ci)
+        if pick.counted:
+            self._take_counters(index, -1)
+
+    # ------------------------------------------------------------------ search
+
+    def run(self) -> Solution | None:
+        """Search; raises BudgetExhausted only when nothing usable was found."""
+        try:
+            outcome = self._one(0, 0, 0, 0, False, 0)
+        except BudgetExhausted:
+            if self.best is None:
+                raise
+            return self.best
+        if outcome == MAXED and self.best is None:
+            # Upstream returns its internal "max size exceeded" as the error.
+            raise AllocationError(f"allocation max size exceeded: no combination of "
+                                  f"subrequests fits in {RESULTS_MAX} devices per claim")
+        return self.best
+
+    def _tick(self) -> None:
+        self.steps += 1
+        if self.steps > self.budget:
+            raise BudgetExhausted
+
+    def _one(self, ci: int, ri: int, si: int, di: int, in_sub: bool, start: int) -> int:
+        if ci >= len(self.claims):
+            return self._leaf()
+        requests = self.requests[ci]
+        if ri >= len(requests):
+            outcome = self._one(ci + 1, 0, 0, 0, False, 0)
+            return FAIL if outcome == MAXED else outcome
+        subs = requests[ri]
+        if not in_sub and subs[0].sub is not None:
+            return self._first_available(ci, ri, di, len(subs))
+        request = subs[si]
+        if request.all_devices is not None and not request.all_devices:
+            return FAIL
+        if di >= request.num_devices:
+            return self._one(ci, ri + 1, 0, 0, False, 0)
+        if len(self.picks[ci]) + request.num_devices - di > RESULTS_MAX:
+            return MAXED
+        if request.all_devices is not None:
+            return self._all_slot(request, si, di, in_sub)
+        devices = self.devices
+        for index in range(start, len(devices)):
+            self._tick()
+            if self.in_use(request, index, ci) or not self.selectable(request, index):
+                continue
+            if self.features.consumable_capacity and not self.capacity_fits(request, index):
+                continue
+            pick = self.try_pick(request, index, must=False)
+            if pick is None:
+                continue
+            outcome = self._one(ci, ri, si, di + 1, in_sub, index + 1)
+            if outcome == DONE:
+                return DONE
+            self.undo(pick)
+            if outcome == MAXED:
+                return MAXED
+        return FAIL
+
+    def _first_available(self, ci: int, ri: int, di: int, count: int) -> int:
+        all_maxed = True
+        for si in range(count):
+            if self.frozen is not None and self.frozen[(ci, ri)] != si:
+                continue
+            self.chosen[(ci, ri)] = si
+            outcome = self._one(ci, ri, si, di, True, 0)
+            if outcome == MAXED:
+                continue
+            all_maxed = False
+            if outcome == DONE:
+                return DONE
+        return MAXED if all_maxed else FAIL
+
+    def _all_slot(self, request: Request, si: int, di: int, in_sub: bool) -> int:
+        assert request.all_devices is not None
+        self._tick()
+        pick = self.try_pick(request, request.all_devices[di], must=True)
+        if pick is None:
+            return FAIL
+        outcome = self._one(request.claim_index, request.request_index, si, di + 1, in_sub, 0)
+        if outcome != DONE:
+            self.undo(pick)
+        return outcome
+
+    def _leaf(self) -> int:
+        picks = tuple(tuple(p) for p in self.picks)
+        score = None
+        if self.objective is not None:
+            score = self.objective.score([self.devices[p.device] for c in picks for p in c])
+        if self.best is None or (score is not None and self.best.score is not None
+                                 and score > self.best.score):
+            self.best = Solution(picks=picks, chosen=dict(self.chosen), score=score)
+        if not self.best_mode:
+            return DONE
+        if self.frozen is None:
+            self.frozen = dict(self.chosen)
+        assert self.objective is not None and score is not None
+        return DONE if self.objective.is_perfect(score) else FAIL
+
+
+def node_matches(node: Node, *, name: str | None, all_nodes: bool,
+                 selector: NodeSelector | None) -> bool:
+    """Upstream `NodeMatches` for a slice's or device's node selection fields."""
+    if name:
+        return node.name == name
+    if all_nodes:
+        return True
+    if selector is not None:
+        return selector.matches(node)
+    return False
