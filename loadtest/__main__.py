@@ -24,12 +24,13 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from loadtest import bench, churn, generator, report
+from loadtest import bench, churn, generator, profile, report
 from loadtest.bench import BenchmarkError, Client, PodJob, serving
 
 
@@ -84,10 +85,14 @@ def run_size(args: argparse.Namespace, nodes: int, workdir: Path) -> dict[str, A
         rss_ready, _ = bench.memory_bytes(server.pid)
         print(f"[{nodes} nodes] drax ready in {server.ready_seconds:.1f}s, "
               f"RSS {rss_ready / report.MB:.0f} MB", file=sys.stderr)
+        profile_file = Path(args.profile) / f"drax-{nodes}.txt" if args.profile else None
         client = Client(port)
         try:
-            drax_run = bench.schedule(client, jobs, candidates=bench.candidate_lists(
-                node_names, mode=args.candidates))
+            with ExitStack() as stack:
+                if profile_file is not None:
+                    stack.enter_context(profile.recording(server.pid, profile_file))
+                drax_run = bench.schedule(client, jobs, candidates=bench.candidate_lists(
+                    node_names, mode=args.candidates))
         finally:
             client.close()
         rss_after, rss_peak = bench.memory_bytes(server.pid)
@@ -117,6 +122,8 @@ def run_size(args: argparse.Namespace, nodes: int, workdir: Path) -> dict[str, A
         "phases": phases,
         "drax_overall": report.overall(phases, "drax"),
     }
+    if profile_file is not None:
+        result["profile"] = profile.summarize_collapsed(profile_file.read_text(errors="replace"))
     if floor_run is not None:
         result["floor_overall"] = report.overall(phases, "floor")
     if not args.no_churn:
@@ -147,7 +154,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--json", help="write the full results as JSON to this file")
     parser.add_argument("--markdown", help="also write the Markdown report to this file")
     parser.add_argument("--workdir", help="keep generated files and server logs here")
+    parser.add_argument("--profile", metavar="DIR",
+                        help="sample drax with py-spy while it schedules; collapsed stacks "
+                             "and a summary go to DIR (timings are then perturbed)")
     args = parser.parse_args(argv)
+    if args.profile:
+        Path(args.profile).mkdir(parents=True, exist_ok=True)
     if args.pods < 0 or args.target_pods < 0 or args.pods + args.target_pods == 0:
         parser.error("--pods and --target-pods must be >= 0 and not both 0")
     if any(n < 1 for n in args.nodes):

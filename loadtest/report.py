@@ -11,6 +11,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
+from loadtest import profile as profiling
 from loadtest.bench import Run, Sample
 from loadtest.stats import summarize
 
@@ -196,6 +197,9 @@ def markdown(doc: Mapping[str, Any]) -> str:
         for p in run["phases"]:
             for shape, s in p["shapes"].items():
                 lines.append(_row([p["phase"], shape, s["pods"], *_ms(s["cycle"])]))
+        if run.get("profile"):
+            lines += ["", "Profile of drax while scheduling (py-spy; busy samples only):", "",
+                      profiling.markdown(run["profile"], top=15)]
         churn = run.get("churn")
         if churn:
             lines += ["", f"Churn ({churn['events']} events interleaved with "

@@ -1,0 +1,123 @@
+"""Record where a running server spends its time, with py-spy, and summarise it.
+
+py-spy samples the target process from outside (no instrumentation, so the
+profile is of the same code path the benchmark times). It is not a project
+dependency: install it into the venv for a profiling run
+(`.venv/bin/pip install py-spy`). `Recorder` attaches to a pid for the span of
+a `with` block and writes py-spy's collapsed-stack ("raw") output;
+`summarize_collapsed` turns that into the two tables RESULTS.md needs: where
+the samples are (self time) and which calls they happen under (inclusive time).
+
+`python -m loadtest.profile FILE` prints the summary of a recorded file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from loadtest.bench import BenchmarkError
+
+
+@contextmanager
+def recording(pid: int, out: Path, *, rate: int = 250) -> Iterator[Path]:
+    """py-spy samples `pid` while the block runs; the collapsed stacks land in `out`."""
+    exe = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    if not Path(exe).exists():
+        raise BenchmarkError("py-spy is not installed (.venv/bin/pip install py-spy)")
+    log = out.with_suffix(".log")
+    with log.open("wb") as sink:
+        process = subprocess.Popen(
+            [exe, "record", "--pid", str(pid), "--format", "raw", "--rate", str(rate),
+             "--output", str(out)], stdout=sink, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL)
+    time.sleep(1.0)  # let py-spy attach before the measured work starts
+    try:
+        yield out
+    finally:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+
+
+def _frame(raw: str) -> str:
+    """`func (path/to/module.py:123)` -> `func (module.py)`: lines and directories
+    split one function into many rows."""
+    name, _, where = raw.partition(" (")
+    path = where.rstrip(")").rsplit(":", 1)[0]
+    parts = Path(path).parts
+    short = "/".join(parts[-2:]) if len(parts) >= 2 else path
+    return f"{name} ({short})"
+
+
+def summarize_collapsed(text: str, *, top: int = 25) -> dict[str, Any]:
+    """Self and inclusive sample shares per function from py-spy's raw output.
+
+    Idle samples (the event loop waiting in `select`/`epoll`) are counted
+    separately so the shares describe busy time."""
+    self_counts: Counter[str] = Counter()
+    inclusive: Counter[str] = Counter()
+    busy = idle = 0
+    for line in text.splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        if not stack or not count_text.isdigit():
+            continue
+        count = int(count_text)
+        frames = [_frame(f) for f in stack.split(";") if f and not f.startswith("process ")
+                  and not f.startswith("thread ")]
+        if not frames:
+            continue
+        leaf = frames[-1]
+        if any(k in leaf for k in ("select (", "poll (", "epoll", "run_once (", "_run_once (")):
+            idle += count
+            continue
+        busy += count
+        self_counts[leaf] += count
+        for name in set(frames):
+            inclusive[name] += count
+
+    def share(counter: Counter[str]) -> list[dict[str, Any]]:
+        return [{"function": name, "samples": n, "percent": round(100 * n / busy, 1)}
+                for name, n in counter.most_common(top)] if busy else []
+
+    return {"busy_samples": busy, "idle_samples": idle, "self": share(self_counts),
+            "inclusive": share(inclusive)}
+
+
+def markdown(summary: dict[str, Any], *, top: int = 20) -> str:
+    lines = [f"{summary['busy_samples']} busy samples ({summary['idle_samples']} idle).", "",
+             "| self % | function | | inclusive % | function |", "|---|---|---|---|---|"]
+    rows_self, rows_incl = summary["self"][:top], summary["inclusive"][:top]
+    for i in range(max(len(rows_self), len(rows_incl))):
+        s = rows_self[i] if i < len(rows_self) else None
+        c = rows_incl[i] if i < len(rows_incl) else None
+        lines.append(f"| {s['percent'] if s else ''} | {s['function'] if s else ''} | "
+                     f"| {c['percent'] if c else ''} | {c['function'] if c else ''} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m loadtest.profile",
+                                     description="Summarise a py-spy raw profile.")
+    parser.add_argument("file")
+    parser.add_argument("--top", type=int, default=20)
+    args = parser.parse_args(argv)
+    text = Path(args.file).read_text(errors="replace")
+    print(markdown(summarize_collapsed(text, top=args.top), top=args.top))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,105 @@
+"""The benchmark harness: statistics, the scheduler's candidate choice, and a
+real run of the kube-scheduler-like driver against the floor server on loopback."""
+
+from __future__ import annotations
+
+import sys
+
+import orjson
+import pytest
+
+from loadtest import bench, generator, report
+from loadtest.bench import BenchmarkError, Client, PodJob, serving
+from loadtest.stats import percentile, summarize
+
+
+def test_percentiles_are_observed_samples():
+    ordered = [float(i) for i in range(1, 101)]
+    assert percentile(ordered, 50) == 50.0
+    assert percentile(ordered, 99) == 99.0
+    assert percentile(ordered[:10], 99) == 10.0
+    assert percentile([], 99) == 0.0
+    s = summarize([0.001, 0.003, 0.002])
+    assert (s.count, s.p50_ms, s.max_ms) == (3, 2.0, 3.0)
+    assert s.mean_ms == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize(("nodes", "expected"), [
+    (50, 50), (500, 230), (1000, 420), (5000, 500), (10_000, 500), (20_000, 1000)])
+def test_scheduler_candidate_count_matches_kube_scheduler(nodes, expected):
+    assert bench.scheduler_candidate_count(nodes) == expected
+
+
+def test_scheduler_candidates_rotate_through_the_cluster():
+    names = [f"n{i}" for i in range(500)]
+    nxt = bench.candidate_lists(names, mode="scheduler")
+    first, second, third = nxt(), nxt(), nxt()
+    assert first == names[:230] and second == names[230:460]
+    assert third == names[460:] + names[:190]
+    assert bench.candidate_lists(names, mode="all")() == names
+
+
+def test_best_node_is_highest_score_then_first_listed():
+    scores = [{"Host": "b", "Score": 3}, {"Host": "a", "Score": 7}, {"Host": "c", "Score": 7}]
+    assert bench._best(scores, ["c", "a", "b"]) == "c"
+    assert bench._best([], ["x"]) == "x"
+
+
+def test_serving_reports_a_server_that_dies_before_ready(tmp_path):
+    with pytest.raises(BenchmarkError, match="exited with code 3"), serving(
+            [sys.executable, "-c", "import sys; print('boom'); sys.exit(3)"],
+            port=bench.free_port(), log=tmp_path / "log", ready_timeout=30):
+        pass
+
+
+def _jobs(count: int) -> list[PodJob]:
+    objs = generator.generate_workload(pods=count, mix="default", claims="claim")
+    pods = [o for o in objs if o["kind"] == "Pod"]
+    shapes = generator.workload_shapes(pods=count)
+    return [PodJob(phase="mixed" if i < count // 2 else "tail", shape=s, pod=p)
+            for i, (s, p) in enumerate(zip(shapes, pods, strict=True))]
+
+
+def test_schedule_and_replay_against_the_floor(tmp_path):
+    port = bench.free_port()
+    argv = [sys.executable, "-m", "loadtest.floor", "--port", str(port)]
+    names = [generator.node_name(i) for i in range(120)]
+    jobs = _jobs(8)
+    with serving(argv, port=port, log=tmp_path / "floor.log", ready_timeout=60) as server:
+        client = Client(server.port)
+        try:
+            run = bench.schedule(client, jobs, candidates=bench.candidate_lists(
+                names, mode="scheduler"))
+            again = bench.replay(client, run.samples)
+            with pytest.raises(BenchmarkError, match="HTTP 4"):
+                client.post("filter", b"{not json")
+        finally:
+            client.close()
+        assert server.ready_seconds > 0
+        rss, peak = bench.memory_bytes(server.pid)
+        assert 0 < rss <= peak
+    assert server.process.poll() is not None  # stopped on leaving the block
+    assert [s.outcome for s in run.samples] == ["bound"] * 8
+    assert all(s.passed == 100 for s in run.samples)
+    assert [s.node for s in run.samples[:2]] == [names[0], names[100]]
+    first = orjson.loads(run.samples[0].filter_body)
+    assert first["Nodes"] is None and first["NodeNames"] == names[:100]
+    assert orjson.loads(run.samples[0].bind_body)["PodUID"] == jobs[0].pod["metadata"]["uid"]
+    assert set(run.wall_s) == set(again.wall_s) == {"mixed", "tail"}
+    assert [s.filter_body for s in again.samples] == [s.filter_body for s in run.samples]
+
+    phases = report.phase_results(run, again)
+    assert [p["phase"] for p in phases] == ["mixed", "tail"]
+    assert phases[0]["drax"]["cycle"]["count"] == 4
+    assert set(phases[0]["cycle_ratio"]) == {"mean", "p50", "p99"}
+    doc = {"machine": {"cores": 2, "python": "3", "platform": "x"}, "command": "c",
+           "runs": [{"nodes": 500, "devices": 1, "candidates": "all", "build_seconds": 1.0,
+                     "rss": {"ready_bytes": 1, "after_bytes": 1, "peak_bytes": 1},
+                     "phases": phases, "drax_overall": report.overall(phases, "drax"),
+                     "floor_overall": report.overall(phases, "floor")}]}
+    doc["targets"] = report.evaluate_targets(doc)
+    by_name = {t["target"]: t for t in doc["targets"]}
+    assert by_name["cycle time vs floor, 500 nodes"]["met"] is True
+    assert by_name["RSS holding 5,000 nodes"]["met"] is None
+    text = report.markdown(doc)
+    assert "| mixed | drax | filter | 4 |" in text and "not measured" in text
