@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Final, Protocol
+from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Final
 
 import orjson
 from fastapi import FastAPI
@@ -26,7 +27,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from app import __version__
-from app.model import Pod
+from app.extender import Extender
 from app.server import metrics, wire
 from app.server.wire import BadRequest
 
@@ -34,23 +35,6 @@ log = logging.getLogger(__name__)
 
 JSON: Final = "application/json"
 NOT_SYNCED: Final = "drax is not ready: its inventory has not finished its initial sync"
-
-
-class FilterOutcome(Protocol):
-    passed: Sequence[str]
-    failed: Mapping[str, str]
-    unresolvable: Mapping[str, str]
-    error: str | None
-
-
-class Verbs(Protocol):
-    """What the edge needs from `app.extender.Extender`."""
-
-    def filter(self, pod: Pod, node_names: Sequence[str]) -> FilterOutcome: ...
-
-    def prioritize(self, pod: Pod, node_names: Sequence[str]) -> list[tuple[str, int]]: ...
-
-    async def bind(self, *, namespace: str, name: str, uid: str, node: str) -> str | None: ...
 
 
 class InternalError(Exception):
@@ -93,12 +77,13 @@ async def read_body(request: Request, *, limit: int) -> bytes:
 
 
 Handler = Callable[[Any], Awaitable[Any]]
+Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
 
 
 class ExtenderEdge:
     """The four verbs bound to one extender, with limits, metrics and error policy."""
 
-    def __init__(self, *, verbs: Verbs, ready: Callable[[], bool], max_body_bytes: int) -> None:
+    def __init__(self, *, verbs: Extender, ready: Callable[[], bool], max_body_bytes: int) -> None:
         self.verbs = verbs
         self.ready = ready
         self.max_body_bytes = max_body_bytes
@@ -187,12 +172,16 @@ class ExtenderEdge:
 VERBS: Final = ("filter", "prioritize", "bind", "preempt")
 
 
-def create_app(*, verbs: Verbs, ready: Callable[[], bool], max_body_bytes: int,
+def create_app(*, verbs: Extender, ready: Callable[[], bool], max_body_bytes: int,
                url_prefix: str = "/scheduler", mode: str = "allocator",
-               info: Mapping[str, Any] | None = None) -> FastAPI:
-    """The ASGI app: verbs at `/<verb>` and `<url_prefix>/<verb>`, plus the probes."""
+               info: Mapping[str, Any] | None = None, lifespan: Lifespan | None = None
+               ) -> FastAPI:
+    """The ASGI app: verbs at `/<verb>` and `<url_prefix>/<verb>`, plus the probes.
+
+    `lifespan` runs around serving (the kube source starts its watches there).
+    """
     app = FastAPI(title="drax", version=__version__, docs_url=None, redoc_url=None,
-                  openapi_url=None)
+                  openapi_url=None, lifespan=lifespan)
     edge = ExtenderEdge(verbs=verbs, ready=ready, max_body_bytes=max_body_bytes)
     prefixes = [""] + ([url_prefix.rstrip("/")] if url_prefix.strip("/") else [])
     for verb in VERBS:

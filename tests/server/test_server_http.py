@@ -1,0 +1,276 @@
+"""End-to-end over real HTTP: uvicorn on loopback serving the sample cluster, driven by httpx."""
+
+from __future__ import annotations
+
+import copy
+import logging
+import re
+from typing import Any
+
+import httpx
+import pytest
+
+from app.server.runtime import SAMPLE_DIR
+from app.sources.files import load_objects
+from tests.server.conftest import TEST_BODY_LIMIT
+
+OBJECTS = load_objects([SAMPLE_DIR])
+PODS = {o["metadata"]["name"]: o for o in OBJECTS if o["kind"] == "Pod"}
+NODES = [o for o in OBJECTS if o["kind"] == "Node"]
+NODE_NAMES = [n["metadata"]["name"] for n in NODES]
+GPU_NODES = ["h100-node-1", "h100-node-2", "h100-mig-node-1"]
+FILTER_KEYS = {"Nodes", "NodeNames", "FailedNodes", "FailedAndUnresolvableNodes", "Error"}
+
+
+def pod(name: str, *, rename: str | None = None) -> dict[str, Any]:
+    out = copy.deepcopy(PODS[name])
+    if rename:
+        out["metadata"]["name"] = rename
+        out["metadata"]["uid"] = f"uid-{rename}"
+    return out
+
+
+def names_args(p: dict[str, Any], names: list[str]) -> dict[str, Any]:
+    return {"Pod": p, "Nodes": None, "NodeNames": names}
+
+
+def nodes_args(p: dict[str, Any], nodes: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"Pod": p, "Nodes": {"metadata": {}, "items": nodes}, "NodeNames": None}
+
+
+def metric(client: httpx.Client, name: str, **labels: str) -> float:
+    text = client.get("/metrics").text
+    want = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+    for line in text.splitlines():
+        m = re.fullmatch(r"(\w+)(?:\{(.*)\})? (\S+)", line)
+        if m and m.group(1) == name:
+            got = ",".join(sorted((m.group(2) or "").split(","))) if m.group(2) else ""
+            if got == want:
+                return float(m.group(3))
+    raise AssertionError(f"metric {name}{{{want}}} not exposed")
+
+
+def assert_still_serving(client: httpx.Client) -> None:
+    assert client.get("/healthz").json() == {"status": "ok"}
+    r = client.post("/filter", json=names_args(pod("infer-0"), ["h100-node-2"]))
+    assert r.status_code == 200 and r.json()["NodeNames"] == ["h100-node-2"]
+
+
+# ------------------------------------------------------------------ probes
+
+
+def test_health_ready_version(client: httpx.Client) -> None:
+    assert client.get("/healthz").json() == {"status": "ok"}
+    assert client.get("/readyz").json() == {"status": "ready"}
+    version = client.get("/version").json()
+    assert version["mode"] == "allocator" and version["source"] == "sample"
+    assert re.fullmatch(r"\d+\.\d+\.\d+.*", version["version"])
+
+
+# ------------------------------------------------------------------ filter / prioritize
+
+
+@pytest.mark.parametrize("path", ["/filter", "/scheduler/filter"])
+def test_filter_node_names_form(client: httpx.Client, path: str) -> None:
+    r = client.post(path, json=names_args(pod("train-0"), NODE_NAMES))
+    assert r.status_code == 200
+    assert r.headers["content-type"] == "application/json"
+    body = r.json()
+    assert set(body) == FILTER_KEYS
+    assert body["Nodes"] is None and body["Error"] == ""
+    assert sorted(body["NodeNames"]) == sorted(GPU_NODES)
+    assert set(body["FailedAndUnresolvableNodes"]) | set(body["FailedNodes"]) == {"cpu-node-1"}
+    assert all(isinstance(v, str) and v for v in
+               {**body["FailedNodes"], **body["FailedAndUnresolvableNodes"]}.values())
+
+
+def test_filter_full_nodes_form_echoes_node_objects(client: httpx.Client) -> None:
+    r = client.post("/filter", json=nodes_args(pod("train-0"), NODES))
+    body = r.json()
+    assert r.status_code == 200 and set(body) == FILTER_KEYS
+    assert body["NodeNames"] is None and body["Error"] == ""
+    assert body["Nodes"]["items"] == [n for n in NODES if n["metadata"]["name"] in GPU_NODES]
+    assert body["Nodes"]["metadata"] == {}
+
+
+def test_filter_mig_pod_passes_only_the_partitionable_node(client: httpx.Client) -> None:
+    body = client.post("/filter", json=names_args(pod("notebook-0"), NODE_NAMES)).json()
+    assert body["NodeNames"] == ["h100-mig-node-1"]
+
+
+@pytest.mark.parametrize("form", ["names", "nodes"])
+def test_prioritize_both_forms(client: httpx.Client, form: str) -> None:
+    nodes = [n for n in NODES if n["metadata"]["name"] in GPU_NODES]
+    args = (names_args(pod("train-0"), GPU_NODES) if form == "names"
+            else nodes_args(pod("train-0"), nodes))
+    r = client.post("/scheduler/prioritize", json=args)
+    assert r.status_code == 200
+    body = r.json()
+    assert isinstance(body, list)
+    assert all(set(entry) == {"Host", "Score"} for entry in body)
+    assert sorted(e["Host"] for e in body) == sorted(GPU_NODES)
+    assert all(isinstance(e["Score"], int) and 0 <= e["Score"] <= 10 for e in body)
+
+
+def test_lower_case_keys_are_accepted(client: httpx.Client) -> None:
+    r = client.post("/filter", json={"pod": pod("infer-0"), "nodenames": ["h100-node-1"]})
+    assert r.json()["NodeNames"] == ["h100-node-1"]
+
+
+# ------------------------------------------------------------------ bind
+
+
+def test_bind_then_filter_sees_the_devices_taken(fresh_server: str) -> None:
+    with httpx.Client(base_url=fresh_server, timeout=30) as c:
+        first = pod("train-8gpu-0")
+        before = c.post("/filter", json=names_args(first, GPU_NODES)).json()
+        assert sorted(before["NodeNames"]) == sorted(GPU_NODES)
+        r = c.post("/scheduler/bind", json={
+            "PodName": "train-8gpu-0", "PodNamespace": "default",
+            "PodUID": first["metadata"]["uid"], "Node": "h100-node-1"})
+        assert r.status_code == 200 and r.json() == {"Error": ""}
+        second = pod("train-8gpu-0", rename="train-8gpu-1")
+        after = c.post("/filter", json=names_args(second, GPU_NODES)).json()
+        assert "h100-node-1" not in after["NodeNames"]
+        assert "h100-node-1" in after["FailedNodes"]  # evicting the first pod would help
+        assert sorted(after["NodeNames"]) == ["h100-mig-node-1", "h100-node-2"]
+
+
+def test_bind_unknown_pod_answers_with_error_field(client: httpx.Client) -> None:
+    r = client.post("/bind", json={"PodName": "nobody", "PodNamespace": "default",
+                                   "PodUID": "x", "Node": "h100-node-1"})
+    assert r.status_code == 200
+    assert r.json()["Error"]
+
+
+# ------------------------------------------------------------------ preempt
+
+
+def test_preempt_meta_victims_pass_through(client: httpx.Client) -> None:
+    victims = {"h100-node-1": {"Pods": [{"UID": "v-1"}], "NumPDBViolations": 0}}
+    r = client.post("/preempt", json={"Pod": pod("train-0"), "NodeNameToVictims": None,
+                                      "NodeNameToMetaVictims": victims})
+    assert r.status_code == 200
+    assert r.json() == {"NodeNameToMetaVictims": victims}
+
+
+def test_preempt_full_victims_answer_with_uids(client: httpx.Client) -> None:
+    victim = pod("infer-0")
+    r = client.post("/scheduler/preempt", json={
+        "Pod": pod("train-0"), "NodeNameToMetaVictims": None,
+        "NodeNameToVictims": {"h100-node-2": {"Pods": [victim], "NumPDBViolations": 1}}})
+    assert r.status_code == 200
+    assert r.json() == {"NodeNameToMetaVictims": {"h100-node-2": {
+        "Pods": [{"UID": victim["metadata"]["uid"]}], "NumPDBViolations": 1}}}
+
+
+# ------------------------------------------------------------------ bad input
+
+
+BAD_BODIES = [
+    ("/filter", b'{"Pod": {', 400, "malformed JSON"),
+    ("/filter", b"", 400, "empty request body"),
+    ("/filter", b"[1, 2]", 422, "expected an ExtenderArgs"),
+    ("/filter", b'{"Pod": {"spec": {}}, "NodeNames": ["h100-node-1"]}', 422,
+     "metadata.name: required"),
+    ("/prioritize", b'{"Pod": {"metadata": {"name": "p"}}, "NodeNames": "h100-node-1"}', 422,
+     "expected an array of node names"),
+    ("/prioritize", b'{"NodeNames": []}', 422, "has no Pod"),
+    ("/bind", b'{"PodName": "p"}', 422, "Node: required"),
+    ("/preempt", b'{"Pod": {"metadata": {"name": "p"}}}', 422, "neither NodeNameToMetaVictims"),
+    ("/preempt", b'{"Pod": {"metadata": {"name": "p"}}, "NodeNameToMetaVictims": '
+                 b'{"n": {"Pods": [{}]}}}', 422, "needs a UID"),
+]
+
+
+@pytest.mark.parametrize("path, body, status, fragment", BAD_BODIES)
+def test_bad_bodies_get_4xx_with_reason(client: httpx.Client, path: str, body: bytes,
+                                        status: int, fragment: str) -> None:
+    before = metric(client, "drax_requests_total", verb=path.strip("/"), outcome="bad_request")
+    r = client.post(path, content=body, headers={"content-type": "application/json"})
+    assert r.status_code == status
+    assert fragment in r.json()["error"]
+    after = metric(client, "drax_requests_total", verb=path.strip("/"), outcome="bad_request")
+    assert after == before + 1
+    assert_still_serving(client)
+
+
+def test_bad_input_is_logged_once_with_the_pod(client: httpx.Client,
+                                               caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="app.server")
+    r = client.post("/filter", json={"Pod": pod("train-0"), "NodeNames": [1]})
+    assert r.status_code == 422
+    lines = [rec for rec in caplog.records if rec.name.startswith("app.server")]
+    assert len(lines) == 1
+    assert lines[0].levelno == logging.WARNING
+    assert "default/train-0" in lines[0].getMessage()
+
+
+def test_unknown_node_names_are_unresolvable(client: httpx.Client) -> None:
+    body = client.post("/filter", json=names_args(pod("train-0"),
+                                                  ["no-such-node", "h100-node-2"])).json()
+    assert body["NodeNames"] == ["h100-node-2"]
+    assert "no-such-node" in body["FailedAndUnresolvableNodes"]
+    assert "unknown" in body["FailedAndUnresolvableNodes"]["no-such-node"]
+    assert_still_serving(client)
+
+
+def test_pod_with_unknown_claim_template_is_unresolvable_everywhere(client: httpx.Client
+                                                                    ) -> None:
+    p = pod("infer-0", rename="lost-0")
+    p["spec"]["resourceClaims"][0]["resourceClaimTemplateName"] = "no-such-template"
+    body = client.post("/filter", json=names_args(p, GPU_NODES)).json()
+    assert body["NodeNames"] == []
+    assert set(body["FailedAndUnresolvableNodes"]) == set(GPU_NODES)
+    assert "no-such-template" in body["FailedAndUnresolvableNodes"]["h100-node-1"]
+
+
+def test_body_over_the_limit_with_content_length_is_413(client: httpx.Client) -> None:
+    big = b'{"Pod": {}, "NodeNames": ["' + b"x" * TEST_BODY_LIMIT + b'"]}'
+    r = client.post("/filter", content=big, headers={"content-type": "application/json"})
+    assert r.status_code == 413
+    assert "exceeds the limit" in r.json()["error"]
+    assert_still_serving(client)
+
+
+def test_streamed_body_over_the_limit_is_413(client: httpx.Client) -> None:
+    def chunks() -> Any:
+        yield b'{"Pod": {}, "NodeNames": ["'
+        for _ in range(8):
+            yield b"x" * (TEST_BODY_LIMIT // 4)
+        yield b'"]}'
+
+    r = client.post("/filter", content=chunks(), headers={"content-type": "application/json"})
+    assert "content-length" not in r.request.headers
+    assert r.status_code == 413
+    assert_still_serving(client)
+
+
+@pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded"])
+def test_wrong_content_type_is_415(client: httpx.Client, content_type: str) -> None:
+    r = client.post("/filter", content=b'{"Pod": {}}', headers={"content-type": content_type})
+    assert r.status_code == 415
+    assert "Content-Type" in r.json()["error"]
+    assert_still_serving(client)
+
+
+def test_wrong_method_and_path(client: httpx.Client) -> None:
+    assert client.get("/filter").status_code == 405
+    assert client.post("/nope", json={}).status_code == 404
+    assert_still_serving(client)
+
+
+# ------------------------------------------------------------------ metrics
+
+
+def test_metrics_move(client: httpx.Client) -> None:
+    ok = metric(client, "drax_requests_total", verb="prioritize", outcome="ok")
+    seen = metric(client, "drax_request_duration_seconds_count", verb="prioritize")
+    passed = metric(client, "drax_filter_nodes_total", result="passed")
+    client.post("/prioritize", json=names_args(pod("infer-0"), GPU_NODES))
+    client.post("/filter", json=names_args(pod("infer-0"), GPU_NODES))
+    assert metric(client, "drax_requests_total", verb="prioritize", outcome="ok") == ok + 1
+    assert metric(client, "drax_request_duration_seconds_count", verb="prioritize") == seen + 1
+    assert metric(client, "drax_filter_nodes_total", result="passed") == passed + 3
+    text = client.get("/metrics").text
+    assert 'drax_request_duration_seconds_bucket{le="0.0001",verb="filter"}' in text
