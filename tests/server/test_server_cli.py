@@ -1,0 +1,102 @@
+"""`drax serve` as a process, and how it loads inventory files."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from app.cli import main
+from app.config import Settings
+from app.inventory import Inventory
+from app.server.runtime import build_runtime, load_files
+from app.sources.files import SourceError
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_drax_serve_process_answers_and_stops_on_sigterm(tmp_path: Path) -> None:
+    port = free_port()
+    log = (tmp_path / "serve.log").open("w+")
+    proc = subprocess.Popen([sys.executable, "-m", "app", "serve", "--port", str(port),
+                             "--max-body-bytes", "2000"], cwd=REPO, stdout=log,
+                            stderr=subprocess.STDOUT)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{url}/readyz").status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert proc.poll() is None and time.monotonic() < deadline, "server did not start"
+            time.sleep(0.1)
+        r = httpx.post(f"{url}/scheduler/filter", json={
+            "Pod": {"metadata": {"name": "infer-0", "namespace": "default"},
+                    "spec": {"resourceClaims": [{"name": "gpus",
+                                                 "resourceClaimTemplateName": "1gpu"}]}},
+            "NodeNames": ["h100-node-1", "cpu-node-1"]})
+        assert r.json()["NodeNames"] == ["h100-node-1"]
+        too_big = httpx.post(f"{url}/filter", content=b"x" * 2001,
+                             headers={"content-type": "application/json"})
+        assert too_big.status_code == 413
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=30)
+    log.seek(0)
+    output = log.read()
+    # uvicorn shuts down gracefully, then re-raises the signal it caught.
+    assert code in (0, -signal.SIGTERM), output
+    assert "serving sample inventory" in output
+    assert "Application shutdown complete" in output
+
+
+def test_bad_settings_exit_2_with_the_reason(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["serve", "--port", "70000"]) == 2
+    assert "port: 70000 is not a TCP port" in capsys.readouterr().err
+    assert main(["serve", "--inventory", "/no/such/dir"]) == 2
+    assert "/no/such/dir: no such file or directory" in capsys.readouterr().err
+
+
+def test_load_files_skips_invalid_objects_and_unknown_kinds(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    (tmp_path / "objs.yaml").write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n---\n"
+        "apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata: {name: broken}\n"
+        "spec: {driver: d}\n---\n"
+        "apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {name: gpu}\nspec: {}\n")
+    inventory = Inventory()
+    with caplog.at_level(logging.WARNING):
+        report = load_files(inventory, [tmp_path])
+    assert (report.applied, report.invalid, report.unknown_kinds) == (1, 1, {"ConfigMap": 1})
+    assert inventory.synced and "gpu" in inventory.classes
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("skipping invalid ResourceSlice broken" in m for m in messages)
+    assert any("kind ConfigMap" in m for m in messages)
+
+
+def test_inventory_paths_replace_the_sample(tmp_path: Path) -> None:
+    (tmp_path / "node.json").write_text('{"kind": "Node", "metadata": {"name": "n1"}}')
+    runtime = build_runtime(Settings(inventory=(str(tmp_path),)))
+    assert runtime.source == "files"
+    assert runtime.inventory.node_names() == ["n1"]
+
+
+def test_unreadable_inventory_file_is_a_source_error(tmp_path: Path) -> None:
+    (tmp_path / "bad.yaml").write_text("kind: [\n")
+    with pytest.raises(SourceError, match="cannot parse"):
+        build_runtime(Settings(inventory=(str(tmp_path),)))
