@@ -18,6 +18,7 @@ from prometheus_client import CollectorRegistry
 from app.inventory import Inventory
 from app.sources.kube import (
     WATCHED_KINDS,
+    InventorySizes,
     KubeSource,
     WatchMetrics,
     WatchSettings,
@@ -38,6 +39,7 @@ class KubeHarness:
         self.registry = CollectorRegistry()
         self.inventory = Inventory(expected_kinds=[w.kind for w in WATCHED_KINDS])
         self.metrics = WatchMetrics(self.registry, kinds=[w.kind for w in WATCHED_KINDS])
+        self.registry.register(InventorySizes(self.inventory))
         self.client: client.ApiClient | None = None
         self.source: KubeSource | None = None
 
@@ -63,6 +65,11 @@ class KubeHarness:
 
     async def synced(self) -> None:
         await eventually(lambda: self.inventory.synced, "the initial lists")
+
+    async def watching(self) -> None:
+        """Every informer has a watch open."""
+        await eventually(lambda: all(self.server.open_watches(p) == 1 for p in (
+            "nodes", "resourceslices", "deviceclasses", "resourceclaims")), "open watches")
 
     async def caught_up(self) -> None:
         """Every informer has seen the server's latest resourceVersion."""

@@ -28,6 +28,9 @@ async def test_initial_lists_fill_the_inventory_and_mark_it_synced(tmp_path: Pat
         assert (counts.nodes, counts.devices) == (1, 8)
         assert set(h.inventory.classes) == {"gpu"}
         assert h.inventory.claim("ml/train") is not None
+        assert h.metric("drax_inventory_nodes") == 1
+        assert h.metric("drax_inventory_devices") == 8
+        assert h.metric("drax_inventory_allocated_devices") == 0
         # Each kind was listed once, then watched from the list's resourceVersion.
         listed_at = str(h.server.resource_version)
         await eventually(lambda: h.server.open_watches("resourceslices") == 1, "the watch")
@@ -118,6 +121,7 @@ async def test_gone_relists_and_drops_objects_deleted_while_away(tmp_path: Path)
         h.server.create("resourceclaims", claim("old"))
         h.watch()
         await h.synced()
+        await h.watching()
         h.server.drop_watches()
         # While drax is away: a slice and a claim vanish, another slice appears,
         # and the server forgets the history drax would resume from.
@@ -163,13 +167,14 @@ async def test_a_watch_error_backs_off_and_resumes(tmp_path: Path) -> None:
     async with KubeHarness(tmp_path) as h:
         h.watch()
         await h.synced()
+        await h.watching()
         h.server.faults.watch_errors = 4
         h.server.drop_watches()
         h.server.create("nodes", node("after-errors"))
         await eventually(lambda: "after-errors" in h.inventory.node_names(), "the node")
         assert h.server.faults.watch_errors == 0
         assert sum(h.metric("drax_watch_errors_total", kind=k)
-                   for k in ("Node", "ResourceSlice", "DeviceClass", "ResourceClaim")) >= 8
+                   for k in ("Node", "ResourceSlice", "DeviceClass", "ResourceClaim")) == 8
 
 
 async def test_invalid_objects_are_counted_and_skipped(tmp_path: Path) -> None:

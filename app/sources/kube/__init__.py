@@ -10,7 +10,7 @@ namespaces) and core nodes. The source writes nothing.
 """
 
 from app.sources.kube.client import KubeConfigError, api_client, in_cluster
-from app.sources.kube.metrics import WatchMetrics
+from app.sources.kube.metrics import InventorySizes, WatchMetrics
 from app.sources.kube.watch import (
     WATCHED_KINDS,
     EventSink,
@@ -21,6 +21,6 @@ from app.sources.kube.watch import (
 )
 
 __all__ = [
-    "WATCHED_KINDS", "EventSink", "Informer", "KubeConfigError", "KubeSource", "WatchMetrics",
-    "WatchSettings", "WatchedKind", "api_client", "in_cluster",
+    "WATCHED_KINDS", "EventSink", "Informer", "InventorySizes", "KubeConfigError", "KubeSource",
+    "WatchMetrics", "WatchSettings", "WatchedKind", "api_client", "in_cluster",
 ]

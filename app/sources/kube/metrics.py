@@ -1,18 +1,23 @@
-"""Prometheus metrics of the kube source: what the watches applied and how fresh it is.
+"""Prometheus metrics of the kube source: what the watches applied, how fresh it is,
+and how big the inventory they fill has grown.
 
 The metric objects live on a registry passed in (the server's, in `drax
 serve`; a private one in tests), so several sources can coexist in one process
 without clashing on names. "Seconds since the last event" is computed at
 scrape time from a timestamp, so a stalled watch shows up as a growing number
-without any timer.
+without any timer; the inventory sizes are read from `Inventory.counts()` at
+scrape time for the same reason (no bookkeeping on the event path).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 
 class WatchMetrics:
@@ -46,3 +51,31 @@ class WatchMetrics:
 
     def seen(self, kind: str) -> None:
         self._last[kind] = time.monotonic()
+
+
+class _Counts(Protocol):
+    nodes: int
+    devices: int
+    allocated_devices: int
+
+
+class _Counted(Protocol):
+    def counts(self) -> _Counts: ...
+
+
+class InventorySizes(Collector):
+    """Nodes, devices and allocated devices, as the inventory holds them now."""
+
+    def __init__(self, inventory: _Counted) -> None:
+        self._inventory = inventory
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        counts = self._inventory.counts()
+        yield GaugeMetricFamily("drax_inventory_nodes", "Nodes known to the inventory.",
+                                value=counts.nodes)
+        yield GaugeMetricFamily("drax_inventory_devices",
+                                "Devices published in the newest generation of every pool.",
+                                value=counts.devices)
+        yield GaugeMetricFamily("drax_inventory_allocated_devices",
+                                "Devices held by allocated or assumed claims.",
+                                value=counts.allocated_devices)
