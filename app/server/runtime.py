@@ -33,7 +33,14 @@ from app.model import InvalidObject, Pod, ResourceClaim
 from app.server import metrics
 from app.server.app import Lifespan, create_app
 from app.sources.files import load_objects
-from app.sources.kube import WATCHED_KINDS, KubeSource, WatchMetrics, api_client, in_cluster
+from app.sources.kube import (
+    WATCHED_KINDS,
+    InventorySizes,
+    KubeSource,
+    WatchMetrics,
+    api_client,
+    in_cluster,
+)
 from app.topology import TopologyConfig
 
 log = logging.getLogger(__name__)
@@ -156,6 +163,7 @@ def build_runtime(settings: Settings, *,
 def _kube_lifespan(settings: Settings, inventory: Inventory, binder: DeferredBinder | None,
                    registry: CollectorRegistry) -> Lifespan:
     watch_metrics = WatchMetrics(registry, kinds=[w.kind for w in WATCHED_KINDS])
+    registry.register(InventorySizes(inventory))
     bind_metrics = BindMetrics(registry) if binder is not None else None
 
     @asynccontextmanager
