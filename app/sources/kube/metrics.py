@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator
-from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
+
+from app.inventory import Inventory
 
 
 class WatchMetrics:
@@ -53,20 +54,10 @@ class WatchMetrics:
         self._last[kind] = time.monotonic()
 
 
-class _Counts(Protocol):
-    nodes: int
-    devices: int
-    allocated_devices: int
-
-
-class _Counted(Protocol):
-    def counts(self) -> _Counts: ...
-
-
 class InventorySizes(Collector):
     """Nodes, devices and allocated devices, as the inventory holds them now."""
 
-    def __init__(self, inventory: _Counted) -> None:
+    def __init__(self, inventory: Inventory) -> None:
         self._inventory = inventory
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
