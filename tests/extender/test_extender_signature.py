@@ -1,0 +1,154 @@
+"""The signature shortcut: nodes with the same device state share one allocator
+run, nodes that differ do not, and sharing never changes an answer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import app.extender.verbs as verbs
+from app.allocator import allocate
+from app.features import FeatureGates
+from app.topology import TopologyConfig, make_objective, priority
+from tests.extender.cluster import GPU_CLASS, NIC_CLASS, ROOT, extender, gpu_node, load, the_pod
+from tests.inventory.objects import claim, exactly, pod, result
+
+
+def count_allocator_runs(monkeypatch: Any) -> list[str]:
+    runs: list[str] = []
+    real = verbs.allocate
+
+    def counting(claims, **kwargs):
+        runs.append(kwargs["node_view"].node.name)
+        return real(claims, **kwargs)
+
+    monkeypatch.setattr(verbs, "allocate", counting)
+    return runs
+
+
+SAME_ROOT = claim("c", requests=[exactly("gpu", "gpu", count=2), exactly("nic", "nic")],
+                  constraints=[{"requests": ["gpu", "nic"], "matchAttribute": ROOT}])
+
+
+def test_identical_nodes_share_one_run_and_get_their_own_devices(monkeypatch) -> None:
+    nodes = [gpu_node(f"n{i}", roots=["a", "a", "b", "b"], nic_roots=["a", "b"])
+             for i in range(20)]
+    inv = load(GPU_CLASS, NIC_CLASS, *nodes, SAME_ROOT, pod("p", claims={"c": "c"}))
+    runs = count_allocator_runs(monkeypatch)
+    names = [f"n{i}" for i in range(20)]
+    evaluations = extender(inv).evaluate(the_pod(inv), names)
+    assert runs == ["n0"]
+    for ev in evaluations:
+        assert ev.feasible
+        results = ev.claims[0].allocation.results
+        assert {r.pool for r in results} == {ev.node}
+        selector = ev.claims[0].allocation.node_selector
+        assert selector is not None
+        assert selector.terms[0].match_fields[0].values == (ev.node,)
+
+
+def test_a_repeated_cycle_only_looks_up_versions(monkeypatch) -> None:
+    nodes = [gpu_node(f"n{i}", nic_roots=["r0"]) for i in range(5)]
+    inv = load(GPU_CLASS, NIC_CLASS, *nodes, SAME_ROOT, pod("p", claims={"c": "c"}))
+    ext = extender(inv)
+    names = [f"n{i}" for i in range(5)]
+    ext.filter(the_pod(inv), names)
+    runs = count_allocator_runs(monkeypatch)
+    ext.filter(the_pod(inv), names)
+    ext.prioritize(the_pod(inv), names)
+    assert runs == []
+    inv.apply("ResourceClaim", "ADDED", claim("x", results=[
+        result("gpu", "gpu.example.com/n3/gpu-2")]))
+    ext.filter(the_pod(inv), names)
+    assert runs == ["n3"]
+
+
+def test_nodes_with_different_free_state_get_different_answers() -> None:
+    inv = load(GPU_CLASS, NIC_CLASS, gpu_node("n1", nic_roots=["r0", "r1"]),
+               gpu_node("n2", nic_roots=["r0", "r1"]),
+               claim("x", results=[result("gpu", "gpu.example.com/n2/gpu-0")]),
+               SAME_ROOT, pod("p", claims={"c": "c"}))
+    one, two = extender(inv).evaluate(the_pod(inv), ["n1", "n2"])
+    assert [r.device for r in one.claims[0].allocation.results] == ["gpu-0", "gpu-1", "nic-0"]
+    assert [r.device for r in two.claims[0].allocation.results] == ["gpu-2", "gpu-3", "nic-1"]
+
+
+def test_pods_from_the_same_template_share_cached_answers(monkeypatch) -> None:
+    inv = load(GPU_CLASS, NIC_CLASS, gpu_node("n1", nic_roots=["r0"]),
+               claim("c1", requests=[exactly("gpu", "gpu", count=2)]),
+               claim("c2", requests=[exactly("gpu", "gpu", count=2)]),
+               pod("p1", claims={"c": "c1"}), pod("p2", claims={"c": "c2"}))
+    ext = extender(inv)
+    first = ext.evaluate(the_pod(inv, "default/p1"), ["n1"])[0]
+    runs = count_allocator_runs(monkeypatch)
+    second = ext.evaluate(the_pod(inv, "default/p2"), ["n1"])[0]
+    assert runs == []
+    assert first.claims[0].claim_key == "default/c1"
+    assert second.claims[0].claim_key == "default/c2"
+
+
+# ---------------------------------------------------------------- property
+
+
+ROOTS = st.sampled_from(["pci0000:15", "pci0000:37", "PCI0000:15"])
+
+
+@st.composite
+def clusters(draw: Any) -> tuple[list[Any], list[str]]:
+    objs: list[Any] = [GPU_CLASS, NIC_CLASS]
+    names = []
+    for i in range(draw(st.integers(2, 8))):
+        name = f"node-{i}"
+        names.append(name)
+        roots = draw(st.lists(ROOTS, min_size=1, max_size=4))
+        nic_roots = draw(st.lists(ROOTS, max_size=2))
+        objs.append(gpu_node(name, roots=roots, nic_roots=nic_roots))
+        taken = draw(st.sets(st.integers(0, len(roots) - 1), max_size=len(roots)))
+        if taken:
+            objs.append(claim(f"held-{i}", results=[
+                result("gpu", f"gpu.example.com/{name}/gpu-{j}") for j in sorted(taken)]))
+    count = draw(st.integers(1, 3))
+    requests = [exactly("gpu", "gpu", count=count)]
+    constraints: list[dict[str, Any]] = []
+    if draw(st.booleans()):
+        requests.append(exactly("nic", "nic"))
+    if draw(st.booleans()):
+        constraints.append({"matchAttribute": ROOT})
+    if draw(st.booleans()):
+        requests[0]["exactly"]["selectors"] = [
+            {"cel": {"expression": "device.attributes['gpu.example.com'].index != 1"}}]
+    objs.append(claim("c", requests=requests, constraints=constraints))
+    objs.append(pod("p", claims={"c": "c"}))
+    return objs, names
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters(), st.sampled_from(["allocator", "advisor"]))
+def test_signature_shortcut_gives_the_same_answer_as_every_node(case, mode) -> None:
+    objs, names = case
+    inv = load(*objs)
+    shared = extender(inv, mode=mode).evaluate(the_pod(inv), names)
+    claims = [c for c in [inv.claim("default/c")] if c is not None]
+    config = TopologyConfig()
+    for ev in shared:
+        state = inv.node_state(ev.node)
+        assert state is not None
+        direct = allocate(claims, node_view=state.view, classes=inv.classes,
+                          allocated=state.allocated, features=FeatureGates(),
+                          class_matcher=inv.class_matcher,
+                          selector_matches=inv.selectors.selector_matches,
+                          objective=make_objective(node_view=state.view,
+                                                   allocated=state.allocated,
+                                                   config=config, mode=mode))
+        assert ev.feasible == direct.feasible, ev.node
+        assert ev.error == direct.error
+        if direct.feasible:
+            assert ev.score == priority(direct.score)
+            assert [ca.allocation.results for ca in ev.claims] == [
+                ca.allocation.results for ca in direct.claims]
+            assert [ca.allocation.node_selector for ca in ev.claims] == [
+                ca.allocation.node_selector for ca in direct.claims]
+        else:
+            assert ev.reason == direct.reason

@@ -1,0 +1,247 @@
+"""Extender verbs over a real inventory and the real allocator: filter reasons,
+unresolvable nodes, claim resolution (direct, template in file and kube mode),
+prioritize, bind (assume, memory binder, failures)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from app.allocator.types import ClaimAllocation
+from app.extender import BindError
+from app.model import Pod, ResourceClaim
+from tests.extender.cluster import GPU_CLASS, NIC_CLASS, extender, gpu_node, load, the_pod
+from tests.inventory.objects import claim, exactly, pod, result, template
+
+TWO_GPUS = [exactly("gpu", "gpu", count=2)]
+
+
+def test_filter_passes_fitting_nodes_and_explains_the_others() -> None:
+    inv = load(GPU_CLASS, gpu_node("n1"), gpu_node("n2", roots=["r0"]),
+               claim("c", requests=TWO_GPUS), pod("p", claims={"g": "c"}))
+    result_ = extender(inv).filter(the_pod(inv), ["n1", "n2"])
+    assert result_.passed == ["n1"]
+    assert result_.error is None
+    assert set(result_.unresolvable) == {"n2"}
+    assert '"gpu"' in result_.unresolvable["n2"] and "1" in result_.unresolvable["n2"]
+
+
+def test_devices_taken_by_others_fail_the_node_but_eviction_could_help() -> None:
+    taken = [result("gpu", f"gpu.example.com/n1/gpu-{i}") for i in range(3)]
+    inv = load(GPU_CLASS, gpu_node("n1"), claim("other", results=taken),
+               claim("c", requests=TWO_GPUS), pod("p", claims={"g": "c"}))
+    result_ = extender(inv).filter(the_pod(inv), ["n1"])
+    assert result_.passed == []
+    assert list(result_.failed) == ["n1"]
+    assert result_.unresolvable == {}
+
+
+def test_filter_refuses_to_answer_until_synced() -> None:
+    inv = load(GPU_CLASS, gpu_node("n1"), claim("c", requests=TWO_GPUS),
+               pod("p", claims={"g": "c"}), synced=False)
+    result_ = extender(inv).filter(the_pod(inv), ["n1"])
+    assert result_.error is not None and "not synced" in result_.error
+    assert result_.passed == []
+
+
+def test_pod_without_claims_fits_everywhere() -> None:
+    inv = load(pod("p"))
+    result_ = extender(inv).filter(the_pod(inv), ["a", "b"])
+    assert result_.passed == ["a", "b"]
+
+
+def test_missing_claim_is_unresolvable_everywhere() -> None:
+    inv = load(GPU_CLASS, gpu_node("n1"), pod("p", claims={"g": "nope"}))
+    result_ = extender(inv).filter(the_pod(inv), ["n1", "n2"])
+    assert set(result_.unresolvable) == {"n1", "n2"}
+    assert "default/nope" in result_.unresolvable["n1"]
+    assert "does not exist" in result_.unresolvable["n1"]
+
+
+def test_missing_class_is_an_error_naming_the_class() -> None:
+    inv = load(gpu_node("n1"), claim("c", requests=[exactly("gpu", "ghost")]),
+               pod("p", claims={"g": "c"}))
+    result_ = extender(inv).filter(the_pod(inv), ["n1"])
+    assert result_.error is not None and "ghost" in result_.error
+    assert "n1" in result_.unresolvable
+
+
+def test_cel_runtime_error_is_an_error_not_a_misfit() -> None:
+    selector = "device.attributes['gpu.example.com'].missing == 'x'"
+    inv = load(GPU_CLASS, gpu_node("n1"),
+               claim("c", requests=[exactly("gpu", "gpu", selectors=(selector,))]),
+               pod("p", claims={"g": "c"}))
+    evaluation = extender(inv).evaluate(the_pod(inv), ["n1"])[0]
+    assert not evaluation.feasible
+    assert evaluation.error is not None and "missing" in evaluation.error
+    assert extender(inv).filter(the_pod(inv), ["n1"]).error is not None
+
+
+def test_template_in_kube_mode_waits_for_the_generated_claim() -> None:
+    inv = load(GPU_CLASS, gpu_node("n1"), template("t", requests=TWO_GPUS),
+               pod("p", uid="u", templates={"g": "t"}))
+    result_ = extender(inv).filter(the_pod(inv), ["n1"])
+    assert "not created yet" in result_.unresolvable["n1"]
+    inv = load(GPU_CLASS, gpu_node("n1"), template("t", requests=TWO_GPUS),
+               claim("p-g-x1y2z", requests=TWO_GPUS),
+               pod("p", uid="u", templates={"g": "t"}, statuses={"g": "p-g-x1y2z"}))
+    assert extender(inv).filter(the_pod(inv), ["n1"]).passed == ["n1"]
+
+
+def test_template_in_file_mode_is_served_as_if_generated() -> None:
+    inv = load(GPU_CLASS, gpu_node("n1"), template("t", requests=TWO_GPUS),
+               pod("p", templates={"g": "t"}))
+    evaluation = extender(inv, file_mode=True).evaluate(the_pod(inv), ["n1"])[0]
+    assert evaluation.feasible
+    assert [ca.claim_key for ca in evaluation.claims] == ["default/p-g"]
+
+
+def test_missing_template_in_file_mode() -> None:
+    inv = load(GPU_CLASS, gpu_node("n1"), pod("p", templates={"g": "ghost"}))
+    result_ = extender(inv, file_mode=True).filter(the_pod(inv), ["n1"])
+    assert "ResourceClaimTemplate default/ghost" in result_.unresolvable["n1"]
+
+
+def test_allocated_shared_claim_only_constrains_the_node() -> None:
+    selector = {"nodeSelectorTerms": [{"matchFields": [
+        {"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]}
+    inv = load(GPU_CLASS, gpu_node("n1"), gpu_node("n2"),
+               claim("shared", requests=[exactly("gpu", "gpu")],
+                     results=[result("gpu", "gpu.example.com/n1/gpu-0")],
+                     node_selector=selector),
+               pod("p", claims={"g": "shared"}))
+    result_ = extender(inv).filter(the_pod(inv), ["n1", "n2"])
+    assert result_.passed == ["n1"]
+    assert "already allocated" in result_.unresolvable["n2"]
+
+
+def test_prioritize_scores_feasible_nodes_in_range() -> None:
+    inv = load(GPU_CLASS, gpu_node("n1"), gpu_node("n2", roots=["r0", "r1"]),
+               gpu_node("n3", roots=["r0"]),
+               claim("c", requests=TWO_GPUS,
+                     constraints=[]), pod("p", claims={"g": "c"}))
+    scores = dict(extender(inv).prioritize(the_pod(inv), ["n1", "n2", "n3"]))
+    assert all(0 <= s <= 10 for s in scores.values())
+    assert scores["n3"] == 0
+    assert scores["n1"] > scores["n2"]  # both GPUs on one PCIe root beats two roots
+
+
+# ---------------------------------------------------------------- bind
+
+
+async def test_bind_in_file_mode_records_the_allocation_for_the_next_pod() -> None:
+    inv = load(GPU_CLASS, gpu_node("n1", roots=["r0", "r0"]), template("t", requests=TWO_GPUS),
+               pod("p", uid="u1", templates={"g": "t"}),
+               pod("q", uid="u2", templates={"g": "t"}))
+    ext = extender(inv, file_mode=True)
+    assert ext.filter(the_pod(inv), ["n1"]).passed == ["n1"]
+    assert await ext.bind(namespace="default", name="p", uid="u1", node="n1") is None
+    generated = inv.claim("default/p-g")
+    assert generated is not None and generated.allocation is not None
+    assert [r.name for r in generated.reserved_for] == ["p"]
+    bound = inv.pod("default/p")
+    assert bound is not None and bound.node_name == "n1"
+    assert inv.assumed_claims() == []  # the memory binder's write confirmed it
+    after = ext.filter(the_pod(inv, "default/q"), ["n1"])
+    assert after.passed == []
+    assert "n1" in after.failed
+    # Binding the same pod again reuses its claim instead of allocating twice.
+    assert ext.filter(the_pod(inv), ["n1"]).passed == ["n1"]
+
+
+async def test_bind_recomputes_instead_of_trusting_the_filter_cache() -> None:
+    inv = load(GPU_CLASS, gpu_node("n1", roots=["r0", "r0", "r0"]),
+               claim("c", requests=TWO_GPUS), pod("p", uid="u", claims={"g": "c"}))
+    ext = extender(inv, file_mode=True)
+    first = ext.evaluate(the_pod(inv), ["n1"])[0]
+    assert [r.device for r in first.claims[0].allocation.results] == ["gpu-0", "gpu-1"]
+    inv.apply("ResourceClaim", "ADDED", claim("other", results=[
+        result("gpu", "gpu.example.com/n1/gpu-0")]))
+    assert await ext.bind(namespace="default", name="p", uid="u", node="n1") is None
+    bound = inv.claim("default/c")
+    assert bound is not None and bound.allocation is not None
+    assert [r.device for r in bound.allocation.results] == ["gpu-1", "gpu-2"]
+
+
+class FailingBinder:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, list[str]]] = []
+
+    async def bind(self, *, pod: Pod, node: str, allocations: Sequence[ClaimAllocation],
+                   reserve: Sequence[ResourceClaim]) -> None:
+        self.calls.append((node, [ca.claim_key for ca in allocations]))
+        raise BindError("conflict writing claim status")
+
+
+class AssumeCheckingBinder:
+    def __init__(self, inventory) -> None:
+        self.inventory = inventory
+        self.seen: list[str] = []
+
+    async def bind(self, *, pod: Pod, node: str, allocations: Sequence[ClaimAllocation],
+                   reserve: Sequence[ResourceClaim]) -> None:
+        self.seen = self.inventory.assumed_claims()
+
+
+async def test_bind_failure_forgets_the_assumption() -> None:
+    inv = load(GPU_CLASS, gpu_node("n1"), claim("c", requests=TWO_GPUS),
+               pod("p", uid="u", claims={"g": "c"}))
+    binder = FailingBinder()
+    ext = extender(inv, binder=binder)
+    ext.filter(the_pod(inv), ["n1"])
+    error = await ext.bind(namespace="default", name="p", uid="u", node="n1")
+    assert error == "conflict writing claim status"
+    assert binder.calls == [("n1", ["default/c"])]
+    assert inv.assumed_claims() == []
+
+
+async def test_bind_assumes_before_the_binder_writes() -> None:
+    inv = load(GPU_CLASS, gpu_node("n1"), claim("c", requests=TWO_GPUS),
+               pod("p", uid="u", claims={"g": "c"}))
+    binder = AssumeCheckingBinder(inv)
+    ext = extender(inv, binder=binder)
+    ext.filter(the_pod(inv), ["n1"])
+    assert await ext.bind(namespace="default", name="p", uid="u", node="n1") is None
+    assert binder.seen == ["default/c"]
+    assert inv.assumed_claims() == ["default/c"]  # held until the claim comes back
+
+
+async def test_bind_of_an_unknown_pod_or_a_full_node_is_an_error() -> None:
+    inv = load(GPU_CLASS, gpu_node("n1", roots=["r0"]), claim("c", requests=TWO_GPUS),
+               pod("p", uid="u", claims={"g": "c"}))
+    ext = extender(inv, file_mode=True)
+    error = await ext.bind(namespace="default", name="ghost", uid="x", node="n1")
+    assert error is not None and "unknown" in error
+    error = await ext.bind(namespace="default", name="p", uid="u", node="n1")
+    assert error is not None and "n1" in error
+
+
+async def test_bind_uses_pods_remembered_from_filter_by_uid() -> None:
+    inv = load(GPU_CLASS, gpu_node("n1"), claim("c", requests=TWO_GPUS))
+    from app.model import PodResourceClaim
+
+    seen = Pod(namespace="default", name="p", uid="u",
+               resource_claims=(PodResourceClaim(name="g", resource_claim_name="c"),))
+    ext = extender(inv, file_mode=True)
+    assert ext.filter(seen, ["n1"]).passed == ["n1"]
+    assert await ext.bind(namespace="default", name="p", uid="u", node="n1") is None
+
+
+def test_constraint_that_no_device_meets_gives_a_reason() -> None:
+    inv = load(GPU_CLASS, NIC_CLASS, gpu_node("n1", nic_roots=["r1"]),
+               claim("c", requests=[exactly("gpu", "gpu"), exactly("nic", "nic")],
+                     constraints=[{"matchAttribute": "resource.kubernetes.io/none"}]),
+               pod("p", claims={"g": "c"}))
+    evaluation = extender(inv).evaluate(the_pod(inv), ["n1"])[0]
+    assert not evaluation.feasible
+    assert evaluation.reason
+
+
+def test_evaluation_json_shape() -> None:
+    inv = load(GPU_CLASS, gpu_node("n1"), claim("c", requests=TWO_GPUS),
+               pod("p", claims={"g": "c"}))
+    doc = extender(inv).evaluate(the_pod(inv), ["n1"])[0].to_dict()
+    assert set(doc) == {"node", "feasible", "score", "claims", "reason", "error"}
+    assert set(doc["claims"][0]) == {"claim", "results", "nodeSelector"}
+    assert set(doc["claims"][0]["results"][0]) == {
+        "request", "driver", "pool", "device", "adminAccess", "tolerations",
+        "consumedCapacity", "shareID"}
