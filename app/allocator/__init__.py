@@ -25,6 +25,7 @@ from app.allocator.types import (
     Objective,
     PoolView,
 )
+from app.cel import compile_selector
 from app.features import FeatureGates
 from app.model import Device, DeviceClass, ResourceClaim
 
@@ -79,8 +80,6 @@ def allocate(
 
 
 def _cel_matches(expression: str, device: Device) -> bool:
-    from app.cel import compile_selector  # imported late: app.cel is still landing
-
     return compile_selector(expression).matches(device)
 
 

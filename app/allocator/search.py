@@ -31,7 +31,7 @@ from typing import Final
 from app.allocator.capacity import consumed_capacity
 from app.allocator.constraints import Constraint, applies, build_constraint
 from app.allocator.types import AllocatedState, NodeView, Objective
-from app.cel.errors import CelError
+from app.cel import CelError
 from app.features import FeatureGates
 from app.model import (
     Device,
