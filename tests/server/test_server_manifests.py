@@ -1,0 +1,36 @@
+"""The shipped manifests point kube-scheduler at drax the way drax serves."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from app.config import Settings
+
+MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
+
+
+def scheduler_config() -> dict[str, Any]:
+    doc: dict[str, Any] = yaml.safe_load((MANIFESTS / "scheduler-config.yaml").read_text())
+    return doc
+
+
+def test_deployment_embeds_the_same_scheduler_config() -> None:
+    docs = list(yaml.safe_load_all((MANIFESTS / "deployment.yaml").read_text()))
+    config_map = next(d for d in docs if d["kind"] == "ConfigMap")
+    assert yaml.safe_load(config_map["data"]["scheduler-config.yaml"]) == scheduler_config()
+
+
+def test_scheduler_config_uses_drax_for_filter_prioritize_bind() -> None:
+    cfg = scheduler_config()
+    (profile,) = cfg["profiles"]
+    assert profile["schedulerName"] == "drax"
+    assert {"name": "DynamicResources"} in profile["plugins"]["multiPoint"]["disabled"]
+    (ext,) = cfg["extenders"]
+    defaults = Settings()
+    assert ext["urlPrefix"] == f"http://{defaults.host}:{defaults.port}{defaults.url_prefix}"
+    assert (ext["filterVerb"], ext["prioritizeVerb"], ext["bindVerb"]) == (
+        "filter", "prioritize", "bind")
+    assert ext["nodeCacheCapable"] is True and ext["weight"] > 0
