@@ -1,0 +1,145 @@
+"""`drax selector`: which devices in these ResourceSlices does each CEL expression match?
+
+The check a platform admin runs before rolling out a DeviceClass or claim
+selector: the same `app.cel` engine the allocator uses, against a real
+inventory dump (`kubectl get resourceslices -o yaml`). Runtime errors are
+listed per device rather than counted as "no match", because Kubernetes
+treats them as allocation failures, not as non-matching devices.
+
+`drax selector --objects PATH... EXPRESSION...` reads naturally, but argparse
+would let `--objects` swallow the expressions; so trailing arguments that are
+neither existing paths nor named like object files are taken as the
+expressions (`--` also works).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+import orjson
+
+from app.cel import CelCompileError, CelEvalError, compile_selector
+from app.model import Device, InvalidObject, ResourceSlice, parse_object
+from app.sources.files import SUFFIXES, SourceError, load_objects
+
+EXIT_INPUT = 2
+
+
+@dataclass(slots=True)
+class SelectorReport:
+    expression: str
+    compile_error: str | None = None
+    matches: list[str] = field(default_factory=list)
+    non_matches: list[str] = field(default_factory=list)
+    errors: list[dict[str, str]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"expression": self.expression, "compileError": self.compile_error,
+                "matches": self.matches, "nonMatches": self.non_matches,
+                "errors": self.errors}
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "selector", help="show which devices CEL selector expressions match",
+        description="Evaluate DRA CEL selector expressions (as in DeviceClasses and "
+                    "ResourceClaims) against every device of the ResourceSlices given, "
+                    "with Kubernetes semantics.")
+    parser.add_argument("--objects", nargs="+", required=True, metavar="PATH",
+                        help="YAML/JSON files or folders with ResourceSlices (other kinds "
+                             "are ignored)")
+    parser.add_argument("expressions", nargs="*", metavar="EXPRESSION",
+                        help="CEL expressions, evaluated against the variable `device`")
+    parser.add_argument("-o", "--output", choices=("json", "table"), default=None,
+                        help="default: table on a terminal, JSON otherwise")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace, *, out: TextIO | None = None,
+        err: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    err = err or sys.stderr
+    paths, expressions = split_arguments(args.objects, args.expressions)
+    if not paths:
+        print("drax selector: --objects needs at least one file or folder", file=err)
+        return EXIT_INPUT
+    if not expressions:
+        print("drax selector: give at least one CEL expression", file=err)
+        return EXIT_INPUT
+    try:
+        devices = load_devices(paths)
+    except (SourceError, InvalidObject) as exc:
+        print(f"drax selector: {exc}", file=err)
+        return EXIT_INPUT
+    reports = [evaluate(expression, devices) for expression in expressions]
+    output = args.output or ("table" if out.isatty() else "json")
+    if output == "json":
+        doc = [r.to_dict() for r in reports]
+        out.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        out.write(render_table(reports, device_count=len(devices)))
+    return 0
+
+
+def split_arguments(objects: list[str], expressions: list[str]) -> tuple[list[str], list[str]]:
+    """Separate object paths from expressions that argparse put into `--objects`."""
+    if expressions:
+        return objects, expressions
+    for i, item in enumerate(objects):
+        if not _looks_like_path(item):
+            return objects[:i], objects[i:]
+    return objects, []
+
+
+def _looks_like_path(item: str) -> bool:
+    return Path(item).exists() or item.endswith(SUFFIXES)
+
+
+def load_devices(paths: list[str]) -> list[Device]:
+    devices: list[Device] = []
+    for obj in load_objects(paths):
+        if obj.get("kind") != "ResourceSlice":
+            continue
+        resource_slice: ResourceSlice = parse_object("ResourceSlice", obj)
+        devices.extend(resource_slice.devices)
+    return devices
+
+
+def evaluate(expression: str, devices: list[Device]) -> SelectorReport:
+    report = SelectorReport(expression)
+    try:
+        selector = compile_selector(expression)
+    except CelCompileError as exc:
+        report.compile_error = str(exc)
+        return report
+    for device in devices:
+        try:
+            matched = selector.matches(device)
+        except CelEvalError as exc:
+            report.errors.append({"device": device.id,
+                                  "error": getattr(exc, "detail", str(exc))})
+            continue
+        (report.matches if matched else report.non_matches).append(device.id)
+    return report
+
+
+def render_table(reports: list[SelectorReport], *, device_count: int) -> str:
+    lines: list[str] = []
+    for report in reports:
+        lines.append(f"EXPRESSION  {report.expression}")
+        if report.compile_error is not None:
+            lines.append("  compile error:")
+            lines.extend(f"    {line}" for line in report.compile_error.splitlines())
+            lines.append("")
+            continue
+        lines.append(f"  {len(report.matches)} of {device_count} devices match, "
+                     f"{len(report.errors)} errors")
+        lines.extend(f"  MATCH     {device}" for device in report.matches)
+        lines.extend(f"  no match  {device}" for device in report.non_matches)
+        lines.extend(f"  ERROR     {e['device']}: {e['error']}" for e in report.errors)
+        lines.append("")
+    return "\n".join(lines)
