@@ -8,8 +8,9 @@ scheduled. In file mode nobody generates claims, so the pod is served as if
 the claim had been generated from the template (and bind creates it).
 
 The result also carries a `shape`: a key that is equal for two pods whose
-claims still to allocate ask for the same thing, so answers can be cached
-across pods created from the same template.
+claims ask for the same thing (the spec of each claim still to allocate, where
+each allocated one is usable), so answers can be cached across pods created
+from the same template.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Final
 from cachetools import LRUCache
 
 from app.inventory import POD_CLAIM_NAME_ANNOTATION, Inventory
-from app.model import Pod, PodResourceClaim, ResourceClaim, ResourceClaimSpec
+from app.model import NodeSelector, Pod, PodResourceClaim, ResourceClaim, ResourceClaimSpec
 
 _SHAPE_CACHE_SIZE: Final = 4096
 
@@ -84,8 +85,9 @@ class ClaimResolver:
                 generated.add(claim.key)
             claims.append(claim)
         return PodClaims(claims=tuple(claims), generated=frozenset(generated),
-                         shape=tuple(self._text(c.spec) for c in claims
-                                     if c.allocation is None))
+                         shape=tuple(self._text(c.spec) if c.allocation is None
+                                     else self._text(c.allocation.node_selector)
+                                     for c in claims))
 
     def _claim_for(self, pod: Pod, entry: PodResourceClaim
                    ) -> tuple[ResourceClaim, bool] | str | None:
@@ -128,7 +130,9 @@ class ClaimResolver:
             return f"ResourceClaim {claim.key} was not created for pod {pod.key}"
         return claim, False
 
-    def _text(self, obj: ResourceClaimSpec) -> str:
+    def _text(self, obj: ResourceClaimSpec | NodeSelector | None) -> str:
+        if obj is None:
+            return ""
         hit = self._shapes.get(id(obj))
         if hit is not None and hit[0] is obj:
             return hit[1]

@@ -36,11 +36,11 @@ from app.cel import CelCompileError, CelEvalError
 from app.inventory import NodeState
 from app.model import (
     AllocationResult,
-    AttributeValue,
     Device,
     DeviceClass,
     DeviceRequestAllocationResult,
     NodeSelector,
+    RequestPolicy,
     ResourceClaim,
 )
 from app.model.objects import NodeSelectorRequirement, NodeSelectorTerm
@@ -68,63 +68,121 @@ def flat_devices(view: NodeView) -> tuple[Device, ...]:
     return tuple(d for pool in view.pools for d in pool.devices)
 
 
-def static_signature(state: NodeState) -> Hashable:
-    """The claim-independent part of a node's signature (see module doc)."""
-    view, allocated = state.view, state.allocated
-    canon: dict[str, dict[str, int]] = {}
-    pools = []
-    for pool in view.pools:
-        used = allocated.consumed_counters.get(pool.key, {})
-        counter_sets = tuple(sorted(
-            (cs.name, tuple(sorted((n, q.value) for n, q in cs.counters.items())))
-            for cs in pool.counter_sets.values()))
-        slices = tuple((s.node_name is not None, s.all_nodes, repr(s.node_selector),
-                        s.per_device_node_selection) for s in pool.slices)
-        devices = tuple(_device_signature(d, canon, state) for d in pool.devices)
-        pools.append((pool.driver, pool.complete, pool.invalid_reason,
-                      pool.has_binding_conditions, counter_sets,
-                      tuple(sorted((k, q.value) for k, q in used.items())), slices, devices))
-    return tuple(pools)
+class StaticSignatures:
+    """The claim-independent part of node signatures, cached per node version.
+
+    What depends on a device alone (everything but string values, which are
+    relabelled per node) is computed once per device object, so a node whose
+    version changed because one device was allocated costs a few tuple builds.
+    """
+
+    __slots__ = ("_devices", "_nodes")
+
+    def __init__(self) -> None:
+        self._devices: dict[str, tuple[Device, Hashable, dict[str, Any]]] = {}
+        self._nodes: dict[str, tuple[int, Hashable]] = {}
+
+    def of(self, state: NodeState) -> Hashable:
+        name, version = state.view.node.name, state.view.version
+        hit = self._nodes.get(name)
+        if hit is not None and hit[0] == version:
+            return hit[1]
+        signature = self._build(state)
+        self._nodes[name] = (version, signature)
+        return signature
+
+    def _build(self, state: NodeState) -> Hashable:
+        view, allocated = state.view, state.allocated
+        pools = []
+        strings: list[dict[str, Any]] = []
+        for pool in view.pools:
+            used = allocated.consumed_counters.get(pool.key, {})
+            devices = []
+            for d in pool.devices:
+                fixed, texts = self._device(d)
+                strings.append(texts)
+                consumed = allocated.consumed_capacity.get(d.id)
+                devices.append((fixed, d.id in allocated.devices, d.id in allocated.multi_allocated,
+                                _quantities(consumed) if consumed else ()))
+            pools.append((pool.driver, pool.complete, pool.invalid_reason,
+                          pool.has_binding_conditions,
+                          tuple(sorted((cs.name, _quantities(cs.counters))
+                                       for cs in pool.counter_sets.values())),
+                          _quantities(used),
+                          tuple((sl.node_name is not None, sl.all_nodes, repr(sl.node_selector),
+                                 sl.per_device_node_selection) for sl in pool.slices),
+                          tuple(devices)))
+        return tuple(pools), _string_columns(strings)
+
+    def _device(self, d: Device) -> tuple[Hashable, dict[str, Any]]:
+        hit = self._devices.get(d.id)
+        if hit is not None and hit[0] is d:
+            return hit[1], hit[2]
+        texts = {name: v.value for name, v in d.attributes.items()
+                 if v.kind in ("string", "strings")}
+        fixed = (
+            tuple(sorted((name, v.kind, v.value) for name, v in d.attributes.items()
+                         if v.kind not in ("string", "strings"))),
+            tuple(sorted((name, c.value.value, _policy(c.request_policy))
+                         for name, c in d.capacity.items())),
+            tuple((u.counter_set, _quantities(u.counters)) for u in d.consumes_counters),
+            tuple((t.key, t.value, t.effect) for t in d.taints),
+            d.binds_to_node, d.binding_conditions, d.binding_failure_conditions,
+            d.allow_multiple_allocations,
+            d.node_name is not None, d.all_nodes, repr(d.node_selector),
+        )
+        self._devices[d.id] = (d, fixed, texts)
+        return fixed, texts
 
 
-def _device_signature(d: Device, canon: dict[str, dict[str, int]], state: NodeState
-                      ) -> Hashable:
-    allocated = state.allocated
-    attributes = tuple(sorted((name, _canonical(name, value, canon))
-                              for name, value in d.attributes.items()))
-    capacity = tuple(sorted((name, c.value.value, repr(c.request_policy))
-                            for name, c in d.capacity.items()))
-    consumed = allocated.consumed_capacity.get(d.id, {})
-    return (
-        attributes, capacity,
-        tuple((u.counter_set, tuple(sorted((n, q.value) for n, q in u.counters.items())))
-              for u in d.consumes_counters),
-        tuple((t.key, t.value, t.effect) for t in d.taints),
-        d.binds_to_node, d.binding_conditions, d.binding_failure_conditions,
-        d.allow_multiple_allocations,
-        d.node_name is not None, d.all_nodes, repr(d.node_selector),
-        d.id in allocated.devices, d.id in allocated.multi_allocated,
-        tuple(sorted((n, q.value) for n, q in consumed.items())),
-    )
+def _quantities(values: Mapping[Any, Any]) -> Hashable:
+    return tuple(sorted((name, q.value) for name, q in values.items()))
 
 
-def _canonical(name: str, value: AttributeValue, canon: dict[str, dict[str, int]]
-               ) -> Hashable:
-    if value.kind == "string":
-        return ("string", _index(name, value.value, canon))
-    if value.kind == "strings":
-        return ("strings", tuple(_index(name, v, canon) for v in value.value))
-    return (value.kind, value.value)
+def _policy(policy: RequestPolicy | None) -> Hashable:
+    if policy is None:
+        return None
+    return (policy.default and policy.default.value,
+            tuple(v.value for v in policy.valid_values),
+            policy.valid_range_min and policy.valid_range_min.value,
+            policy.valid_range_max and policy.valid_range_max.value,
+            policy.valid_range_step and policy.valid_range_step.value)
 
 
-def _index(name: str, text: Any, canon: dict[str, dict[str, int]]) -> tuple[int, int]:
-    # Exact and case-folded equality both matter (CEL compares exactly, topology
-    # groups PCIe roots case-insensitively), so both patterns are kept.
-    exact = canon.setdefault(name, {})
-    folded = canon.setdefault("\0" + name, {})
-    text = str(text)
-    return (exact.setdefault(text, len(exact)),
-            folded.setdefault(text.lower(), len(folded)))
+def _string_columns(rows: Sequence[Mapping[str, Any]]) -> Hashable:
+    """String attribute values relabelled by first occurrence, per attribute name.
+
+    Exact and case-folded equality both matter (CEL compares exactly, topology
+    groups PCIe roots case-insensitively), so both patterns are kept.
+    """
+    names = sorted({name for row in rows for name in row})
+    out = []
+    for name in names:
+        column = [row.get(name) for row in rows]
+        out.append((name, _relabel(column), _relabel([_fold(v) for v in column])))
+    return tuple(out)
+
+
+def _fold(value: Any) -> Any:
+    if value is None:
+        return None
+    if isinstance(value, tuple):
+        return tuple(str(v).lower() for v in value)
+    return str(value).lower()
+
+
+def _relabel(column: Sequence[Any]) -> Hashable:
+    index: dict[Any, int] = {}
+    out: list[Any] = []
+    for value in column:
+        if value is None:
+            out.append(None)
+        elif isinstance(value, tuple):
+            # List attributes compare by element (set semantics), so label elements.
+            out.append(tuple(index.setdefault(v, len(index)) for v in value))
+        else:
+            out.append(index.setdefault(value, len(index)))
+    return tuple(out)
 
 
 def match_signature(devices: Sequence[Device], kinds: Sequence[RequestKind], *,

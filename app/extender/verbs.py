@@ -26,11 +26,11 @@ from app.allocator.types import AllocatedState, AllocationOutcome, ClaimAllocati
 from app.extender.binder import Binder, BindError, MemoryBinder
 from app.extender.claims import ClaimResolver, PodClaims
 from app.extender.signature import (
+    StaticSignatures,
     flat_devices,
     map_outcome,
     match_signature,
     request_kinds,
-    static_signature,
 )
 from app.features import FeatureGates
 from app.inventory import Inventory, NodeState
@@ -94,10 +94,34 @@ def _claim_dict(ca: ClaimAllocation) -> dict[str, Any]:
 
 @dataclass(slots=True, frozen=True)
 class _Verdict:
-    """One claim shape on one node; claim keys are those of the pod that asked first."""
+    """One claim shape on one node, everything the verbs read, computed once.
 
-    outcome: AllocationOutcome
+    `outcome` is the allocator's answer (None when the node was decided
+    without it); its claim keys are those of the pod that asked first.
+    """
+
+    feasible: bool
+    outcome: AllocationOutcome | None = None
+    priority: int = 0
+    reason: str | None = None
+    error: str | None = None
     unresolvable: bool = False
+
+
+_NO_CLAIMS: Final = _Verdict(feasible=True)
+
+
+def _from_outcome(outcome: AllocationOutcome, *, unresolvable: bool = False) -> _Verdict:
+    if outcome.error is not None:
+        return _Verdict(feasible=False, outcome=outcome, error=outcome.error, unresolvable=True)
+    if not outcome.feasible:
+        return _Verdict(feasible=False, outcome=outcome, unresolvable=unresolvable,
+                        reason=outcome.reason or "cannot allocate all claims")
+    return _Verdict(feasible=True, outcome=outcome, priority=priority(outcome.score))
+
+
+def _refused(reason: str) -> _Verdict:
+    return _Verdict(feasible=False, reason=reason, unresolvable=True)
 
 
 @dataclass(slots=True)
@@ -106,6 +130,7 @@ class _Request:
 
     pod: Pod
     claims: PodClaims
+    pending: tuple[ResourceClaim, ...] = ()
     kinds: tuple[Any, ...] = ()
     by_signature: dict[Hashable, tuple[NodeState, _Verdict]] = field(default_factory=dict)
 
@@ -128,11 +153,12 @@ class Extender:
         self._resolver = ClaimResolver(inventory, generate=file_mode)
         self._step_budget = step_budget
         self._assume_ttl = assume_ttl
-        self._results: LRUCache[tuple[Hashable, str], tuple[int, _Verdict]] = LRUCache(
-            maxsize=_RESULT_CACHE_SIZE)
+        # A plain dict, emptied when full: the lookup is on the hot path of every
+        # node of every call, and an LRU's bookkeeping would cost more than it saves.
+        self._results: dict[tuple[Hashable, str], tuple[int, _Verdict]] = {}
         self._by_signature: LRUCache[tuple[Hashable, Hashable], tuple[NodeState, _Verdict]] = \
             LRUCache(maxsize=_SIGNATURE_CACHE_SIZE)
-        self._static: dict[str, tuple[int, Hashable]] = {}
+        self._static = StaticSignatures()
         self._pods: TTLCache[str, Pod] = TTLCache(maxsize=_POD_CACHE_SIZE, ttl=_POD_TTL_SECONDS)
 
     # ------------------------------------------------------------------ verbs
@@ -143,32 +169,50 @@ class Extender:
                                 error=f"{NOT_SYNCED}; drax answers once the initial list of "
                                       "every watched kind is in")
         result = FilterResult(passed=[], failed={}, unresolvable={})
-        for ev in self.evaluate(pod, node_names):
-            if ev.feasible:
-                result.passed.append(ev.node)
-            elif ev.error is not None:
-                result.unresolvable[ev.node] = f"error: {ev.error}"
+        for name, verdict in self._judge(pod, node_names):
+            if verdict.feasible:
+                result.passed.append(name)
+            elif verdict.error is not None:
+                result.unresolvable[name] = f"error: {verdict.error}"
                 if result.error is None:
-                    result.error = f"node {ev.node}: {ev.error}"
-            elif ev.unresolvable:
-                result.unresolvable[ev.node] = ev.reason or "cannot allocate all claims"
+                    result.error = f"node {name}: {verdict.error}"
+            elif verdict.unresolvable:
+                result.unresolvable[name] = verdict.reason or "cannot allocate all claims"
             else:
-                result.failed[ev.node] = ev.reason or "cannot allocate all claims"
+                result.failed[name] = verdict.reason or "cannot allocate all claims"
         return result
 
     def prioritize(self, pod: Pod, node_names: Sequence[str]) -> list[tuple[str, int]]:
-        return [(ev.node, ev.score if ev.feasible and ev.score is not None else 0)
-                for ev in self.evaluate(pod, node_names)]
+        return [(name, verdict.priority) for name, verdict in self._judge(pod, node_names)]
 
     def evaluate(self, pod: Pod, node_names: Sequence[str]) -> list[NodeEvaluation]:
         """Whether and how the pod's claims fit on each node (filter's code path)."""
+        out = []
+        pending: tuple[ResourceClaim, ...] = ()
+        for name, verdict in self._judge(pod, node_names):
+            outcome = verdict.outcome
+            claims: tuple[ClaimAllocation, ...] = ()
+            if verdict.feasible and outcome is not None:
+                pending = pending or self._resolver.resolve(pod).pending
+                claims = _with_claim_keys(outcome, pending).claims
+            out.append(NodeEvaluation(
+                node=name, feasible=verdict.feasible, claims=claims,
+                score=verdict.priority if verdict.feasible and outcome is not None else None,
+                reason=verdict.reason, error=verdict.error, unresolvable=verdict.unresolvable))
+        return out
+
+    def _judge(self, pod: Pod, node_names: Sequence[str]) -> list[tuple[str, _Verdict]]:
         self._remember(pod)
         claims = self._resolver.resolve(pod)
         if claims.problem is not None:
-            return [NodeEvaluation(node=n, feasible=False, reason=claims.problem,
-                                   unresolvable=True) for n in node_names]
-        request = _Request(pod=pod, claims=claims, kinds=request_kinds(claims.pending))
-        return [self._evaluate_node(request, name) for name in node_names]
+            refused = _refused(claims.problem)
+            return [(name, refused) for name in node_names]
+        if not claims.claims:
+            return [(name, _NO_CLAIMS) for name in node_names]
+        pending = claims.pending
+        request = _Request(pod=pod, claims=claims, pending=pending,
+                           kinds=request_kinds(pending))
+        return [(name, self._verdict_for(request, name)) for name in node_names]
 
     async def bind(self, *, namespace: str, name: str, uid: str, node: str) -> str | None:
         """Allocate afresh on `node`, assume it, and write it; None or the error text."""
@@ -209,60 +253,47 @@ class Extender:
 
     # ------------------------------------------------------------------ per node
 
-    def _evaluate_node(self, request: _Request, name: str) -> NodeEvaluation:
-        if not request.claims.claims:
-            return NodeEvaluation(node=name, feasible=True)
-        state = self._inventory.node_state(name)
-        if state is None:
-            return NodeEvaluation(node=name, feasible=False, unresolvable=True,
-                                  reason=f"node {name} is unknown to drax: no Node object and "
-                                         "no ResourceSlice names it")
-        elsewhere = _allocated_elsewhere(request.claims, state)
-        if elsewhere is not None:
-            return NodeEvaluation(node=name, feasible=False, unresolvable=True,
-                                  reason=elsewhere)
-        pending = request.claims.pending
-        if not pending:
-            return NodeEvaluation(node=name, feasible=True)
-        verdict = self._verdict(request, state)
-        outcome = _with_claim_keys(verdict.outcome, pending)
-        if outcome.error is not None:
-            return NodeEvaluation(node=name, feasible=False, error=outcome.error,
-                                  unresolvable=True)
-        if not outcome.feasible:
-            return NodeEvaluation(node=name, feasible=False, unresolvable=verdict.unresolvable,
-                                  reason=outcome.reason or "cannot allocate all claims")
-        return NodeEvaluation(node=name, feasible=True, score=priority(outcome.score),
-                              claims=outcome.claims)
-
-    def _verdict(self, request: _Request, state: NodeState) -> _Verdict:
+    def _verdict_for(self, request: _Request, name: str) -> _Verdict:
         shape = request.claims.shape
-        key = (shape, state.view.node.name)
-        version = state.view.version
+        key = (shape, name)
+        version = self._inventory.version(name)
         hit = self._results.get(key)
         if hit is not None and hit[0] == version:
             return hit[1]
+        state = self._inventory.node_state(name)
+        if state is None:
+            return _refused(f"node {name} is unknown to drax: no Node object and no "
+                            "ResourceSlice names it")
+        elsewhere = _allocated_elsewhere(request.claims, state)
+        if elsewhere is not None:
+            verdict = _refused(elsewhere)
+        elif not request.pending:
+            verdict = _NO_CLAIMS
+        else:
+            verdict = self._shared_or_computed(request, state)
+        if len(self._results) >= _RESULT_CACHE_SIZE:
+            self._results.clear()
+        self._results[key] = (version, verdict)
+        return verdict
+
+    def _shared_or_computed(self, request: _Request, state: NodeState) -> _Verdict:
+        shape = request.claims.shape
         signature = self._signature(request, state)
         rep = request.by_signature.get(signature) or self._by_signature.get((shape, signature))
         if rep is not None and _still_current(self._inventory, rep[0]):
             rep_state, rep_verdict = rep
-            verdict = _Verdict(outcome=map_outcome(rep_verdict.outcome, source=rep_state.view,
-                                                   target=state.view),
-                               unresolvable=rep_verdict.unresolvable)
+            assert rep_verdict.outcome is not None
+            verdict = _from_outcome(map_outcome(rep_verdict.outcome, source=rep_state.view,
+                                                target=state.view),
+                                    unresolvable=rep_verdict.unresolvable)
         else:
-            verdict = self._compute(request.claims.pending, state)
+            verdict = self._compute(request.pending, state)
             self._by_signature[(shape, signature)] = (state, verdict)
         request.by_signature[signature] = (state, verdict)
-        self._results[key] = (version, verdict)
         return verdict
 
     def _signature(self, request: _Request, state: NodeState) -> Hashable:
-        name, version = state.view.node.name, state.view.version
-        static = self._static.get(name)
-        if static is None or static[0] != version:
-            static = (version, static_signature(state))
-            self._static[name] = static
-        return (static[1],
+        return (self._static.of(state),
                 match_signature(flat_devices(state.view), request.kinds,
                                 classes=self._inventory.classes,
                                 class_matcher=self._inventory.class_matcher,
@@ -271,12 +302,12 @@ class Extender:
     def _compute(self, claims: Sequence[ResourceClaim], state: NodeState) -> _Verdict:
         outcome = self._allocate(claims, state, state.allocated)
         if outcome.feasible or outcome.error is not None:
-            return _Verdict(outcome=outcome)
+            return _from_outcome(outcome)
         # Evicting pods frees devices; if the claims do not fit even on an empty
         # node, the scheduler must not try preemption here.
         on_empty = self._allocate(claims, state, AllocatedState())
-        return _Verdict(outcome=outcome,
-                        unresolvable=not on_empty.feasible and on_empty.error is None)
+        return _from_outcome(outcome,
+                             unresolvable=not on_empty.feasible and on_empty.error is None)
 
     def _allocate(self, claims: Sequence[ResourceClaim], state: NodeState,
                   allocated: AllocatedState) -> AllocationOutcome:

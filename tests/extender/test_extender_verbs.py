@@ -245,3 +245,19 @@ def test_evaluation_json_shape() -> None:
     assert set(doc["claims"][0]["results"][0]) == {
         "request", "driver", "pool", "device", "adminAccess", "tolerations",
         "consumedCapacity", "shareID"}
+
+
+def test_cached_answers_keep_pods_with_different_shared_claims_apart() -> None:
+    selector = {"nodeSelectorTerms": [{"matchFields": [
+        {"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]}
+    inv = load(GPU_CLASS, gpu_node("n1"), gpu_node("n2"),
+               claim("shared", requests=[exactly("gpu", "gpu")],
+                     results=[result("gpu", "gpu.example.com/n1/gpu-0")],
+                     node_selector=selector),
+               claim("c1", requests=[exactly("gpu", "gpu")]),
+               claim("c2", requests=[exactly("gpu", "gpu")]),
+               pod("with-shared", claims={"s": "shared", "g": "c1"}),
+               pod("alone", claims={"g": "c2"}))
+    ext = extender(inv)
+    assert ext.filter(the_pod(inv, "default/with-shared"), ["n1", "n2"]).passed == ["n1"]
+    assert ext.filter(the_pod(inv, "default/alone"), ["n1", "n2"]).passed == ["n1", "n2"]
