@@ -10,9 +10,14 @@ from typing import Any
 import httpx
 import pytest
 
+from app.extender import Extender
+from app.features import FeatureGates
+from app.inventory import Inventory
+from app.server import create_app
 from app.server.runtime import SAMPLE_DIR
 from app.sources.files import load_objects
 from tests.server.conftest import TEST_BODY_LIMIT
+from tests.server.harness import running
 
 OBJECTS = load_objects([SAMPLE_DIR])
 PODS = {o["metadata"]["name"]: o for o in OBJECTS if o["kind"] == "Pod"}
@@ -274,3 +279,23 @@ def test_metrics_move(client: httpx.Client) -> None:
     assert metric(client, "drax_filter_nodes_total", result="passed") == passed + 3
     text = client.get("/metrics").text
     assert 'drax_request_duration_seconds_bucket{le="0.0001",verb="filter"}' in text
+
+
+# ------------------------------------------------------------------ not ready
+
+
+def test_unsynced_inventory_is_not_ready_and_says_so_per_verb() -> None:
+    inventory = Inventory()
+    extender = Extender(inventory, features=FeatureGates(), file_mode=True)
+    app = create_app(verbs=extender, ready=lambda: inventory.synced, max_body_bytes=4096)
+    with running(app) as url, httpx.Client(base_url=url, timeout=30) as c:
+        assert c.get("/readyz").status_code == 503
+        assert c.get("/healthz").status_code == 200
+        args = names_args(pod("infer-0"), ["h100-node-1"])
+        answer = c.post("/filter", json=args).json()
+        assert "not ready" in answer["Error"] and answer["NodeNames"] is None
+        r = c.post("/prioritize", json=args)
+        assert r.status_code == 503 and "not ready" in r.json()["error"]
+        bind = c.post("/bind", json={"PodName": "infer-0", "Node": "h100-node-1"}).json()
+        assert "not ready" in bind["Error"]
+        assert metric(c, "drax_requests_total", verb="prioritize", outcome="error") >= 1
