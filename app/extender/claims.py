@@ -25,6 +25,7 @@ from app.inventory import POD_CLAIM_NAME_ANNOTATION, Inventory
 from app.model import NodeSelector, Pod, PodResourceClaim, ResourceClaim, ResourceClaimSpec
 
 _SHAPE_CACHE_SIZE: Final = 4096
+RESERVED_FOR_LIMIT: Final = 256  # status.reservedFor maximum in the API
 
 
 @dataclass(slots=True, frozen=True)
@@ -81,6 +82,10 @@ class ClaimResolver:
             claim, is_new = found
             if claim.deleting:
                 return PodClaims(problem=f"ResourceClaim {claim.key} is being deleted")
+            if len(claim.reserved_for) >= RESERVED_FOR_LIMIT and not any(
+                    r.uid == pod.uid and r.name == pod.name for r in claim.reserved_for):
+                return PodClaims(problem=f"ResourceClaim {claim.key} is already in use by "
+                                         f"{RESERVED_FOR_LIMIT} consumers, the most allowed")
             if is_new:
                 generated.add(claim.key)
             claims.append(claim)

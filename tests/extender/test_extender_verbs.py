@@ -261,3 +261,16 @@ def test_cached_answers_keep_pods_with_different_shared_claims_apart() -> None:
     ext = extender(inv)
     assert ext.filter(the_pod(inv, "default/with-shared"), ["n1", "n2"]).passed == ["n1"]
     assert ext.filter(the_pod(inv, "default/alone"), ["n1", "n2"]).passed == ["n1", "n2"]
+
+
+def test_claim_reserved_by_the_maximum_of_consumers_is_refused() -> None:
+    consumers = [{"resource": "pods", "name": f"c{i}", "uid": f"u{i}"} for i in range(256)]
+    inv = load(GPU_CLASS, gpu_node("n1"),
+               claim("shared", requests=[exactly("gpu", "gpu")],
+                     results=[result("gpu", "gpu.example.com/n1/gpu-0")],
+                     reserved_for=consumers),
+               pod("p", uid="new", claims={"g": "shared"}),
+               pod("c7", uid="u7", claims={"g": "shared"}))
+    ext = extender(inv)
+    assert "256 consumers" in ext.filter(the_pod(inv), ["n1"]).unresolvable["n1"]
+    assert ext.filter(the_pod(inv, "default/c7"), ["n1"]).passed == ["n1"]
