@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from app.sources.kube import WatchSettings
+from app.sources.kube.watch import Backoff
 from tests.kube.harness import (
     KubeHarness,
     claim,
@@ -195,3 +197,23 @@ async def test_invalid_objects_are_counted_and_skipped(tmp_path: Path) -> None:
         assert h.inventory.node_names() == ["node-a", "node-b"]
         assert h.inventory.counts().devices == 4
         assert h.metric("drax_watch_invalid_objects_total", kind="ResourceSlice") == 2
+
+
+def test_backoff_doubles_with_jitter_up_to_the_cap() -> None:
+    backoff = Backoff(initial=1.0, maximum=8.0)
+    delays = [backoff.next() for _ in range(5)]
+    assert 1.0 <= delays[0] < 2.0 and 2.0 <= delays[1] < 4.0 and 4.0 <= delays[2] < 8.0
+    assert delays[3:] == [8.0, 8.0]
+    backoff.reset()
+    assert 1.0 <= backoff.next() < 2.0
+
+
+async def test_a_failing_server_is_not_hammered(tmp_path: Path) -> None:
+    settings = WatchSettings(watch_timeout=30.0, backoff_initial=0.1, backoff_max=0.4)
+    async with KubeHarness(tmp_path, settings=settings) as h:
+        h.server.faults.list_errors = 10_000
+        h.watch()
+        await asyncio.sleep(1.0)
+        # Without the backoff, four informers would send thousands of lists a second.
+        assert len(h.server.watch_queries("nodes")) <= 8
+        assert not h.inventory.synced

@@ -16,9 +16,11 @@ The loop is client-go's reflector, reduced to what drax needs:
 - after a clean close, a dropped connection or a server error: watch again
   from the last resourceVersion; after `410 Gone` (as an HTTP status or an
   ERROR event): list again;
-- every failure, relist and suspiciously short empty watch waits an
-  exponential backoff with full jitter (reset by a healthy stream), so a
-  broken API server is never hammered in a tight loop.
+- a failure after a quiet spell (a dropped connection, an API-server
+  restart) is retried at once; further failures within `failure_window`
+  (and suspiciously short empty watches, which count as failures) wait an
+  exponential backoff with full jitter, so a broken API server is never
+  hammered in a tight loop.
 
 An object the inventory rejects (`InvalidObject`) is logged, counted and
 skipped; the watch carries on and nothing already held is lost.
@@ -84,6 +86,7 @@ class WatchSettings:
     backoff_initial: float = 0.8
     backoff_max: float = 30.0
     min_watch: float = 1.0  # an empty watch shorter than this counts as a failure
+    failure_window: float = 10.0  # a failure this long after the last one retries at once
 
 
 class RelistRequired(Exception):
@@ -126,6 +129,7 @@ class Informer:
         self._metrics = metrics
         self._settings = settings
         self._backoff = Backoff(initial=settings.backoff_initial, maximum=settings.backoff_max)
+        self._last_failure = float("-inf")
         self._synced = False
         self.resource_version: str | None = None
 
@@ -151,7 +155,16 @@ class Informer:
                 self._metrics.errors.labels(kind=self.kind).inc()
                 log.exception("%s: unexpected failure; relisting", self.kind)
                 self.resource_version = None
-            await asyncio.sleep(self._backoff.next())
+            await asyncio.sleep(self._pause())
+
+    def _pause(self) -> float:
+        now = asyncio.get_running_loop().time()
+        isolated = now - self._last_failure >= self._settings.failure_window
+        self._last_failure = now
+        if isolated:
+            self._backoff.reset()
+            return 0.0
+        return self._backoff.next()
 
     async def _list(self) -> str:
         s = self._settings
@@ -227,8 +240,6 @@ class Informer:
                     if end > start:
                         self._handle(bytes(buf[start:end]))
                         events += 1
-                        if events == 1:
-                            self._backoff.reset()
                         if events % EVENTS_PER_YIELD == 0:
                             await asyncio.sleep(0)
                     start = end + 1
