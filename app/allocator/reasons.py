@@ -31,7 +31,7 @@ def explain(search: Search) -> str:
 
 
 def budget_reason(search: Search) -> str:
-    return (f"gave up after {search.steps - 1} steps (step budget {search.budget}) without "
+    return (f"gave up after {search.steps} steps (step budget {search.budget}) without "
             "finding an allocation; the claims' requests and constraints leave too many "
             "combinations to try")
 
@@ -134,21 +134,24 @@ def _short_request(search: Search) -> str | None:
 
 
 def _constraint(search: Search) -> str | None:
+    # The last claim that met rejections is the one the search could not place;
+    # within it, the constraint that rejected most.
     best: tuple[int, int, int] | None = None
     for ci, counts in enumerate(search.rejections):
         for k, n in enumerate(counts):
-            if n and (best is None or n > best[0]):
-                best = (n, ci, k)
+            if n and (best is None or (ci, n) > (best[0], best[1])):
+                best = (ci, n, k)
     if best is None:
         return None
-    _, ci, k = best
+    ci, _, k = best
     spec = search.constraint_specs[ci][k]
     tracker = search.constraints[ci][k]
     scope = ", ".join(spec.requests) if spec.requests else "all requests"
-    free = ", ".join(f'"{r.name}" {stats(search, r).free} free of {r.num_devices} needed'
+    free = ", ".join(f'"{r.name}" {r.num_devices} needed, {stats(search, r).free} free'
                      for subs in search.requests[ci] for r in subs if k in r.constraints)
+    others = " alongside the pod's other claims" if len(search.claims) > 1 else ""
     return (f"claim {search.claims[ci].key}: no combination of free devices satisfies "
-            f"constraint {tracker.describe()} ({scope}): {free}")
+            f"constraint {tracker.describe()} ({scope}){others}: {free}")
 
 
 def _together(search: Search) -> str:

@@ -479,9 +479,9 @@ class Search:
         return self.best
 
     def _tick(self) -> None:
-        self.steps += 1
-        if self.steps > self.budget:
+        if self.steps >= self.budget:
             raise BudgetExhausted
+        self.steps += 1
 
     def _one(self, ci: int, ri: int, si: int, di: int, in_sub: bool, start: int) -> int:
         if ci >= len(self.claims):

@@ -131,7 +131,7 @@ def test_best_mode_budget_returns_best_so_far() -> None:
                 objective=ByWeight(), step_budget=40)
     outcome = run(case)
     assert outcome.feasible
-    assert outcome.steps == 41
+    assert outcome.steps == 40
     unbounded = run(Case("x", claims=[claim("c", req("r", count=4))], slices=slices,
                          objective=ByWeight()))
     assert unbounded.score == 26 + 27 + 28 + 29
