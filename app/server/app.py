@@ -23,7 +23,7 @@ from typing import Any, Final
 
 import orjson
 from fastapi import FastAPI
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from app import __version__
@@ -115,6 +115,10 @@ class ExtenderEdge:
                 response, outcome = _json({"error": exc.message}, exc.status), "bad_request"
             except InternalError as exc:
                 response, outcome = _json({"error": str(exc)}, 503), "error"
+            except ClientDisconnect:
+                log.warning("bad %s request: the client disconnected before sending the "
+                            "whole body", verb)
+                response, outcome = _json({"error": "incomplete body"}, 400), "bad_request"
             counts[outcome].inc()
             latency.observe(time.perf_counter() - start)
             return response

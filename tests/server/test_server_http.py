@@ -5,6 +5,8 @@ from __future__ import annotations
 import copy
 import logging
 import re
+import socket
+import time
 from typing import Any
 
 import httpx
@@ -299,3 +301,18 @@ def test_unsynced_inventory_is_not_ready_and_says_so_per_verb() -> None:
         bind = c.post("/bind", json={"PodName": "infer-0", "Node": "h100-node-1"}).json()
         assert "not ready" in bind["Error"]
         assert metric(c, "drax_requests_total", verb="prioritize", outcome="error") >= 1
+
+
+def test_client_that_hangs_up_mid_body_does_not_disturb_the_server(client: httpx.Client
+                                                                   ) -> None:
+    before = metric(client, "drax_requests_total", verb="filter", outcome="bad_request")
+    host, port = client.base_url.host, client.base_url.port
+    with socket.create_connection((host, port)) as s:
+        s.sendall(b"POST /filter HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: 1000\r\n\r\n" + b'{"Pod": ')
+    deadline = time.monotonic() + 10
+    while metric(client, "drax_requests_total", verb="filter",
+                 outcome="bad_request") == before:
+        assert time.monotonic() < deadline, "the cut-off request was never counted"
+        time.sleep(0.02)
+    assert_still_serving(client)
