@@ -44,18 +44,35 @@ NEUTRAL = DeviceTopology(None, None)
 
 @dataclass(slots=True, frozen=True)
 class NodeTopology:
-    """Per-device topology plus the groups (devices per root, per NUMA node,
-    and all devices with a topology) that packing counts free blocks in."""
+    """Per-device topology, and the groups packing counts free blocks in.
+
+    Groups hold units, not devices: a partitionable GPU publishes the full GPU
+    and every partition as devices drawing on one counter set, and all of them
+    are one piece of hardware. A unit is that counter set (the first one a
+    device consumes from) or, for a device without counters, the device.
+    `roots`, `numa_nodes` and `placed` (every unit with a topology) list units.
+    """
 
     devices: Mapping[DeviceId, DeviceTopology]
-    placed: tuple[DeviceId, ...]
+    unit_of: Mapping[DeviceId, str]
+    units: Mapping[str, tuple[DeviceId, ...]]
+    placed: tuple[str, ...]
     nics: frozenset[DeviceId]
     accelerators: frozenset[DeviceId]
-    roots: Mapping[str, tuple[DeviceId, ...]]
-    numa_nodes: Mapping[int, tuple[DeviceId, ...]]
+    roots: Mapping[str, tuple[str, ...]]
+    numa_nodes: Mapping[int, tuple[str, ...]]
 
     def of(self, device: Device) -> DeviceTopology:
         return self.devices.get(device.id, NEUTRAL)
+
+    def unit_topology(self, unit: str) -> DeviceTopology:
+        return self.devices[self.units[unit][0]]
+
+
+def _unit(device: Device) -> str:
+    if device.consumes_counters:
+        return f"{device.driver}/{device.pool}#{device.consumes_counters[0].counter_set}"
+    return device.id
 
 
 def is_nic(device: Device, config: TopologyConfig) -> bool:
@@ -105,8 +122,10 @@ def build_node_topology(node_view: NodeView, config: TopologyConfig) -> NodeTopo
         if root is not None and numa is not None:
             numa_by_root.setdefault(root, Counter())[numa] += 1
     topo: dict[DeviceId, DeviceTopology] = {}
-    roots: dict[str, list[DeviceId]] = {}
-    numa_nodes: dict[int, list[DeviceId]] = {}
+    unit_of: dict[DeviceId, str] = {}
+    units: dict[str, list[DeviceId]] = {}
+    roots: dict[str, dict[str, None]] = {}
+    numa_nodes: dict[int, dict[str, None]] = {}
     nics: set[DeviceId] = set()
     accelerators: set[DeviceId] = set()
     for device in devices:
@@ -118,16 +137,19 @@ def build_node_topology(node_view: NodeView, config: TopologyConfig) -> NodeTopo
             inferred = True
         topo[device.id] = DeviceTopology(root, numa, inferred) if (
             root is not None or numa is not None) else NEUTRAL
+        unit = unit_of[device.id] = _unit(device)
+        units.setdefault(unit, []).append(device.id)
         if root is not None:
-            roots.setdefault(root, []).append(device.id)
+            roots.setdefault(root, {})[unit] = None
         if numa is not None:
-            numa_nodes.setdefault(numa, []).append(device.id)
+            numa_nodes.setdefault(numa, {})[unit] = None
         if is_nic(device, config):
             nics.add(device.id)
         elif root is not None:
             accelerators.add(device.id)
     return NodeTopology(
-        devices=topo, placed=tuple(i for i, t in topo.items() if t.known),
+        devices=topo, unit_of=unit_of, units={k: tuple(v) for k, v in units.items()},
+        placed=tuple(u for u, members in units.items() if topo[members[0]].known),
         nics=frozenset(nics), accelerators=frozenset(accelerators),
         roots={k: tuple(v) for k, v in roots.items()},
         numa_nodes={k: tuple(v) for k, v in numa_nodes.items()})

@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
 from typing import Any, Final
 
-from app.allocator.types import AllocatedState, DeviceId, NodeView, Objective
+from app.allocator.types import AllocatedState, DeviceId, NodeView
 from app.model import Device
 from app.topology.config import TopologyConfig
 from app.topology.normalise import DeviceTopology, NodeTopology, node_topology
@@ -98,13 +98,14 @@ def locality(topos: Sequence[DeviceTopology], *, accelerators: int = 0,
 
 
 class TopologyObjective:
-    """The allocator's objective for one pod on one node (see `Objective`)."""
+    """The allocator's objective for one pod on one node (an
+    `app.allocator.types.Objective`), plus `evaluate` for the score's parts."""
 
     __slots__ = ("_bounds", "_config", "_fill", "_first_fit", "_node", "_node_used",
                  "_numa_free", "_numa_used", "_perfect", "_root_free", "_root_used", "_topology",
                  "_used")
 
-    def __init__(self, *, topology: NodeTopology, used: Set[DeviceId], fill: float,
+    def __init__(self, *, topology: NodeTopology, used: Set[str], fill: float,
                  config: TopologyConfig, first_fit: bool) -> None:
         self._topology = topology
         self._used = used
@@ -151,14 +152,15 @@ class TopologyObjective:
             [t for _, t in known],
             accelerators=len(accel) if has_both else 0,
             paired_accelerators=sum(1 for r in accel if r in nic_roots))
-        new = [(i, t) for i, t in known if i not in self._used]
-        shape = (len(known), len(new), sum(1 for _, t in new if t.pcie_root is not None),
+        units = {topo.unit_of[i]: t for i, t in known}
+        new = [(u, t) for u, t in units.items() if u not in self._used]
+        shape = (len(units), len(new), sum(1 for _, t in new if t.pcie_root is not None),
                  sum(1 for _, t in new if t.numa_node is not None), has_both)
         bound = self._bounds.get(shape)
         if bound is None:
             bound = self._bounds[shape] = self._upper_bound(*shape)
         self._perfect = bound
-        packing = self._packing(intact=self._intact([i for i, _ in new]))
+        packing = self._packing(intact=self._intact([t for _, t in new]))
         return Quality(tier=tier, refinement=refinement, packing=packing,
                        score=self._combine(tier, refinement, packing))
 
@@ -200,15 +202,15 @@ class TopologyObjective:
             return SPREAD_INTACT * intact + (1 - SPREAD_INTACT) * (1.0 - self._fill)
         return 0.5 * intact + 0.5 * self._fill
 
-    def _intact(self, new: Sequence[DeviceId]) -> float:
+    def _intact(self, new: Sequence[DeviceTopology]) -> float:
         """Per level (roots, NUMA nodes, the node itself): 1 - the share of
         touched groups that were wholly free before and are neither wholly free
         nor wholly taken after; then the levels' mean weighted by block size."""
         if not new:
             return 1.0
         topo = self._topology
-        roots = Counter(topo.devices[i].pcie_root for i in new)
-        numas = Counter(topo.devices[i].numa_node for i in new)
+        roots = Counter(t.pcie_root for t in new)
+        numas = Counter(t.numa_node for t in new)
         roots.pop(None, None)
         numas.pop(None, None)
         return _weighted_mean([(share, weight) for share, weight in (
@@ -248,15 +250,15 @@ def _packed_pairs(count: int, group: int) -> int:
 
 
 def make_objective(*, node_view: NodeView, allocated: AllocatedState, config: TopologyConfig,
-                   mode: str) -> Objective:
+                   mode: str) -> TopologyObjective:
     """The objective for one pod on one node: "allocator" searches for the best
     score, "advisor" takes upstream's first fit and only rates it."""
     if mode not in MODES:
         raise ValueError(f"mode: {mode!r} is not one of {', '.join(MODES)}")
     topology = node_topology(node_view, config)
-    used = {i for i in topology.devices
+    used = {topology.unit_of[i] for i in topology.devices
             if i in allocated.devices or i in allocated.multi_allocated}
-    fill = len(used) / len(topology.devices) if topology.devices else 0.0
+    fill = len(used) / len(topology.units) if topology.units else 0.0
     return TopologyObjective(topology=topology, used=frozenset(used), fill=fill,
                              config=config, first_fit=mode == "advisor")
 
