@@ -23,6 +23,7 @@ the first solution found.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -466,6 +467,14 @@ class Search:
 
     def run(self) -> Solution | None:
         """Search; raises BudgetExhausted only when nothing usable was found."""
+        # The search recurses once or twice per device slot; a pod may have 32
+        # claims of 32 devices each, more than Python's default limit allows.
+        # Python-to-Python calls do not use the C stack (3.11+), so raising the
+        # limit is safe; it is never lowered, other threads may rely on it.
+        depth = sum(3 + sum(2 * max(r.num_devices for r in subs) + 3 for subs in requests)
+                    for requests in self.requests)
+        if depth + 200 > sys.getrecursionlimit():
+            sys.setrecursionlimit(depth + 200 + sys.getrecursionlimit())
         try:
             outcome = self._one(0, 0, 0, 0, False, 0)
         except BudgetExhausted:
@@ -506,8 +515,6 @@ class Search:
         for index in range(start, len(devices)):
             self._tick()
             if self.in_use(request, index, ci) or not self.selectable(request, index):
-                continue
-            if self.features.consumable_capacity and not self.capacity_fits(request, index):
                 continue
             pick = self.try_pick(request, index, must=False)
             if pick is None:

@@ -212,3 +212,14 @@ def test_outcome_is_written_as_kubernetes_status() -> None:
     assert outcome.claims[0].claim_key == "default/c"
     assert outcome.claims[0].allocation.to_dict() == {"devices": {"results": [
         {"request": "r", "driver": "driver-a", "pool": "pool-1", "device": "d"}]}}
+
+
+def test_thirty_two_claims_of_thirty_two_devices() -> None:
+    devices = [dev(f"d-{i:04}") for i in range(32 * 32)]
+    claims = [claim(f"c{i:02}", req("r", mode="All", selectors=[
+        f'device.attributes["driver-a"].group == {i}'])) for i in range(32)]
+    grouped = [dev(d["name"], {"group": i // 32}) for i, d in enumerate(devices)]
+    outcome = verify(Case("x", claims=claims, slices=[sl("s", grouped)],
+                          expect=[[f"r:pool-1/d-{i * 32 + j:04}" for j in range(32)]
+                                  for i in range(32)]))
+    assert outcome.steps == 32 * 32
