@@ -125,6 +125,12 @@ CASES = [
          allocated=[claim("held", req("x", count=2), allocation={"devices": {"results": [
              allocated_result("x", "dev-1"), allocated_result("x", "dev-2")]}})],
          expect=[["r:pool-1/dev-1", "r:pool-1/dev-2"]]),
+    Case("all-devices-some-allocating-admin-access",
+         claims=[claim("c", req("r0", admin=True), req("r1", mode="All", admin=True))],
+         slices=[TWO], expect=INFEASIBLE),
+    Case("all-devices-allocating-in-other-claim-admin-access",
+         claims=[claim("c1", req("r0")), claim("c2", req("r1", mode="All", admin=True))],
+         slices=[TWO], expect=[["r0:pool-1/dev-1"], ["r1:pool-1/dev-1", "r1:pool-1/dev-2"]]),
     Case("admin-access-same-device-not-twice-in-claim",
          claims=[claim("c", req("a", admin=True), req("b", admin=True))],
          slices=[sl("s", [dev("d")])], expect=INFEASIBLE),

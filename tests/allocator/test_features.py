@@ -364,6 +364,9 @@ CASES = [
     Case("tainted-admin-access-tolerated", claims=[claim("c", req("r", admin=True, tolerations=[
         {"operator": "Exists"}]))],
          slices=[sl("s", [dev("a", taints=_taint())])], expect=[["r:pool-1/a"]]),
+    Case("tainted-admin-access-disabled", claims=[claim("c", req("r", admin=True))],
+         slices=[sl("s", [dev("a", taints=_taint())])], features={"DRADeviceTaints": False},
+         allocated=_held(allocated_result("x", "a")), expect=[["r:pool-1/a"]]),
     Case("tainted-all-devices-single", claims=[claim("c", req("r", mode="All"))],
          slices=[sl("s", [dev("a", taints=_taint())])], expect=INFEASIBLE),
     Case("tainted-all-devices-single-disabled", claims=[claim("c", req("r", mode="All"))],
