@@ -10,24 +10,25 @@ bounded, so it runs on the event loop; only bind awaits I/O.
 No input makes this edge crash or answer 5xx: a body drax cannot use gets a
 4xx with `{"error": ...}` and one warning log line naming the pod when known;
 a failure inside filter or bind reaches the scheduler through the `Error`
-field, which it logs and shows in the pod's events.
+field, which it logs. Prioritize has no such field, so when drax itself
+cannot answer one (not synced, internal failure) it is a 503, which the
+scheduler ignores while keeping the other scores.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
-import orjson
 from fastapi import FastAPI
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from app import __version__
-from app.extender import Extender
+from app.model import Pod
 from app.server import metrics, wire
 from app.server.wire import BadRequest
 
@@ -37,12 +38,36 @@ JSON: Final = "application/json"
 NOT_SYNCED: Final = "drax is not ready: its inventory has not finished its initial sync"
 
 
+class FilterOutcome(Protocol):
+    @property
+    def passed(self) -> Sequence[str]: ...
+
+    @property
+    def failed(self) -> Mapping[str, str]: ...
+
+    @property
+    def unresolvable(self) -> Mapping[str, str]: ...
+
+    @property
+    def error(self) -> str | None: ...
+
+
+class Verbs(Protocol):
+    """What the edge calls: `app.extender.Extender`, or the loadtest's no-op floor."""
+
+    def filter(self, pod: Pod, node_names: Sequence[str]) -> FilterOutcome: ...
+
+    def prioritize(self, pod: Pod, node_names: Sequence[str]) -> list[tuple[str, int]]: ...
+
+    async def bind(self, *, namespace: str, name: str, uid: str, node: str) -> str | None: ...
+
+
 class InternalError(Exception):
     """A failure inside drax while answering a well-formed request."""
 
 
 def _json(value: Any, status: int = 200) -> Response:
-    return Response(content=orjson.dumps(value), status_code=status, media_type=JSON)
+    return Response(content=wire.encode(value), status_code=status, media_type=JSON)
 
 
 def _json_content_type(request: Request) -> bool:
@@ -83,7 +108,7 @@ Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
 class ExtenderEdge:
     """The four verbs bound to one extender, with limits, metrics and error policy."""
 
-    def __init__(self, *, verbs: Extender, ready: Callable[[], bool], max_body_bytes: int) -> None:
+    def __init__(self, *, verbs: Verbs, ready: Callable[[], bool], max_body_bytes: int) -> None:
         self.verbs = verbs
         self.ready = ready
         self.max_body_bytes = max_body_bytes
@@ -176,7 +201,7 @@ class ExtenderEdge:
 VERBS: Final = ("filter", "prioritize", "bind", "preempt")
 
 
-def create_app(*, verbs: Extender, ready: Callable[[], bool], max_body_bytes: int,
+def create_app(*, verbs: Verbs, ready: Callable[[], bool], max_body_bytes: int,
                url_prefix: str = "/scheduler", mode: str = "allocator",
                info: Mapping[str, Any] | None = None, lifespan: Lifespan | None = None
                ) -> FastAPI:
