@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
+from app.model import Device, DeviceCounterConsumption
 from app.topology import DeviceTopology, TopologyConfig, describe, node_topology
 from tests.topology.topo_builders import GPU, NIC, ROOT, device, gpu, nic, node, view
 
@@ -77,3 +80,18 @@ def test_cache_is_per_nodeview_object() -> None:
     assert node_topology(first, TopologyConfig()) is again
     other = view([gpu("gpu-0", "pci0000:99")], version=7)  # same name and version
     assert node_topology(other, TopologyConfig()).roots.keys() == {"pci0000:99"}
+
+
+def test_partitions_of_one_gpu_are_one_unit() -> None:
+    def part(name: str, counter_set: str) -> Device:
+        d = gpu(name, "pci0000:10")
+        return replace(d, consumes_counters=(DeviceCounterConsumption(counter_set, {}),))
+
+    devices = [part("gpu-0", "gpu-0-counter-set"), part("gpu-0-mig-1g", "gpu-0-counter-set"),
+               part("gpu-1", "gpu-1-counter-set"), nic("nic-0", "pci0000:10", 0)]
+    topo = node_topology(view(devices), TopologyConfig())
+    gpu0 = topo.unit_of[devices[0].id]
+    assert topo.unit_of[devices[1].id] == gpu0 != topo.unit_of[devices[2].id]
+    assert topo.units[gpu0] == (devices[0].id, devices[1].id)
+    assert len(topo.roots["pci0000:10"]) == len(topo.placed) == 3
+    assert topo.unit_topology(gpu0) == DeviceTopology("pci0000:10", 0, True)
