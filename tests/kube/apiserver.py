@@ -12,14 +12,13 @@ precondition (409 Conflict) and the `reservedFor` validation; pods/binding
 answers 201 with a Status, or fails on demand.
 
 One global resourceVersion counter orders every change, as etcd's revision
-does. Objects are stored and served as plain dicts (deep-copied on the way in
-and out) so tests can assert on exactly what the client wrote.
+does. Objects are stored and served as plain dicts (copied on the way in and out)
+so tests can assert on exactly what the client wrote.
 """
 
 from __future__ import annotations
 
 import asyncio
-import copy
 import itertools
 import socket
 from collections.abc import Callable
@@ -53,7 +52,7 @@ RESOURCES = {
 @dataclass(slots=True)
 class _Watcher:
     plural: str
-    queue: asyncio.Queue[dict[str, Any] | None] = field(default_factory=asyncio.Queue)
+    queue: asyncio.Queue[bytes | None] = field(default_factory=asyncio.Queue)
     request: web.Request | None = None
 
 
@@ -77,7 +76,7 @@ class FakeApiServer:
     def __init__(self, *, bookmark_interval: float = 0.5) -> None:
         self.bookmark_interval = bookmark_interval
         self.store: dict[str, dict[tuple[str, str], dict[str, Any]]] = {p: {} for p in RESOURCES}
-        self.history: list[tuple[int, str, str, dict[str, Any]]] = []
+        self.history: list[tuple[int, str, bytes]] = []  # (rv, plural, encoded event)
         self.compacted_rv = 0
         self.faults = Faults()
         self.requests: list[tuple[str, str]] = []  # (method, path) of every request
@@ -130,7 +129,7 @@ class FakeApiServer:
         return self._current_rv
 
     def create(self, plural: str, obj: dict[str, Any]) -> dict[str, Any]:
-        obj = copy.deepcopy(obj)
+        obj = _copy(obj)
         res = RESOURCES[plural]
         meta = obj.setdefault("metadata", {})
         if res.namespaced:
@@ -146,17 +145,16 @@ class FakeApiServer:
     def delete(self, plural: str, name: str, namespace: str = "") -> None:
         res = RESOURCES[plural]
         key = self._key(res, namespace or ("default" if res.namespaced else ""), name)
-        obj = self.store[plural].pop(key)
+        obj = _copy(self.store[plural].pop(key))
         rv = next(self._rv)
         self._current_rv = rv
-        obj = copy.deepcopy(obj)
         obj["metadata"]["resourceVersion"] = str(rv)
         self._record(rv, plural, "DELETED", obj)
 
     def get(self, plural: str, name: str, namespace: str = "") -> dict[str, Any]:
         res = RESOURCES[plural]
         key = self._key(res, namespace or ("default" if res.namespaced else ""), name)
-        return copy.deepcopy(self.store[plural][key])
+        return _copy(self.store[plural][key])
 
     def compact(self) -> None:
         """Forget the event history: every older resourceVersion becomes 410 Gone."""
@@ -195,14 +193,17 @@ class FakeApiServer:
         obj["kind"] = res.kind
         obj["metadata"]["resourceVersion"] = str(rv)
         self.store[plural][key] = obj
-        self._record(rv, plural, event, copy.deepcopy(obj))
-        return copy.deepcopy(obj)
+        self._record(rv, plural, event, obj)
+        return _copy(obj)
 
     def _record(self, rv: int, plural: str, event: str, obj: dict[str, Any]) -> None:
-        self.history.append((rv, plural, event, obj))
+        # Encoded once, as the API server's watch cache does: stored objects are
+        # never mutated in place (every change stores a new dict), so sharing is safe.
+        line = orjson.dumps({"type": event, "object": obj}) + b"\n"
+        self.history.append((rv, plural, line))
         for w in self._watchers:
             if w.plural == plural:
-                w.queue.put_nowait({"type": event, "object": obj})
+                w.queue.put_nowait(line)
 
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         self.requests.append((request.method, request.path))
@@ -240,11 +241,10 @@ class FakeApiServer:
             self.faults.list_errors -= 1
             return _status(500, "InternalError", "list failed on demand")
         res = RESOURCES[plural]
-        items = [copy.deepcopy(o) for (ns, _), o in sorted(self.store[plural].items())
+        # List items carry no kind, as on a real server.
+        items = [{k: v for k, v in o.items() if k not in ("kind", "apiVersion")}
+                 for (ns, _), o in sorted(self.store[plural].items())
                  if not namespace or ns == namespace]
-        for item in items:  # list items carry no kind, as on a real server
-            item.pop("kind", None)
-            item.pop("apiVersion", None)
         body = {"kind": f"{res.kind}List", "apiVersion": res.api_version,
                 "metadata": {"resourceVersion": str(self._current_rv)}, "items": items}
         return web.Response(body=orjson.dumps(body), content_type="application/json")
@@ -268,7 +268,7 @@ class FakeApiServer:
         await resp.prepare(request)
         watcher = _Watcher(plural=plural, request=request)
         if since in ("", "0"):
-            backlog = [{"type": "ADDED", "object": copy.deepcopy(o)}
+            backlog = [orjson.dumps({"type": "ADDED", "object": o}) + b"\n"
                        for o in self.store[plural].values()]
         elif int(since) < self.compacted_rv:
             gone = {"type": "ERROR", "object": {
@@ -278,7 +278,7 @@ class FakeApiServer:
             await resp.write(orjson.dumps(gone) + b"\n")
             return resp
         else:
-            backlog = [{"type": e, "object": o} for rv, p, e, o in self.history
+            backlog = [line for rv, p, line in self.history
                        if p == plural and rv > int(since)]
         for event in backlog:
             watcher.queue.put_nowait(event)
@@ -289,17 +289,21 @@ class FakeApiServer:
             while (left := deadline - loop.time()) > 0:
                 wait = min(left, self.bookmark_interval) if bookmarks else left
                 try:
-                    event = await asyncio.wait_for(watcher.queue.get(), wait)
+                    line = await asyncio.wait_for(watcher.queue.get(), wait)
                 except TimeoutError:
-                    if bookmarks and loop.time() < deadline:
-                        event = {"type": "BOOKMARK", "object": {
-                            "kind": res.kind, "apiVersion": res.api_version,
-                            "metadata": {"resourceVersion": str(self._current_rv)}}}
-                    else:
+                    if not bookmarks or loop.time() >= deadline:
                         continue
-                if event is None:
+                    line = orjson.dumps({"type": "BOOKMARK", "object": {
+                        "kind": res.kind, "apiVersion": res.api_version,
+                        "metadata": {"resourceVersion": str(self._current_rv)}}}) + b"\n"
+                lines = [line]
+                while lines[-1] is not None and not watcher.queue.empty():
+                    lines.append(watcher.queue.get_nowait())  # one write per backlog
+                ready = [x for x in lines if x is not None]
+                if ready:
+                    await resp.write(b"".join(ready))
+                if lines[-1] is None:
                     break
-                await resp.write(orjson.dumps(event) + b"\n")
         except (ConnectionResetError, RuntimeError):
             pass  # the client or drop_watches() closed the connection
         finally:
@@ -318,7 +322,7 @@ class FakeApiServer:
                 self.before_status_put(namespace, name)
             if self.faults.status_conflicts > 0:
                 self.faults.status_conflicts -= 1
-                bumped = copy.deepcopy(self.store[plural][key])
+                bumped = _copy(self.store[plural][key])
                 bumped["metadata"].setdefault("annotations", {})["test/concurrent"] = "x"
                 self._commit(plural, key, bumped, "MODIFIED")
         current = self.store[plural][key]
@@ -327,13 +331,13 @@ class FakeApiServer:
             return _status(409, "Conflict", f'Operation cannot be fulfilled on {plural} "{name}": '
                            "the object has been modified; please apply your changes to the "
                            "latest version and try again")
-        updated = copy.deepcopy(current)
+        updated = _copy(current)
         if status:
             updated["status"] = body.get("status") or {}
             invalid = _validate_claim_status(updated) if plural == "resourceclaims" else None
             if invalid:
                 return _status(422, "Invalid", invalid)
-            self.status_writes.append(copy.deepcopy(body))
+            self.status_writes.append(_copy(body))
         else:
             meta = body.get("metadata", {})
             for f in ("labels", "annotations", "finalizers", "ownerReferences"):
@@ -360,13 +364,19 @@ class FakeApiServer:
         if pod.get("spec", {}).get("nodeName"):
             return _status(409, "Conflict", f"pod {name} is already assigned to node "
                            f"\"{pod['spec']['nodeName']}\"")
-        self.bindings.append(copy.deepcopy(body))
-        pod = copy.deepcopy(pod)
+        self.bindings.append(_copy(body))
+        pod = _copy(pod)
         pod.setdefault("spec", {})["nodeName"] = body["target"]["name"]
         self._commit("pods", key, pod, "MODIFIED")
         return web.Response(status=201, body=orjson.dumps(
             {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201}),
             content_type="application/json")
+
+
+def _copy(obj: dict[str, Any]) -> dict[str, Any]:
+    """A private deep copy (through JSON, as the wire would make it)."""
+    copied: dict[str, Any] = orjson.loads(orjson.dumps(obj))
+    return copied
 
 
 def _validate_claim_status(claim: dict[str, Any]) -> str | None:
