@@ -27,7 +27,9 @@ from typing import Any, Final
 from app.cel import parser as ast
 from app.cel.device import DeviceView, DomainMap
 from app.cel.errors import CostExceeded, EvalError
-from app.cel.library import CONVERSIONS, FUNCTIONS, Overload, compile_regex
+from app.cel.library import CONVERSIONS, FOLDABLE, FUNCTIONS, Overload, compile_regex
+from app.cel.quantity import CelQuantity
+from app.cel.semver import Semver
 from app.cel.types import (
     BOOL,
     BYTES,
@@ -57,7 +59,6 @@ from app.cel.values import (
     equals,
     go_type_name,
     is_missing,
-    kind_of,
     map_lookup,
 )
 
@@ -105,6 +106,8 @@ class Compiled:
     cost: int = 1
     const: bool = False
     value: Any = None
+    # For `m.?name`: (fn producing m, name), so `m.?name.orValue(d)` can skip the Optional.
+    opt_source: tuple[Fn, str] | None = None
 
 
 def _constant(value: Any, t: CelType) -> Compiled:
@@ -189,7 +192,8 @@ class Compiler:
         else:
             raise CheckError(f"type '{t}' does not support field selection", pos)
         if optional:
-            return Compiled(optional_of(value_t), _make_opt_select(op, name), operand.cost + 1)
+            return Compiled(optional_of(value_t), _make_opt_select(op, name), operand.cost + 1,
+                            opt_source=(op, name))
         return Compiled(value_t, _make_select(op, name), operand.cost + 1)
 
     def _index(self, node: ast.Index) -> Compiled:
@@ -325,7 +329,11 @@ class Compiler:
                 args = [self.compile(a) for a in node.args]
                 return self._resolve(qualified, args, member=False, node=node)
             args = [self.compile(node.target), *(self.compile(a) for a in node.args)]
-            return self._resolve(node.name, args, member=True, node=node)
+            result = self._resolve(node.name, args, member=True, node=node)
+            source = args[0].opt_source
+            if node.name == "orValue" and source is not None and len(args) == 2:
+                result.fn = _fast_or_value(source, args[1].fn, result.fn)
+            return result
         args = [self.compile(a) for a in node.args]
         return self._resolve(node.name, args, member=False, node=node)
 
@@ -363,14 +371,19 @@ class Compiler:
         result_types = {t for _, t in matched}
         result_t = matched[0][1] if len(result_types) == 1 else DYN
         self._check_constant_regex(name, args, node)
-        dynamic = len(matched) > 1 or any(is_dynish(a.type) for a in args)
-        fn = _make_call([o for o, _ in matched], [a.fn for a in args], dynamic=dynamic)
+        fn = _make_call([o for o, _ in matched], [a.fn for a in args], [a.type for a in args])
         cost = 1 + sum(a.cost for a in args)
         if name in CONVERSIONS | {"find", "findAll"} and args and all(a.const for a in args):
             try:
                 value = fn(Ctx(None))
             except EvalError as exc:
                 raise CheckError(f"program instantiation failed: {exc}", None) from None
+            return Compiled(result_t, _const_fn(value), cost, True, value)
+        if name in FOLDABLE and args and all(a.const for a in args):
+            try:
+                value = fn(Ctx(None))
+            except EvalError:
+                return Compiled(result_t, fn, cost)
             return Compiled(result_t, _const_fn(value), cost, True, value)
         return Compiled(result_t, fn, cost)
 
@@ -647,6 +660,21 @@ def _make_opt_select(op: Fn, name: str) -> Fn:
     return select
 
 
+def _fast_or_value(source: tuple[Fn, str], default: Fn, generic: Fn) -> Fn:
+    """`m.?name.orValue(d)` on a plain map without building an Optional; the default is
+    still evaluated every time, as a strict function argument is in cel-go."""
+    op, name = source
+
+    def or_value(c: Ctx) -> Any:
+        obj = op(c)
+        if type(obj) is not dict:
+            return generic(c)
+        fallback = default(c)
+        value = obj.get(name, _MISSING)
+        return fallback if value is _MISSING else value
+    return or_value
+
+
 def _optional_chain(op: Fn, name: str, *, optional: bool) -> Fn:
     plain = _make_select(lambda c: c, name)
     opt = _make_opt_select(lambda c: c, name)
@@ -773,34 +801,78 @@ def _or(left: Fn, right: Fn) -> Fn:
     return fn
 
 
-def _accepts(param: CelType, value: Any) -> bool:
-    if param.is_param or param.name == "dyn":
-        return True
-    return kind_of(value) == param.name
+_PY_TYPES: Final[dict[str, tuple[type, ...]]] = {
+    "int": (int,), "uint": (UInt,), "double": (float,), "bool": (bool,), "string": (str,),
+    "bytes": (bytes,), "null_type": (type(None),), "list": (tuple, list),
+    "map": (dict, DomainMap), "optional_type": (Optional,), "type": (CelType,),
+    "kubernetes.Quantity": (CelQuantity,), "kubernetes.Semver": (Semver,),
+}
 
 
-def _make_call(overloads: list[Overload], args: list[Fn], *, dynamic: bool) -> Fn:
-    if not dynamic and len(overloads) == 1 and overloads[0].cost is None:
-        impl = overloads[0].impl
-        if len(args) == 0:
-            return lambda c: impl()
-        if len(args) == 1:
-            a0 = args[0]
-            return lambda c: impl(a0(c))
-        if len(args) == 2:
-            a0, a1 = args
-            return lambda c: impl(a0(c), a1(c))
-        return lambda c: impl(*[a(c) for a in args])
+def _runtime_checks(params: tuple[CelType, ...],
+                    static: list[CelType]) -> tuple[tuple[int, tuple[type, ...]], ...]:
+    """(argument index, accepted Python types) for each argument the checker could not
+    pin down (static type dyn somewhere) whose parameter is concrete."""
+    return tuple((i, _PY_TYPES[p.name]) for i, (p, s) in enumerate(zip(params, static,
+                                                                         strict=True))
+                 if is_dynish(s) and not p.is_param and p.name != "dyn")
+
+
+def _make_call(overloads: list[Overload], args: list[Fn], static: list[CelType]) -> Fn:
+    if len(overloads) == 1:
+        overload = overloads[0]
+        checks = _runtime_checks(overload.params, static)
+        if not checks and overload.cost is None:
+            return _direct_call(overload.impl, args)
+        return _checked_call(overload, args, checks)
+    candidates = [(o, _runtime_checks(o.params, static)) for o in overloads]
 
     def dispatch(c: Ctx) -> Any:
         values = [a(c) for a in args]
-        for o in overloads:
-            if all(_accepts(p, v) for p, v in zip(o.params, values, strict=True)):
+        for o, checks in candidates:
+            if all(type(values[i]) in types for i, types in checks):
                 if o.cost is not None:
                     charge(c, o.cost(*values))
                 return o.impl(*values)
         raise EvalError("no such overload")
     return dispatch
+
+
+def _direct_call(impl: Callable[..., Any], args: list[Fn]) -> Fn:
+    if len(args) == 0:
+        return lambda c: impl()
+    if len(args) == 1:
+        a0 = args[0]
+        return lambda c: impl(a0(c))
+    if len(args) == 2:
+        a0, a1 = args
+        return lambda c: impl(a0(c), a1(c))
+    return lambda c: impl(*[a(c) for a in args])
+
+
+def _checked_call(overload: Overload, args: list[Fn],
+                  checks: tuple[tuple[int, tuple[type, ...]], ...]) -> Fn:
+    impl, cost = overload.impl, overload.cost
+    if len(args) == 1 and cost is None:
+        a0 = args[0]
+        types0 = checks[0][1]
+
+        def call1(c: Ctx) -> Any:
+            x = a0(c)
+            if type(x) not in types0:
+                raise EvalError("no such overload")
+            return impl(x)
+        return call1
+
+    def call(c: Ctx) -> Any:
+        values = [a(c) for a in args]
+        for i, types in checks:
+            if type(values[i]) not in types:
+                raise EvalError("no such overload")
+        if cost is not None:
+            charge(c, cost(*values))
+        return impl(*values)
+    return call
 
 
 @dataclass(slots=True, frozen=True)

@@ -16,10 +16,8 @@ cached): a Device is immutable and a new version is a new object.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from itertools import islice
 from typing import Any, Final
-
-from cachetools import LRUCache
 
 from app.cel.quantity import from_model
 from app.cel.semver import SemverError, parse_semver
@@ -88,21 +86,21 @@ def _version(text: str) -> Any:
         raise ValueError(f"parse semantic version: {exc}") from None
 
 
-_cache: LRUCache[int, tuple[Device, DeviceView]] = LRUCache(maxsize=VIEW_CACHE_SIZE)
+# id(device) -> (device, view). Reads are plain dict lookups (atomic under the GIL, no
+# lock on the hot path); holding the device keeps its id from being reused while cached.
+# When full, the oldest half goes: views are cheap to rebuild, lookups must be cheap.
+_views: dict[int, tuple[Device, DeviceView]] = {}
 _lock = threading.Lock()
 
 
 def device_view(device: Device) -> DeviceView:
-    key = id(device)
-    with _lock:
-        hit = _cache.get(key)
+    hit = _views.get(id(device))
     if hit is not None and hit[0] is device:
         return hit[1]
     view = DeviceView(device)
     with _lock:
-        _cache[key] = (device, view)
+        if len(_views) >= VIEW_CACHE_SIZE:
+            for key in list(islice(_views, VIEW_CACHE_SIZE // 2)):
+                del _views[key]
+        _views[id(device)] = (device, view)
     return view
-
-
-def is_domain_map(value: Mapping[str, Any]) -> bool:
-    return type(value) is DomainMap

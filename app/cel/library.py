@@ -17,6 +17,7 @@ IP/CIDR, `format.*` validators.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -85,10 +86,6 @@ def _def(name: str, overload_id: str, params: Sequence[CelType], result: CelType
         Overload(overload_id, tuple(params), result, impl, member, cost))
 
 
-def _size_cost(*args: Any) -> int:
-    return sum(len(a) for a in args if isinstance(a, str | bytes | list | tuple | dict)) // 10
-
-
 # ----------------------------------------------------------------------------- arithmetic
 
 def _int_div(a: int, b: int) -> int:
@@ -145,8 +142,8 @@ for _op, _int_fn, _uint_fn, _dbl_fn in (
     _def(_op, f"{_op}_double", (DOUBLE, DOUBLE), DOUBLE, _dbl_fn)
 _def("_%_", "modulo_int64", (INT, INT), INT, _int_mod)
 _def("_%_", "modulo_uint64", (UINT, UINT), UINT, _uint_mod)
-_def("_+_", "add_string", (STRING, STRING), STRING, lambda a, b: a + b, cost=_size_cost)
-_def("_+_", "add_bytes", (BYTES, BYTES), BYTES, lambda a, b: a + b, cost=_size_cost)
+_def("_+_", "add_string", (STRING, STRING), STRING, lambda a, b: a + b)
+_def("_+_", "add_bytes", (BYTES, BYTES), BYTES, lambda a, b: a + b)
 _def("_+_", "add_list", (list_of(A), list_of(A)), list_of(A),
      lambda a, b: (*a, *b), cost=lambda a, b: (len(a) + len(b)) // 10)
 _def("-_", "negate_int64", (INT,), INT, lambda a: check_int(-a))
@@ -299,6 +296,9 @@ _def("dyn", "to_dyn", (A,), DYN, lambda v: v)
 _def("type", "type", (A,), type_of(A), runtime_type)
 
 CONVERSIONS: Final = frozenset({"int", "uint", "double", "string", "bytes", "bool"})
+# Pure constructors folded when their literal argument is valid; an invalid literal stays a
+# runtime error, because that is when Kubernetes reports it.
+FOLDABLE: Final = frozenset({"quantity", "isQuantity", "semver", "isSemver"})
 
 
 # ----------------------------------------------------------------------------- size, strings
@@ -312,23 +312,40 @@ for _t in (STRING, BYTES, list_of(A), map_of(K, V)):
     _def("size", f"{_t.name}_size", (_t,), INT, _size, member=True)
 
 
+# Constructs whose meaning differs between RE2 and Python's `re` (even with re.ASCII):
+# `$` (Python also matches before a final newline), `\s` (Python adds \v), Unicode and
+# POSIX classes, `\Q..\E`, flag groups (RE2 folds case over Unicode), `{,n}`.
+_RE2_ONLY: Final = ("$", "\\s", "\\S", "\\p", "\\P", "\\Q", "\\z", "\\C", "[:", "(?", "{,",
+                    "\\x{")
+
+
 @lru_cache(maxsize=1024)
 def compile_regex(pattern: str) -> Any:
+    """An RE2-semantics matcher for `pattern`; raises EvalError if RE2 rejects it.
+
+    RE2 decides what is valid. Matching then uses Python's `re` (about 20x faster
+    than the google-re2 binding) when the pattern has none of the constructs whose
+    semantics differ, and RE2 itself otherwise.
+    """
     try:
-        return re2.compile(pattern)
+        compiled = re2.compile(pattern)
     except re2.error as exc:
         raise EvalError(f"error parsing regexp: {exc}") from None
+    if any(token in pattern for token in _RE2_ONLY):
+        return compiled
+    try:
+        return re.compile(pattern, re.ASCII)
+    except re.error:
+        return compiled
 
 
 def _matches(text: str, pattern: str) -> bool:
     return compile_regex(pattern).search(text) is not None
 
 
-_def("matches", "matches", (STRING, STRING), BOOL, _matches, cost=_size_cost)
-_def("matches", "matches_string", (STRING, STRING), BOOL, _matches, member=True,
-     cost=_size_cost)
-_def("contains", "contains_string", (STRING, STRING), BOOL, lambda s, x: x in s, member=True,
-     cost=_size_cost)
+_def("matches", "matches", (STRING, STRING), BOOL, _matches)
+_def("matches", "matches_string", (STRING, STRING), BOOL, _matches, member=True)
+_def("contains", "contains_string", (STRING, STRING), BOOL, lambda s, x: x in s, member=True)
 _def("startsWith", "starts_with_string", (STRING, STRING), BOOL, str.startswith, member=True)
 _def("endsWith", "ends_with_string", (STRING, STRING), BOOL, str.endswith, member=True)
 
@@ -368,12 +385,16 @@ def _substring(s: str, start: int, end: int | None = None) -> str:
     return s[start:end]
 
 
+_ASCII_LOWER: Final = {c: c + 32 for c in range(ord("A"), ord("Z") + 1)}
+_ASCII_UPPER: Final = {c: c - 32 for c in range(ord("a"), ord("z") + 1)}
+
+
 def _ascii_lower(s: str) -> str:
-    return "".join(c.lower() if "A" <= c <= "Z" else c for c in s)
+    return s.lower() if s.isascii() else s.translate(_ASCII_LOWER)
 
 
 def _ascii_upper(s: str) -> str:
-    return "".join(c.upper() if "a" <= c <= "z" else c for c in s)
+    return s.upper() if s.isascii() else s.translate(_ASCII_UPPER)
 
 
 def _replace(s: str, old: str, new: str, n: int = -1) -> str:
@@ -426,20 +447,20 @@ _def("lastIndexOf", "string_last_index_of_string_int", (STRING, STRING, INT), IN
 _def("lowerAscii", "string_lower_ascii", (STRING,), STRING, _ascii_lower, member=True)
 _def("upperAscii", "string_upper_ascii", (STRING,), STRING, _ascii_upper, member=True)
 _def("replace", "string_replace_string_string", (STRING, STRING, STRING), STRING, _replace,
-     member=True, cost=_size_cost)
+     member=True)
 _def("replace", "string_replace_string_string_int", (STRING, STRING, STRING, INT), STRING,
-     _replace, member=True, cost=_size_cost)
-_def("split", "string_split_string", (STRING, STRING), list_of(STRING), _split, member=True,
-     cost=_size_cost)
+     _replace, member=True)
+_def("split", "string_split_string", (STRING, STRING), list_of(STRING), _split, member=True)
 _def("split", "string_split_string_int", (STRING, STRING, INT), list_of(STRING), _split,
-     member=True, cost=_size_cost)
+     member=True)
 _def("substring", "string_substring_int", (STRING, INT), STRING, _substring, member=True)
 _def("substring", "string_substring_int_int", (STRING, INT, INT), STRING, _substring,
      member=True)
 _def("trim", "string_trim", (STRING,), STRING, lambda s: s.strip(_UNICODE_SPACE), member=True)
-_def("join", "list_join", (list_of(STRING),), STRING, _join, member=True, cost=_size_cost)
+_def("join", "list_join", (list_of(STRING),), STRING, _join, member=True,
+     cost=lambda items, sep="": len(items) // 10)
 _def("join", "list_join_string", (list_of(STRING), STRING), STRING, _join, member=True,
-     cost=_size_cost)
+     cost=lambda items, sep="": len(items) // 10)
 _def("strings.quote", "strings_quote", (STRING,), STRING, _quote)
 
 
@@ -648,12 +669,11 @@ def _find_all(text: str, pattern: str, limit: int = -1) -> tuple[str, ...]:
     return tuple(found)
 
 
-_def("find", "string_find_string", (STRING, STRING), STRING, _find, member=True,
-     cost=_size_cost)
+_def("find", "string_find_string", (STRING, STRING), STRING, _find, member=True)
 _def("findAll", "string_find_all_string", (STRING, STRING), list_of(STRING), _find_all,
-     member=True, cost=_size_cost)
+     member=True)
 _def("findAll", "string_find_all_string_int", (STRING, STRING, INT), list_of(STRING),
-     _find_all, member=True, cost=_size_cost)
+     _find_all, member=True)
 
 
 # ----------------------------------------------------------------------------- quantity
