@@ -34,7 +34,7 @@ from app.features import FeatureGates, parse_feature_gates
 from app.inventory import Inventory
 from app.model import InvalidObject, Pod, parse_object
 from app.sources.files import SourceError, load_objects
-from app.topology import TopologyConfig, make_objective, node_topology
+from app.topology import TopologyConfig, explain, node_topology
 
 POLICIES: Final = ("drax", "advisor", "first-fit")
 EXIT_INPUT: Final = 2
@@ -233,21 +233,11 @@ class Simulation:
         state = self._inventory.node_state(node)
         if state is None:
             return _Alignment()
-        by_id = {d.id: d for pool in state.view.pools for d in pool.devices}
-        picks = [by_id[r.device_id] for ca in claims for r in ca.allocation.results
-                 if r.device_id in by_id]
-        objective = make_objective(node_view=state.view, allocated=state.allocated,
-                                   config=self._config, mode="advisor")
-        topology = node_topology(state.view, self._config)
-        placed = [d for d in picks if topology.of(d).known]
-        quality = objective.evaluate(picks)
-        accelerators = [d for d in placed if d.id in topology.accelerators]
-        nic_roots = {topology.of(d).pcie_root for d in placed if d.id in topology.nics}
-        if not nic_roots:
-            return _Alignment(placed=len(placed), tier=quality.tier if placed else None)
-        return _Alignment(
-            placed=len(placed), tier=quality.tier, accelerators=len(accelerators),
-            unpaired=sum(1 for d in accelerators if topology.of(d).pcie_root not in nic_roots))
+        topology = explain(claims, node_view=state.view, allocated=state.allocated,
+                           config=self._config)
+        return _Alignment(placed=topology.placed,
+                          tier=topology.quality.tier if topology.placed else None,
+                          accelerators=topology.accelerators, unpaired=topology.unpaired)
 
     def stranded(self) -> dict[str, int]:
         """Free devices without a local partner, on nodes still in play.

@@ -6,6 +6,7 @@ allocator calls the objective, the extender maps scores with `priority`.
 """
 
 from app.topology.config import TopologyConfig
+from app.topology.explain import AllocationTopology, explain
 from app.topology.normalise import DeviceTopology, NodeTopology, describe, node_topology
 from app.topology.score import (
     NEUTRAL_PRIORITY,
@@ -17,6 +18,7 @@ from app.topology.score import (
 )
 
 __all__ = [
-    "NEUTRAL_PRIORITY", "DeviceTopology", "NodeTopology", "Quality", "TopologyConfig",
-    "TopologyObjective", "describe", "locality", "make_objective", "node_topology", "priority",
+    "NEUTRAL_PRIORITY", "AllocationTopology", "DeviceTopology", "NodeTopology", "Quality",
+    "TopologyConfig", "TopologyObjective", "describe", "explain", "locality", "make_objective",
+    "node_topology", "priority",
 ]
