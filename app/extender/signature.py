@@ -27,9 +27,10 @@ version; the rest is computed once per (shape, node version) by the caller.
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Final
 
 from app.allocator.types import AllocationOutcome, ClaimAllocation, NodeView
 from app.cel import CelCompileError, CelEvalError
@@ -44,6 +45,8 @@ from app.model import (
     ResourceClaim,
 )
 from app.model.objects import NodeSelectorRequirement, NodeSelectorTerm
+
+_INTERNED_LIMIT: Final = 100_000
 
 # (class name, request selectors) of one `exactly` request or subrequest
 RequestKind = tuple[str, tuple[str, ...]]
@@ -76,10 +79,14 @@ class StaticSignatures:
     version changed because one device was allocated costs a few tuple builds.
     """
 
-    __slots__ = ("_devices", "_nodes")
+    __slots__ = ("_devices", "_interned", "_nodes")
 
     def __init__(self) -> None:
-        self._devices: dict[str, tuple[Device, Hashable, dict[str, Any]]] = {}
+        # device id -> (device, fixed part, string attribute names, their values)
+        self._devices: dict[str, tuple[Device, Hashable, tuple[str, ...], tuple[Any, ...]]] = {}
+        # Identical hardware yields equal tuples; sharing one copy keeps thousands of
+        # nodes' signatures from costing thousands of copies.
+        self._interned: dict[Hashable, Hashable] = {}
         self._nodes: dict[str, tuple[int, Hashable]] = {}
 
     def of(self, state: NodeState) -> Hashable:
@@ -87,22 +94,29 @@ class StaticSignatures:
         hit = self._nodes.get(name)
         if hit is not None and hit[0] == version:
             return hit[1]
-        signature = self._build(state)
+        signature = self._intern(self._build(state))
         self._nodes[name] = (version, signature)
         return signature
+
+    def _intern(self, value: Hashable) -> Hashable:
+        if len(self._interned) >= _INTERNED_LIMIT:
+            self._interned.clear()
+        return self._interned.setdefault(value, value)
 
     def _build(self, state: NodeState) -> Hashable:
         view, allocated = state.view, state.allocated
         pools = []
-        strings: list[dict[str, Any]] = []
+        strings: list[tuple[tuple[str, ...], tuple[Any, ...]]] = []
         for pool in view.pools:
             used = allocated.consumed_counters.get(pool.key, {})
             devices = []
             for d in pool.devices:
-                fixed, texts = self._device(d)
-                strings.append(texts)
-                consumed = allocated.consumed_capacity.get(d.id)
-                devices.append((fixed, d.id in allocated.devices, d.id in allocated.multi_allocated,
+                device_id = d.id
+                fixed, names, values = self._device(d, device_id)
+                strings.append((names, values))
+                consumed = allocated.consumed_capacity.get(device_id)
+                devices.append((fixed, device_id in allocated.devices,
+                                device_id in allocated.multi_allocated,
                                 _quantities(consumed) if consumed else ()))
             pools.append((pool.driver, pool.complete, pool.invalid_reason,
                           pool.has_binding_conditions,
@@ -114,13 +128,16 @@ class StaticSignatures:
                           tuple(devices)))
         return tuple(pools), _string_columns(strings)
 
-    def _device(self, d: Device) -> tuple[Hashable, dict[str, Any]]:
-        hit = self._devices.get(d.id)
+    def _device(self, d: Device, device_id: str
+                ) -> tuple[Hashable, tuple[str, ...], tuple[Any, ...]]:
+        hit = self._devices.get(device_id)
         if hit is not None and hit[0] is d:
-            return hit[1], hit[2]
-        texts = {name: v.value for name, v in d.attributes.items()
-                 if v.kind in ("string", "strings")}
-        fixed = (
+            return hit[1], hit[2], hit[3]
+        texts = sorted((name, v.value) for name, v in d.attributes.items()
+                       if v.kind in ("string", "strings"))
+        names = self._intern(tuple(name for name, _ in texts))
+        values = tuple(value for _, value in texts)
+        fixed = self._intern((
             tuple(sorted((name, v.kind, v.value) for name, v in d.attributes.items()
                          if v.kind not in ("string", "strings"))),
             tuple(sorted((name, c.value.value, _policy(c.request_policy))
@@ -130,9 +147,10 @@ class StaticSignatures:
             d.binds_to_node, d.binding_conditions, d.binding_failure_conditions,
             d.allow_multiple_allocations,
             d.node_name is not None, d.all_nodes, repr(d.node_selector),
-        )
-        self._devices[d.id] = (d, fixed, texts)
-        return fixed, texts
+        ))
+        assert isinstance(names, tuple)
+        self._devices[sys.intern(device_id)] = (d, fixed, names, values)
+        return fixed, names, values
 
 
 def _quantities(values: Mapping[Any, Any]) -> Hashable:
@@ -149,16 +167,16 @@ def _policy(policy: RequestPolicy | None) -> Hashable:
             policy.valid_range_step and policy.valid_range_step.value)
 
 
-def _string_columns(rows: Sequence[Mapping[str, Any]]) -> Hashable:
+def _string_columns(rows: Sequence[tuple[tuple[str, ...], tuple[Any, ...]]]) -> Hashable:
     """String attribute values relabelled by first occurrence, per attribute name.
 
     Exact and case-folded equality both matter (CEL compares exactly, topology
     groups PCIe roots case-insensitively), so both patterns are kept.
     """
-    names = sorted({name for row in rows for name in row})
+    by_row = [dict(zip(names, values, strict=True)) for names, values in rows]
     out = []
-    for name in names:
-        column = [row.get(name) for row in rows]
+    for name in sorted({name for names, _ in rows for name in names}):
+        column = [row.get(name) for row in by_row]
         out.append((name, _relabel(column), _relabel([_fold(v) for v in column])))
     return tuple(out)
 

@@ -37,7 +37,7 @@ from app.inventory import Inventory, NodeState
 from app.model import Pod, ResourceClaim
 from app.topology import TopologyConfig, make_objective, priority
 
-_RESULT_CACHE_SIZE: Final = 200_000
+_SHAPES_CACHED: Final = 256
 _SIGNATURE_CACHE_SIZE: Final = 4096
 _POD_CACHE_SIZE: Final = 10_000
 _POD_TTL_SECONDS: Final = 600.0
@@ -153,9 +153,10 @@ class Extender:
         self._resolver = ClaimResolver(inventory, generate=file_mode)
         self._step_budget = step_budget
         self._assume_ttl = assume_ttl
-        # A plain dict, emptied when full: the lookup is on the hot path of every
-        # node of every call, and an LRU's bookkeeping would cost more than it saves.
-        self._results: dict[tuple[Hashable, str], tuple[int, _Verdict]] = {}
+        # shape -> node -> (version, verdict). Plain dicts, emptied when too many shapes
+        # pile up: the lookup is on the hot path of every node of every call, and an
+        # LRU's bookkeeping would cost more than it saves.
+        self._results: dict[Hashable, dict[str, tuple[int, _Verdict]]] = {}
         self._by_signature: LRUCache[tuple[Hashable, Hashable], tuple[NodeState, _Verdict]] = \
             LRUCache(maxsize=_SIGNATURE_CACHE_SIZE)
         self._static = StaticSignatures()
@@ -212,7 +213,17 @@ class Extender:
         pending = claims.pending
         request = _Request(pod=pod, claims=claims, pending=pending,
                            kinds=request_kinds(pending))
-        return [(name, self._verdict_for(request, name)) for name in node_names]
+        if len(self._results) >= _SHAPES_CACHED and request.claims.shape not in self._results:
+            self._results.clear()
+        cached = self._results.setdefault(request.claims.shape, {})
+        out = []
+        for name, version in zip(node_names, self._inventory.versions(node_names), strict=True):
+            hit = cached.get(name)
+            if hit is None or hit[0] != version:
+                hit = (version, self._verdict_for(request, name))
+                cached[name] = hit
+            out.append((name, hit[1]))
+        return out
 
     async def bind(self, *, namespace: str, name: str, uid: str, node: str) -> str | None:
         """Allocate afresh on `node`, assume it, and write it; None or the error text."""
@@ -254,27 +265,16 @@ class Extender:
     # ------------------------------------------------------------------ per node
 
     def _verdict_for(self, request: _Request, name: str) -> _Verdict:
-        shape = request.claims.shape
-        key = (shape, name)
-        version = self._inventory.version(name)
-        hit = self._results.get(key)
-        if hit is not None and hit[0] == version:
-            return hit[1]
         state = self._inventory.node_state(name)
         if state is None:
             return _refused(f"node {name} is unknown to drax: no Node object and no "
                             "ResourceSlice names it")
         elsewhere = _allocated_elsewhere(request.claims, state)
         if elsewhere is not None:
-            verdict = _refused(elsewhere)
-        elif not request.pending:
-            verdict = _NO_CLAIMS
-        else:
-            verdict = self._shared_or_computed(request, state)
-        if len(self._results) >= _RESULT_CACHE_SIZE:
-            self._results.clear()
-        self._results[key] = (version, verdict)
-        return verdict
+            return _refused(elsewhere)
+        if not request.pending:
+            return _NO_CLAIMS
+        return self._shared_or_computed(request, state)
 
     def _shared_or_computed(self, request: _Request, state: NodeState) -> _Verdict:
         shape = request.claims.shape

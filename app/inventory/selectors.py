@@ -16,6 +16,7 @@ device in is never affected.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable
 from typing import TypeAlias
 
@@ -59,7 +60,7 @@ class SelectorCache:
         if hit is not None and hit[0] is device_class and hit[1] is device:
             return _unwrap(hit[2])
         outcome = _evaluate(device_class.selectors, device)
-        per_device[device.id] = (device_class, device, outcome)
+        per_device[sys.intern(device.id)] = (device_class, device, outcome)
         return _unwrap(outcome)
 
     def selector_matches(self, expression: str, device: Device) -> bool:
@@ -69,7 +70,7 @@ class SelectorCache:
         if hit is not None and hit[0] is device:
             return _unwrap(hit[1])
         outcome = _evaluate((expression,), device)
-        per_device[device.id] = (device, outcome)
+        per_device[sys.intern(device.id)] = (device, outcome)
         return _unwrap(outcome)
 
     def forget_class(self, name: str) -> None:

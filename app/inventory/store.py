@@ -241,6 +241,12 @@ class Inventory:
         self._expire()
         return max(self._node_versions.get(node_name, 0), self._global_version)
 
+    def versions(self, node_names: Sequence[str]) -> list[int]:
+        """`version` of many nodes at once (the extender asks for every candidate)."""
+        self._expire()
+        local, shared = self._node_versions, self._global_version
+        return [max(local.get(name, 0), shared) for name in node_names]
+
     def node_state(self, node_name: str) -> NodeState | None:
         """The node's view and allocated state, rebuilt only when its version changed.
         None for a node the inventory does not know."""
