@@ -511,8 +511,9 @@ class Search:
             return MAXED
         if request.all_devices is not None:
             return self._all_slot(request, si, di, in_sub)
-        devices = self.devices
-        for index in range(start, len(devices)):
+        # Later slots of this request take later devices, so this slot must
+        # leave enough devices after it.
+        for index in range(start, len(self.devices) - (request.num_devices - di) + 1):
             self._tick()
             if self.in_use(request, index, ci) or not self.selectable(request, index):
                 continue
