@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
 import orjson
@@ -20,6 +20,7 @@ from app.features import FeatureGates, parse_feature_gates
 from app.inventory import Inventory
 from app.model import InvalidObject
 from app.sources.files import SourceError, load_objects
+from app.topology import AllocationTopology, TopologyConfig, explain
 
 EXIT_INPUT = 2
 
@@ -54,21 +55,36 @@ def run(args: argparse.Namespace, *, out: TextIO | None = None,
     out = out or sys.stdout
     err = err or sys.stderr
     try:
-        extender, pod, nodes = _load(args)
+        extender, pod, nodes, inventory = _load(args)
     except _InputError as exc:
         print(f"drax allocate: {exc}", file=err)
         return EXIT_INPUT
     evaluations = extender.evaluate(pod, nodes)
+    topologies = _topologies(inventory, evaluations)
     output = args.output or ("table" if out.isatty() else "json")
     if output == "json":
-        doc = {"pod": pod.key, "nodes": [ev.to_dict() for ev in evaluations]}
+        doc = {"pod": pod.key, "nodes": [
+            {**ev.to_dict(), "topology": t.to_dict() if (t := topologies.get(ev.node)) else None}
+            for ev in evaluations]}
         out.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
-        out.write(render_table(pod.key, evaluations))
+        out.write(render_table(pod.key, evaluations, topologies))
     return 0
 
 
-def _load(args: argparse.Namespace) -> tuple[Extender, Any, list[str]]:
+def _topologies(inventory: Inventory, evaluations: Sequence[NodeEvaluation]
+                ) -> dict[str, AllocationTopology]:
+    """Root, NUMA node, tier and score of each feasible node's devices."""
+    out = {}
+    for ev in evaluations:
+        state = inventory.node_state(ev.node) if ev.feasible and ev.claims else None
+        if state is not None:
+            out[ev.node] = explain(ev.claims, node_view=state.view, allocated=state.allocated,
+                                   config=TopologyConfig())
+    return out
+
+
+def _load(args: argparse.Namespace) -> tuple[Extender, Any, list[str], Inventory]:
     try:
         features = FeatureGates().with_overrides(parse_feature_gates(args.feature_gates))
     except ValueError as exc:
@@ -96,24 +112,29 @@ def _load(args: argparse.Namespace) -> tuple[Extender, Any, list[str]]:
         raise _InputError(f"pod {namespace}/{name} is not among the objects")
     nodes = list(args.node) or inventory.node_names()
     extender = Extender(inventory, features=features, mode=args.mode, file_mode=True)
-    return extender, pod, nodes
+    return extender, pod, nodes, inventory
 
 
 _KINDS = ("Node", "DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate",
           "Pod")
 
 
-def render_table(pod_key: str, evaluations: Sequence[NodeEvaluation]) -> str:
+def render_table(pod_key: str, evaluations: Sequence[NodeEvaluation],
+                 topologies: Mapping[str, AllocationTopology] | None = None) -> str:
     lines = [f"pod {pod_key}"]
     rows = [("NODE", "FEASIBLE", "SCORE", "DEVICES / REASON")]
     for ev in evaluations:
+        topology = (topologies or {}).get(ev.node)
         if ev.feasible:
             detail = "; ".join(
                 f"{ca.claim_key}: " + ", ".join(
                     f"{r.request}={r.driver}/{r.pool}/{r.device}"
                     + (f"[{r.share_id}]" if r.share_id else "")
+                    + (f"@{topology.label(r.device_id)}" if topology else "")
                     for r in ca.allocation.results)
                 for ca in ev.claims) or "(no devices needed)"
+            if topology is not None:
+                detail = f"{topology.quality.tier_name} ({topology.quality.score:.3f}): " + detail
         elif ev.error is not None:
             detail = f"error: {ev.error}"
         else:

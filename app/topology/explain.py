@@ -15,7 +15,7 @@ from typing import Any
 from app.allocator.types import AllocatedState, ClaimAllocation, NodeView
 from app.model import Device
 from app.topology.config import TopologyConfig
-from app.topology.normalise import DeviceTopology, node_topology
+from app.topology.normalise import NEUTRAL, DeviceTopology, node_topology
 from app.topology.score import Quality, make_objective
 
 
@@ -31,9 +31,9 @@ class AllocationTopology:
         """Devices with some topology (the ones the score looked at)."""
         return sum(1 for _, t in self.devices if t.known)
 
-    def label(self, device: Device) -> str:
+    def label(self, device_id: str) -> str:
         """`pci0000:15/numa0` (`~` marks an inferred NUMA node, `-` unknown)."""
-        topo = next(t for d, t in self.devices if d.id == device.id)
+        topo = next((t for d, t in self.devices if d.id == device_id), NEUTRAL)
         numa = "-" if topo.numa_node is None else f"numa{topo.numa_node}"
         return f"{topo.pcie_root or '-'}/{'~' if topo.numa_inferred else ''}{numa}"
 
