@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from typing import Any
 
 import orjson
@@ -185,3 +186,17 @@ def test_any_json_either_parses_or_is_a_bad_request(doc: Any) -> None:
 
 def test_encode_is_orjson() -> None:
     assert orjson.loads(wire.encode({"Host": "a", "Score": 1})) == {"Host": "a", "Score": 1}
+
+
+def test_decode_restores_the_collector_state() -> None:
+    assert gc.isenabled()
+    wire.decode(b'{"a": [1, 2]}')
+    with pytest.raises(BadRequest):
+        wire.decode(b"{")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        wire.decode(b"[]")
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
