@@ -11,10 +11,20 @@ from __future__ import annotations
 
 from typing import Final
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    GCCollector,
+    Histogram,
+    ProcessCollector,
+)
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 REGISTRY: Final = CollectorRegistry(auto_describe=True)
+# Memory, CPU and collector activity: the inventory's size and the GC tuning
+# in `drax serve` show up here first.
+ProcessCollector(registry=REGISTRY)
+GCCollector(registry=REGISTRY)
 
 LATENCY_BUCKETS: Final = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
                           0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)

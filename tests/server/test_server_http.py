@@ -281,6 +281,8 @@ def test_metrics_move(client: httpx.Client) -> None:
     assert metric(client, "drax_filter_nodes_total", result="passed") == passed + 3
     text = client.get("/metrics").text
     assert 'drax_request_duration_seconds_bucket{le="0.0001",verb="filter"}' in text
+    assert metric(client, "process_resident_memory_bytes") > 0
+    assert "python_gc_collections_total" in text
 
 
 # ------------------------------------------------------------------ not ready
