@@ -462,10 +462,19 @@ class Compiler:
             raise CheckError(f"found no matching overload for '@in' applied to "
                              f"'({elem.type}, {t})'", node.pos)
         ef, cf = elem.fn, coll.fn
-        if coll.const and elem.type.name in ("string", "int") and all(
-                type(v) is _literal_pytype(elem.type) for v in coll.value):
+        literal_type = _homogeneous_literal_type(coll)
+        if literal_type is not None:
+            # A constant list of strings (or ints): hash lookup when the element has that
+            # exact type, CEL's heterogeneous equality otherwise (dyn(1.0) in [1]).
             members = frozenset(coll.value)
-            return Compiled(BOOL, lambda c: ef(c) in members, 1 + elem.cost)
+            items = coll.value
+
+            def in_literal(c: Ctx) -> bool:
+                v = ef(c)
+                if type(v) is literal_type:
+                    return v in members
+                return contains(items, v)
+            return Compiled(BOOL, in_literal, 1 + elem.cost)
         return Compiled(BOOL, lambda c: contains(cf(c), ef(c)), 1 + elem.cost + coll.cost)
 
     # ------------------------------------------------------------------ macros
@@ -612,8 +621,13 @@ class Compiler:
         return last if last.name == "map" else map_of(DYN, DYN)
 
 
-def _literal_pytype(t: CelType) -> type:
-    return str if t.name == "string" else int
+def _homogeneous_literal_type(coll: Compiled) -> type | None:
+    if not coll.const or type(coll.value) is not tuple or not coll.value:
+        return None
+    first = type(coll.value[0])
+    if first not in (str, int) or any(type(v) is not first for v in coll.value):
+        return None
+    return first
 
 
 _SPECIAL: Final[dict[str, Callable[[Compiler, ast.Call], Compiled]]] = {

@@ -267,6 +267,10 @@ LISTS_AND_SETS: list[tuple[str, Any]] = [
     ("[].min() == 0", Runtime("min called on empty list")),
     ("lists.range(0).min() == 0", Runtime("min called on empty list")),
     ("[1, 2].max() == 2", True),
+    ("dyn(1.0) in [1, 2] && dyn(2u) in [1, 2]", True),
+    ("dyn(true) in [1, 2]", False),
+    (f'{D}.string in ["fish", "x"] && !({D}.int in ["1"])', True),
+    ("dyn('a') in {'a': 1} && !(dyn(1) in {'a': 1})", True),
 ]
 
 MACROS: list[tuple[str, Any]] = [
