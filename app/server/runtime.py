@@ -139,6 +139,9 @@ def build_runtime(settings: Settings, *,
     """
     source = choose_source(settings)
     topology = topology_config(settings)
+    if settings.kubeconfig and not Path(settings.kubeconfig).is_file():
+        # Caught here, not when the lifespan connects, so the error is one line.
+        raise ConfigError(f"kubeconfig: {settings.kubeconfig}: no such file")
     lifespan = None
     if source == "kube":
         inventory = Inventory(expected_kinds=[w.kind for w in WATCHED_KINDS])

@@ -70,6 +70,8 @@ def test_bad_settings_exit_2_with_the_reason(capsys: pytest.CaptureFixture[str])
     assert "port: 70000 is not a TCP port" in capsys.readouterr().err
     assert main(["serve", "--inventory", "/no/such/dir"]) == 2
     assert "/no/such/dir: no such file or directory" in capsys.readouterr().err
+    assert main(["serve", "--kubeconfig", "/no/such/kubeconfig"]) == 2
+    assert "kubeconfig: /no/such/kubeconfig: no such file" in capsys.readouterr().err
 
 
 def test_load_files_skips_invalid_objects_and_unknown_kinds(
