@@ -24,6 +24,7 @@ import sys
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Final, TextIO
 
 import orjson
@@ -35,9 +36,11 @@ from app.inventory import Inventory
 from app.model import InvalidObject, Pod, parse_object
 from app.sources.files import SourceError, load_objects
 from app.topology import TopologyConfig, explain, node_topology
+from app.topology.plot import node_cells, render_png
 
 POLICIES: Final = ("drax", "advisor", "first-fit")
 EXIT_INPUT: Final = 2
+EXIT_IO: Final = 1
 _SETUP_KINDS: Final = ("Node", "DeviceClass", "ResourceSlice", "ResourceClaim",
                        "ResourceClaimTemplate", "Pod")
 _TIER_NAMES: Final = ("span", "numa", "root")
@@ -71,6 +74,9 @@ def register(subparsers: Any) -> None:
                         help="DRA feature gates, as kube components take them")
     parser.add_argument("-o", "--output", choices=("json", "table"), default=None,
                         help="default: table on a terminal, JSON otherwise")
+    parser.add_argument("--plot", metavar="FILE.png",
+                        help="draw each node's devices, grouped by NUMA node and PCIe root, "
+                             "coloured by the pod holding them (one row per node)")
     parser.set_defaults(func=run)
 
 
@@ -116,6 +122,12 @@ def run(args: argparse.Namespace, *, out: TextIO | None = None,
         out.write(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
         out.write(render_table(report, results))
+    if args.plot:
+        try:
+            Path(args.plot).write_bytes(simulation.plot(results))
+        except OSError as exc:
+            print(f"drax simulate: cannot write {args.plot}: {exc.strerror or exc}", file=err)
+            return EXIT_IO
     return 0
 
 
@@ -277,6 +289,17 @@ class Simulation:
                 out["nicsOnFullNodes"] += node_nics
         out["total"] = out["gpus"] + out["nics"]
         return out
+
+    def plot(self, results: Sequence[_PodResult]) -> bytes:
+        """PNG of every node's devices coloured by holder (see app.topology.plot)."""
+        holders = {f"{r['driver']}/{r['pool']}/{r['device']}": result.pod
+                   for result in results for c in result.claims for r in c["results"]}
+        rows = []
+        for name in self._inventory.node_names():
+            state = self._inventory.node_state(name)
+            if state is not None:
+                rows.append(node_cells(node_topology(state.view, self._config), holders))
+        return render_png(rows)
 
     def report(self, results: Sequence[_PodResult]) -> dict[str, Any]:
         placed = [r for r in results if r.node is not None]

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import io
 import json
+import struct
+import zlib
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from app.cli import build_parser
+from app.topology.plot import FREE, HEIGHT, MARGIN, ROW_GAP, pod_color
 from loadtest.generator import generate_cluster, write_objects
 
 GPU_CLASS = "gpu.nvidia.com"
@@ -132,3 +135,36 @@ def test_bad_input_is_a_clear_error(tmp_path: Path, workload_text: str | None,
     code, out, err = simulate("--objects", str(cluster), "--workload", str(workload))
     assert code == 2 and out == ""
     assert err.startswith("drax simulate: ") and message in err
+
+
+def test_plot_draws_devices_coloured_by_pod(tmp_path: Path) -> None:
+    cluster, workload = files(tmp_path, nodes=2, shapes=["g2n2"])
+    png = tmp_path / "plot.png"
+    code, out, err = simulate("--objects", str(cluster), "--workload", str(workload),
+                              "--plot", str(png), "-o", "json")
+    assert code == 0, err
+    node = json.loads(out)["pods"][0]["node"]
+    data = png.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", data[16:24])
+    assert height == 2 * MARGIN + 2 * (HEIGHT + ROW_GAP)
+    idat = data.index(b"IDAT")
+    (length,) = struct.unpack(">I", data[idat - 4:idat])
+    raw = zlib.decompress(data[idat + 4:idat + 4 + length])
+    stride = 1 + 3 * width
+
+    def pixel(row: int, x: int) -> tuple[int, ...]:
+        y = MARGIN + row * (HEIGHT + ROW_GAP) + HEIGHT - 1
+        return tuple(raw[y * stride + 1 + 3 * x:y * stride + 4 + 3 * x])
+
+    held_row = 0 if node == "node-00000" else 1
+    # The first root's first GPU is the pod's; the other node is all free.
+    assert pixel(held_row, MARGIN) == pod_color("default/p00-g2n2")
+    assert pixel(1 - held_row, MARGIN) == FREE
+
+
+def test_plot_to_an_unwritable_path_is_an_error(tmp_path: Path) -> None:
+    cluster, workload = files(tmp_path, nodes=1, shapes=["g1"])
+    code, _, err = simulate("--objects", str(cluster), "--workload", str(workload),
+                            "--plot", str(tmp_path / "missing" / "plot.png"), "-o", "json")
+    assert code == 1 and "cannot write" in err
