@@ -217,6 +217,9 @@ class Inventory:
     def claim(self, key: str) -> ResourceClaim | None:
         return self._claims.get(key)
 
+    def claims(self) -> Iterable[ResourceClaim]:
+        return self._claims.values()
+
     def template(self, key: str) -> ResourceClaimTemplate | None:
         return self._templates.get(key)
 
