@@ -19,7 +19,7 @@ from app.server import create_app
 from app.server.runtime import SAMPLE_DIR
 from app.sources.files import load_objects
 from tests.server.conftest import TEST_BODY_LIMIT
-from tests.server.harness import running
+from tests.server.harness import running, sample_runtime
 
 OBJECTS = load_objects([SAMPLE_DIR])
 PODS = {o["metadata"]["name"]: o for o in OBJECTS if o["kind"] == "Pod"}
@@ -318,3 +318,12 @@ def test_client_that_hangs_up_mid_body_does_not_disturb_the_server(client: httpx
         assert time.monotonic() < deadline, "the cut-off request was never counted"
         time.sleep(0.02)
     assert_still_serving(client)
+
+
+def test_url_prefix_is_configurable() -> None:
+    with running(sample_runtime(url_prefix="/ext/v1").app) as url, \
+            httpx.Client(base_url=url, timeout=30) as c:
+        args = names_args(pod("infer-0"), ["h100-node-1"])
+        assert c.post("/ext/v1/filter", json=args).json()["NodeNames"] == ["h100-node-1"]
+        assert c.post("/filter", json=args).status_code == 200
+        assert c.post("/scheduler/filter", json=args).status_code == 404
