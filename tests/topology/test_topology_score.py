@@ -6,6 +6,8 @@ from __future__ import annotations
 import itertools
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from app.allocator.types import AllocatedState
 from app.model import Device
@@ -200,3 +202,23 @@ def test_binpack_keeps_empty_nodes_whole() -> None:
     on_used = objective(used, "gpu-0").score(picks(used, "gpu-4", "nic-4"))
     on_empty = objective(empty).score(picks(empty, "gpu-0", "gpu-1", "nic-0", "nic-1"))
     assert priority(on_used) > priority(on_empty)
+
+
+NAMES = [f"{kind}-{i}" for i in range(8) for kind in ("gpu", "nic")]
+
+
+@settings(max_examples=200, deadline=None)
+@given(used=st.sets(st.sampled_from(NAMES), max_size=12),
+       a=st.sets(st.sampled_from(NAMES), min_size=1, max_size=6),
+       b=st.sets(st.sampled_from(NAMES), min_size=1, max_size=6),
+       spread=st.booleans())
+def test_scores_stay_in_range_and_tiers_order_priorities(used: set[str], a: set[str],
+                                                         b: set[str], spread: bool) -> None:
+    n = node()
+    obj = objective(n, *sorted(used), config=SPREAD if spread else BINPACK)
+    qa, qb = obj.evaluate(picks(n, *sorted(a))), obj.evaluate(picks(n, *sorted(b)))
+    for q in (qa, qb):
+        assert 0.0 <= q.score <= 1.0 and 0 <= priority(q.score) <= 10
+        assert 0.0 <= q.packing <= 1.0 and 0.0 <= q.refinement <= 1.0
+    if qa.tier > qb.tier:
+        assert priority(qa.score) > priority(qb.score) and qa.score > qb.score
