@@ -357,31 +357,36 @@ def _char_at(s: str, i: int) -> str:
 
 
 def _index_of(s: str, sub: str, offset: int = 0) -> int:
-    if offset < 0 or offset > len(s):
+    if sub == "":
+        return offset
+    if offset < 0 or offset >= len(s):
         raise EvalError(f"index out of range: {offset}")
     return s.find(sub, offset)
 
 
 def _last_index_of(s: str, sub: str, offset: int | None = None) -> int:
     if offset is None:
-        return s.rfind(sub)
-    if offset < 0 or (offset >= len(s) and not (offset == 0 and not s)):
+        if sub == "":
+            return len(s)
+        offset = len(s) - 1
+    if sub == "":
+        return offset
+    if offset < 0 or offset >= len(s):
         raise EvalError(f"index out of range: {offset}")
     return s.rfind(sub, 0, offset + len(sub))
 
 
 def _substring(s: str, start: int, end: int | None = None) -> str:
     if end is None:
-        end = len(s)
-        if start < 0 or start > end:
+        if start < 0 or start > len(s):
             raise EvalError(f"index out of range: {start}")
         return s[start:]
+    if start > end:
+        raise EvalError(f"invalid substring range. start: {start}, end: {end}")
     if start < 0 or start > len(s):
         raise EvalError(f"index out of range: {start}")
     if end < 0 or end > len(s):
         raise EvalError(f"index out of range: {end}")
-    if start > end:
-        raise EvalError(f"invalid substring range. start: {start}, end: {end}")
     return s[start:end]
 
 
