@@ -299,8 +299,13 @@ def _map_selector(selector: NodeSelector | None, r: _Renaming) -> NodeSelector |
 
 
 def _rename_text(text: str | None, r: _Renaming) -> str | None:
-    if not text or not r.names:
+    return rename_words(text, r.names)
+
+
+def rename_words(text: str | None, names: Mapping[str, str]) -> str | None:
+    """`text` with every whole-word occurrence of a key of `names` replaced."""
+    if not text or not names:
         return text
-    names = sorted(r.names, key=len, reverse=True)
-    pattern = re.compile(r"(?<![\w.-])(" + "|".join(map(re.escape, names)) + r")(?![\w.-])")
-    return pattern.sub(lambda m: r.names[m.group(1)], text)
+    ordered = sorted(names, key=len, reverse=True)
+    pattern = re.compile(r"(?<![\w.-])(" + "|".join(map(re.escape, ordered)) + r")(?![\w.-])")
+    return pattern.sub(lambda m: names[m.group(1)], text)

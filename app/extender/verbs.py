@@ -16,7 +16,7 @@ taken), then hands it to the binder and forgets the assumption if that fails.
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from cachetools import LRUCache, TTLCache
@@ -30,6 +30,7 @@ from app.extender.signature import (
     flat_devices,
     map_outcome,
     match_signature,
+    rename_words,
     request_kinds,
 )
 from app.features import FeatureGates
@@ -106,18 +107,31 @@ class _Verdict:
     reason: str | None = None
     error: str | None = None
     unresolvable: bool = False
+    claim_keys: tuple[str, ...] = ()  # the pending claims `reason` and `error` name
+
+    def for_claims(self, keys: tuple[str, ...]) -> _Verdict:
+        """This verdict worded for another pod's claims of the same shape."""
+        if keys == self.claim_keys or not (self.reason or self.error):
+            return self
+        names = dict(zip(self.claim_keys, keys, strict=True))
+        return replace(self, reason=rename_words(self.reason, names),
+                       error=rename_words(self.error, names), claim_keys=keys)
 
 
 _NO_CLAIMS: Final = _Verdict(feasible=True)
 
 
-def _from_outcome(outcome: AllocationOutcome, *, unresolvable: bool = False) -> _Verdict:
+def _from_outcome(outcome: AllocationOutcome, *, claim_keys: tuple[str, ...],
+                  unresolvable: bool = False) -> _Verdict:
     if outcome.error is not None:
-        return _Verdict(feasible=False, outcome=outcome, error=outcome.error, unresolvable=True)
+        return _Verdict(feasible=False, outcome=outcome, error=outcome.error, unresolvable=True,
+                        claim_keys=claim_keys)
     if not outcome.feasible:
         return _Verdict(feasible=False, outcome=outcome, unresolvable=unresolvable,
-                        reason=outcome.reason or "cannot allocate all claims")
-    return _Verdict(feasible=True, outcome=outcome, priority=priority(outcome.score))
+                        reason=outcome.reason or "cannot allocate all claims",
+                        claim_keys=claim_keys)
+    return _Verdict(feasible=True, outcome=outcome, priority=priority(outcome.score),
+                    claim_keys=claim_keys)
 
 
 def _refused(reason: str) -> _Verdict:
@@ -216,13 +230,19 @@ class Extender:
         if len(self._results) >= _SHAPES_CACHED and request.claims.shape not in self._results:
             self._results.clear()
         cached = self._results.setdefault(request.claims.shape, {})
+        keys = tuple(c.key for c in pending)
+        reworded: dict[int, _Verdict] = {}
         out = []
         for name, version in zip(node_names, self._inventory.versions(node_names), strict=True):
             hit = cached.get(name)
             if hit is None or hit[0] != version:
                 hit = (version, self._verdict_for(request, name))
                 cached[name] = hit
-            out.append((name, hit[1]))
+            verdict = hit[1]
+            if verdict.claim_keys != keys and verdict.claim_keys:
+                verdict = reworded.get(id(verdict)) or reworded.setdefault(
+                    id(verdict), verdict.for_claims(keys))
+            out.append((name, verdict))
         return out
 
     async def bind(self, *, namespace: str, name: str, uid: str, node: str) -> str | None:
@@ -285,6 +305,7 @@ class Extender:
             assert rep_verdict.outcome is not None
             verdict = _from_outcome(map_outcome(rep_verdict.outcome, source=rep_state.view,
                                                 target=state.view),
+                                    claim_keys=rep_verdict.claim_keys,
                                     unresolvable=rep_verdict.unresolvable)
         else:
             verdict = self._compute(request.pending, state)
@@ -300,13 +321,14 @@ class Extender:
                                 selector_matches=self._inventory.selectors.selector_matches))
 
     def _compute(self, claims: Sequence[ResourceClaim], state: NodeState) -> _Verdict:
+        keys = tuple(c.key for c in claims)
         outcome = self._allocate(claims, state, state.allocated)
         if outcome.feasible or outcome.error is not None:
-            return _from_outcome(outcome)
+            return _from_outcome(outcome, claim_keys=keys)
         # Evicting pods frees devices; if the claims do not fit even on an empty
         # node, the scheduler must not try preemption here.
         on_empty = self._allocate(claims, state, AllocatedState())
-        return _from_outcome(outcome,
+        return _from_outcome(outcome, claim_keys=keys,
                              unresolvable=not on_empty.feasible and on_empty.error is None)
 
     def _allocate(self, claims: Sequence[ResourceClaim], state: NodeState,

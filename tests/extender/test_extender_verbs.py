@@ -274,3 +274,14 @@ def test_claim_reserved_by_the_maximum_of_consumers_is_refused() -> None:
     ext = extender(inv)
     assert "256 consumers" in ext.filter(the_pod(inv), ["n1"]).unresolvable["n1"]
     assert ext.filter(the_pod(inv, "default/c7"), ["n1"]).passed == ["n1"]
+
+
+def test_a_cached_reason_names_the_asking_pods_claim() -> None:
+    inv = load(GPU_CLASS, gpu_node("n1", roots=["r0"]),
+               claim("c1", requests=TWO_GPUS), claim("c2", requests=TWO_GPUS),
+               pod("p1", claims={"g": "c1"}), pod("p2", claims={"g": "c2"}))
+    ext = extender(inv)
+    first = ext.filter(the_pod(inv, "default/p1"), ["n1"]).unresolvable["n1"]
+    second = ext.filter(the_pod(inv, "default/p2"), ["n1"]).unresolvable["n1"]
+    assert "default/c1" in first
+    assert "default/c2" in second and "default/c1" not in second
