@@ -17,14 +17,16 @@ Everything is bounded: pod counts, request timeouts, the readiness wait.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import platform
 import shlex
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
-from contextlib import ExitStack
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,22 +36,46 @@ from loadtest import bench, churn, generator, profile, report
 from loadtest.bench import BenchmarkError, Client, PodJob, serving
 
 
-def _workload(args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[PodJob]]:
+@dataclass(slots=True, frozen=True)
+class Sizing:
+    """How much work one cluster size gets; big clusters get fewer pods so the
+    whole command stays under five minutes on two cores."""
+
+    pods: int
+    target_pods: int
+    churn_events: int
+
+
+def sizing(args: argparse.Namespace, nodes: int) -> Sizing:
+    small = nodes <= LARGE_CLUSTER
+    return Sizing(
+        pods=args.pods if args.pods is not None else (600 if small else 200),
+        target_pods=args.target_pods if args.target_pods is not None
+        else (300 if small else 150),
+        churn_events=args.churn_events if args.churn_events is not None
+        else (2000 if small else 1000))
+
+
+def _workload(args: argparse.Namespace, size: Sizing
+              ) -> tuple[list[dict[str, Any]], list[PodJob]]:
     """Claim objects for the inventory, and the pods to schedule in order."""
-    total = args.pods + args.target_pods
+    total = size.pods + size.target_pods
     phases: list[tuple[float, dict[str, float]]] = []
-    if args.pods:
-        phases.append((args.pods / total, dict(generator.DEFAULT_WEIGHTS)))
-    if args.target_pods:
-        phases.append((args.target_pods / total, {report.TARGET_SHAPE: 1}))
+    if size.pods:
+        phases.append((size.pods / total, dict(generator.DEFAULT_WEIGHTS)))
+    if size.target_pods:
+        phases.append((size.target_pods / total, {report.TARGET_SHAPE: 1}))
     shapes = generator.workload_shapes(pods=total, mix=phases, seed=args.seed)
     objects = generator.generate_workload(pods=total, mix=phases, seed=args.seed,
                                           claims=args.claims)
     claims = [o for o in objects if o["kind"] != "Pod"]
     pods = [o for o in objects if o["kind"] == "Pod"]
-    jobs = [PodJob(phase="mixed" if i < args.pods else report.TARGET_SHAPE, shape=shape, pod=pod)
+    jobs = [PodJob(phase="mixed" if i < size.pods else report.TARGET_SHAPE, shape=shape, pod=pod)
             for i, (shape, pod) in enumerate(zip(shapes, pods, strict=True))]
     return claims, jobs
+
+
+LARGE_CLUSTER = 1000
 
 
 def _device_count(cluster: Sequence[dict[str, Any]]) -> int:
@@ -66,16 +92,55 @@ def _floor_argv(port: int) -> list[str]:
             "--log-level", "warning"]
 
 
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Generating a big cluster allocates millions of dicts that all stay alive;
+    the cyclic collector would rescan them over and over for nothing."""
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+        gc.collect()
+
+
+def _write_cluster(directory: Path, cluster: list[dict[str, Any]],
+                   claims: Sequence[dict[str, Any]] = ()) -> None:
+    generator.write_cluster(directory, cluster, fmt="json")
+    if claims:
+        generator.write_objects(directory / "claims.json", claims)
+
+
+def measure_rss_16(args: argparse.Namespace, nodes: int, workdir: Path) -> dict[str, Any]:
+    """Build time and RSS of drax serving `nodes` nodes of exactly 8 GPUs + 8 NICs."""
+    with _collector_paused():
+        cluster = generator.generate_cluster(nodes=nodes, seed=args.seed,
+                                             partitionable_fraction=0, shared_fraction=0)
+        directory = workdir / f"inventory-{nodes}-16"
+        _write_cluster(directory, cluster)
+        devices = _device_count(cluster)
+        del cluster
+    port = bench.free_port()
+    with serving(_serve_argv(args, port=port, inventory=directory), port=port,
+                 log=workdir / f"drax-{nodes}-16.log", ready_timeout=args.ready_timeout) as server:
+        rss, peak = bench.memory_bytes(server.pid)
+    print(f"[{nodes} nodes x 16 devices] drax ready in {server.ready_seconds:.1f}s, "
+          f"RSS {rss / report.MB:.0f} MB", file=sys.stderr)
+    return {"devices": devices, "build_seconds": round(server.ready_seconds, 3),
+            "ready_bytes": rss, "peak_bytes": peak}
+
+
 def run_size(args: argparse.Namespace, nodes: int, workdir: Path) -> dict[str, Any]:
     started = time.monotonic()
-    cluster = generator.generate_cluster(nodes=nodes, seed=args.seed)
-    claims, jobs = _workload(args)
+    size = sizing(args, nodes)
     inventory = workdir / f"inventory-{nodes}"
-    generator.write_cluster(inventory, cluster, fmt="json")
-    generator.write_objects(inventory / "claims.json", claims)
-    devices = _device_count(cluster)
-    node_names = [o["metadata"]["name"] for o in cluster if o["kind"] == "Node"]
-    del cluster
+    with _collector_paused():
+        cluster = generator.generate_cluster(nodes=nodes, seed=args.seed)
+        claims, jobs = _workload(args, size)
+        _write_cluster(inventory, cluster, claims)
+        devices = _device_count(cluster)
+        node_names = [o["metadata"]["name"] for o in cluster if o["kind"] == "Node"]
+        del cluster
     print(f"[{nodes} nodes] generated {devices} devices, {len(jobs)} pods "
           f"in {time.monotonic() - started:.1f}s", file=sys.stderr)
 
@@ -86,7 +151,7 @@ def run_size(args: argparse.Namespace, nodes: int, workdir: Path) -> dict[str, A
         print(f"[{nodes} nodes] drax ready in {server.ready_seconds:.1f}s, "
               f"RSS {rss_ready / report.MB:.0f} MB", file=sys.stderr)
         profile_file = Path(args.profile) / f"drax-{nodes}.txt" if args.profile else None
-        client = Client(port)
+        client = Client(port, timeout=args.timeout)
         try:
             with ExitStack() as stack:
                 if profile_file is not None:
@@ -97,7 +162,8 @@ def run_size(args: argparse.Namespace, nodes: int, workdir: Path) -> dict[str, A
             client.close()
         rss_after, rss_peak = bench.memory_bytes(server.pid)
         build_seconds = server.ready_seconds
-    print(f"[{nodes} nodes] scheduled {len(jobs)} pods", file=sys.stderr)
+    print(f"[{nodes} nodes] scheduled {len(drax_run.samples)} of {len(jobs)} pods"
+          + (f"; aborted: {drax_run.aborted}" if drax_run.aborted else ""), file=sys.stderr)
 
     floor_run = None
     if not args.no_floor:
@@ -121,13 +187,16 @@ def run_size(args: argparse.Namespace, nodes: int, workdir: Path) -> dict[str, A
         "rss": {"ready_bytes": rss_ready, "after_bytes": rss_after, "peak_bytes": rss_peak},
         "phases": phases,
         "drax_overall": report.overall(phases, "drax"),
+        "aborted": drax_run.aborted,
     }
     if profile_file is not None:
         result["profile"] = profile.summarize_collapsed(profile_file.read_text(errors="replace"))
     if floor_run is not None:
         result["floor_overall"] = report.overall(phases, "floor")
+    if args.rss_16:
+        result["rss_16"] = measure_rss_16(args, nodes, workdir)
     if not args.no_churn:
-        result["churn"] = churn.run_churn(nodes=nodes, seed=args.seed, events=args.churn_events)
+        result["churn"] = churn.run_churn(nodes=nodes, seed=args.seed, events=size.churn_events)
         print(f"[{nodes} nodes] churn done", file=sys.stderr)
     return result
 
@@ -137,18 +206,28 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", type=int, nargs="+", default=[500, 5000],
                         help="cluster sizes to run (default: 500 5000)")
-    parser.add_argument("--pods", type=int, default=600, help="pods in the mixed phase")
-    parser.add_argument("--target-pods", type=int, default=300,
-                        help="pods in the 2gpu-1nic-same-root phase")
+    parser.add_argument("--pods", type=int,
+                        help="pods in the mixed phase (default 600; 200 above 1,000 nodes)")
+    parser.add_argument("--target-pods", type=int,
+                        help="pods in the 2gpu-1nic-same-root phase (default 300; 150 above "
+                             "1,000 nodes)")
     parser.add_argument("--candidates", choices=("all", "scheduler"), default="all",
                         help="all nodes per filter, or the scheduler's default share")
     parser.add_argument("--claims", choices=("claim", "template"), default="claim",
                         help="per-pod ResourceClaims, or ResourceClaimTemplates")
-    parser.add_argument("--churn-events", type=int, default=2000)
+    parser.add_argument("--churn-events", type=int,
+                        help="inventory events in the churn run (default 2000; 1000 above "
+                             "1,000 nodes)")
+    parser.add_argument("--rss-16", action="store_true",
+                        help="also measure drax's RSS on a cluster of exactly 16 devices per "
+                             "node (no partitionable or shared GPUs), the shape of the RSS "
+                             "target")
     parser.add_argument("--no-floor", action="store_true")
     parser.add_argument("--no-churn", action="store_true")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--ready-timeout", type=float, default=240.0)
+    parser.add_argument("--timeout", type=float, default=60.0,
+                        help="per-request timeout; a request over it ends that size's run")
     parser.add_argument("--server-arg", action="append", default=[],
                         help="extra argument for drax serve (repeatable)")
     parser.add_argument("--json", help="write the full results as JSON to this file")
@@ -160,7 +239,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.profile:
         Path(args.profile).mkdir(parents=True, exist_ok=True)
-    if args.pods < 0 or args.target_pods < 0 or args.pods + args.target_pods == 0:
+    if (args.pods or 0) < 0 or (args.target_pods or 0) < 0 or args.pods == args.target_pods == 0:
         parser.error("--pods and --target-pods must be >= 0 and not both 0")
     if any(n < 1 for n in args.nodes):
         parser.error("--nodes must be positive")

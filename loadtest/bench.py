@@ -182,6 +182,7 @@ class Sample:
 class Run:
     samples: list[Sample] = field(default_factory=list)
     wall_s: dict[str, float] = field(default_factory=dict)  # per phase
+    aborted: str | None = None
 
 
 def scheduler_candidate_count(nodes: int, percentage: int = 0) -> int:
@@ -224,15 +225,22 @@ def _best(scores: Any, passed: Sequence[str]) -> str:
 
 def schedule(client: Client, jobs: Sequence[PodJob], *,
              candidates: Callable[[], list[str]]) -> Run:
+    """Schedule `jobs` in order; a request that times out or breaks the
+    connection ends the run (`Run.aborted` says where) with what was measured."""
     run = Run()
     phase_start = time.perf_counter()
     for i, job in enumerate(jobs):
         if i and jobs[i - 1].phase != job.phase:
             run.wall_s[jobs[i - 1].phase] = time.perf_counter() - phase_start
             phase_start = time.perf_counter()
-        run.samples.append(_schedule_one(client, job, candidates()))
-    if jobs:
-        run.wall_s[jobs[-1].phase] = time.perf_counter() - phase_start
+        try:
+            run.samples.append(_schedule_one(client, job, candidates()))
+        except OSError as exc:
+            run.aborted = (f"pod {job.pod['metadata']['name']} ({job.shape}), after "
+                           f"{len(run.samples)} pods: {type(exc).__name__} {exc}")
+            break
+    if run.samples:
+        run.wall_s[run.samples[-1].phase] = time.perf_counter() - phase_start
     return run
 
 
@@ -282,3 +290,9 @@ def replay(client: Client, recorded: Sequence[Sample]) -> Run:
     if recorded:
         run.wall_s[recorded[-1].phase] = time.perf_counter() - phase_start
     return run
+
+
+def slow_requests(samples: Sequence[Sample], *, limit_s: float) -> int:
+    """Requests slower than `limit_s` (kube-scheduler's httpTimeout fails them)."""
+    return sum(1 for s in samples for t in (s.filter_s, s.prioritize_s, s.bind_s)
+               if t is not None and t > limit_s)

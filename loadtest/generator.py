@@ -51,6 +51,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+import orjson
 import yaml
 
 GPU_DRIVER: Final = "gpu.nvidia.com"
@@ -521,8 +522,8 @@ def write_objects(path: str | Path, objects: Sequence[Mapping[str, Any]]) -> Pat
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.suffix == ".json":
-        path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objects)}),
-                        encoding="utf-8")
+        path.write_bytes(orjson.dumps({"apiVersion": "v1", "kind": "List",
+                                       "items": list(objects)}))
     else:
         dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
         path.write_text(yaml.dump_all(list(objects), Dumper=dumper, sort_keys=False),

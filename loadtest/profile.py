@@ -52,53 +52,65 @@ def recording(pid: int, out: Path, *, rate: int = 250) -> Iterator[Path]:
             process.wait(timeout=10)
 
 
-def _frame(raw: str) -> str:
-    """`func (path/to/module.py:123)` -> `func (module.py)`: lines and directories
-    split one function into many rows."""
+def _frame(raw: str) -> tuple[str, str]:
+    """`func (app/extender/verbs.py:123)` -> (`func`, `app/extender/verbs.py`):
+    line numbers would split one function into many rows."""
     name, _, where = raw.partition(" (")
-    path = where.rstrip(")").rsplit(":", 1)[0]
-    parts = Path(path).parts
-    short = "/".join(parts[-2:]) if len(parts) >= 2 else path
-    return f"{name} ({short})"
+    return name, where.rstrip(")").rsplit(":", 1)[0]
+
+
+def _area(path: str) -> str:
+    """`app/extender/verbs.py` -> `app/extender`; `app/features.py` -> `app/features`."""
+    parts = path.split("/")
+    return "/".join(parts[:2]).removesuffix(".py")
 
 
 def summarize_collapsed(text: str, *, top: int = 25) -> dict[str, Any]:
-    """Self and inclusive sample shares per function from py-spy's raw output.
+    """Sample shares from py-spy's raw output (py-spy leaves idle samples out).
 
-    Idle samples (the event loop waiting in `select`/`epoll`) are counted
-    separately so the shares describe busy time."""
+    - `self`: the functions the samples land in (any code);
+    - `inclusive`: drax's own functions (`app/...`) and the samples under them;
+    - `by_area`: each sample charged to the drax package of its deepest `app/`
+      frame (so `fractions` under the allocator counts as the allocator);
+      samples with no drax frame below the event loop are the HTTP stack
+      (uvicorn, Starlette, FastAPI) and asyncio."""
     self_counts: Counter[str] = Counter()
     inclusive: Counter[str] = Counter()
-    busy = idle = 0
+    areas: Counter[str] = Counter()
+    total = 0
     for line in text.splitlines():
         stack, _, count_text = line.rpartition(" ")
         if not stack or not count_text.isdigit():
             continue
         count = int(count_text)
-        frames = [_frame(f) for f in stack.split(";") if f and not f.startswith("process ")
-                  and not f.startswith("thread ")]
+        frames = [_frame(f) for f in stack.split(";")
+                  if f and not f.startswith(("process ", "thread "))]
         if not frames:
             continue
-        leaf = frames[-1]
-        if any(k in leaf for k in ("select (", "poll (", "epoll", "run_once (", "_run_once (")):
-            idle += count
-            continue
-        busy += count
-        self_counts[leaf] += count
-        for name in set(frames):
-            inclusive[name] += count
+        total += count
+        name, path = frames[-1]
+        self_counts[f"{name} ({path})"] += count
+        # Below the request handler; the entry frames (app/__main__, cli) hold everything.
+        handler = next((i for i, (n, _) in enumerate(frames) if "ExtenderEdge" in n), None)
+        own = [] if handler is None else [
+            (n, p) for n, p in frames[handler:] if p.startswith("app/")]
+        for key in {f"{n} ({p})" for n, p in own}:
+            inclusive[key] += count
+        areas[_area(own[-1][1]) if own else "HTTP stack + asyncio"] += count
 
-    def share(counter: Counter[str]) -> list[dict[str, Any]]:
-        return [{"function": name, "samples": n, "percent": round(100 * n / busy, 1)}
-                for name, n in counter.most_common(top)] if busy else []
+    def share(counter: Counter[str], limit: int) -> list[dict[str, Any]]:
+        return [{"function": name, "samples": n, "percent": round(100 * n / total, 1)}
+                for name, n in counter.most_common(limit)] if total else []
 
-    return {"busy_samples": busy, "idle_samples": idle, "self": share(self_counts),
-            "inclusive": share(inclusive)}
+    return {"samples": total, "self": share(self_counts, top),
+            "inclusive": share(inclusive, top), "by_area": share(areas, 50)}
 
 
 def markdown(summary: dict[str, Any], *, top: int = 20) -> str:
-    lines = [f"{summary['busy_samples']} busy samples ({summary['idle_samples']} idle).", "",
-             "| self % | function | | inclusive % | function |", "|---|---|---|---|---|"]
+    lines = [f"{summary['samples']} samples.", "", "| area | % of samples |", "|---|---|"]
+    lines += [f"| {a['function']} | {a['percent']} |" for a in summary["by_area"]]
+    lines += ["", "| self % | function | | inclusive % | drax function |",
+              "|---|---|---|---|---|"]
     rows_self, rows_incl = summary["self"][:top], summary["inclusive"][:top]
     for i in range(max(len(rows_self), len(rows_incl))):
         s = rows_self[i] if i < len(rows_self) else None
