@@ -15,7 +15,10 @@ taken), then hands it to the binder and forgets the assumption if that fails.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+import asyncio
+import contextlib
+import time
+from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
@@ -23,6 +26,7 @@ from cachetools import LRUCache, TTLCache
 
 from app.allocator import DEFAULT_STEP_BUDGET, allocate
 from app.allocator.types import AllocatedState, AllocationOutcome, ClaimAllocation
+from app.cel import CelCompileError, CelEvalError
 from app.extender.binder import Binder, BindError, MemoryBinder
 from app.extender.claims import ClaimResolver, PodClaims
 from app.extender.signature import (
@@ -175,6 +179,8 @@ class Extender:
             LRUCache(maxsize=_SIGNATURE_CACHE_SIZE)
         self._static = StaticSignatures()
         self._pods: TTLCache[str, Pod] = TTLCache(maxsize=_POD_CACHE_SIZE, ttl=_POD_TTL_SECONDS)
+        self._warming: Iterator[None] | None = None
+        self._warmed_at = -1
 
     # ------------------------------------------------------------------ verbs
 
@@ -281,6 +287,55 @@ class Extender:
             self._inventory.forget_assumed(pod=pod)
             raise
         return None
+
+    # ------------------------------------------------------------------ warming
+
+    def warm(self, *, budget_seconds: float = 0.005) -> bool:
+        """Do up to `budget_seconds` of work a filter would otherwise do on its first
+        call: node snapshots and signatures, class selectors on every device, and the
+        request selectors of every known claim and template. True if work remains.
+
+        Results only fill caches, so answers are the same with or without warming;
+        it keeps the first filter after start-up or a DeviceClass change fast.
+        """
+        deadline = time.monotonic() + budget_seconds
+        if self._warming is None:
+            if self._warmed_at == self._inventory.sequence:
+                return False
+            self._warmed_at = self._inventory.sequence
+            self._warming = self._warm_steps()
+        for _ in self._warming:
+            if time.monotonic() >= deadline:
+                return True
+        self._warming = None
+        return self._warmed_at != self._inventory.sequence
+
+    async def keep_warm(self, *, slice_seconds: float = 0.005,
+                        idle_seconds: float = 0.5) -> None:
+        """Run `warm` in small slices between requests, forever (a background task)."""
+        while True:
+            more = self.warm(budget_seconds=slice_seconds)
+            await asyncio.sleep(0 if more else idle_seconds)
+
+    def _warm_steps(self) -> Iterator[None]:
+        inv = self._inventory
+        kinds = request_kinds([*(c for c in inv.claims() if c.allocation is None),
+                               *(ResourceClaim(namespace=t.namespace, name=t.name, spec=t.spec)
+                                 for t in inv.templates())])
+        for name in inv.node_names():
+            state = inv.node_state(name)
+            if state is None:
+                continue
+            self._static.of(state)
+            devices = flat_devices(state.view)
+            match_signature(devices, kinds, classes=inv.classes,
+                            class_matcher=inv.class_matcher,
+                            selector_matches=inv.selectors.selector_matches)
+            for device_class in list(inv.classes.values()):
+                for device in devices:
+                    with contextlib.suppress(CelCompileError, CelEvalError):
+                        inv.class_matcher(device_class, device)
+            yield
 
     # ------------------------------------------------------------------ per node
 

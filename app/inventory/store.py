@@ -220,6 +220,14 @@ class Inventory:
     def claims(self) -> Iterable[ResourceClaim]:
         return self._claims.values()
 
+    def templates(self) -> Iterable[ResourceClaimTemplate]:
+        return self._templates.values()
+
+    @property
+    def sequence(self) -> int:
+        """Grows with every change that can alter any node's view."""
+        return self._seq
+
     def template(self, key: str) -> ResourceClaimTemplate | None:
         return self._templates.get(key)
 

@@ -152,3 +152,54 @@ def test_signature_shortcut_gives_the_same_answer_as_every_node(case, mode) -> N
                 ca.allocation.node_selector for ca in direct.claims]
         else:
             assert ev.reason == direct.reason
+
+
+def count_cel_evaluations(monkeypatch: Any) -> list[str]:
+    import app.inventory.selectors as selectors
+
+    calls: list[str] = []
+    real = selectors._evaluate
+
+    def counting(expressions, device):
+        calls.append(device.id)
+        return real(expressions, device)
+
+    monkeypatch.setattr(selectors, "_evaluate", counting)
+    return calls
+
+
+def test_warming_leaves_no_cel_work_for_the_first_filter(monkeypatch) -> None:
+    from tests.inventory.objects import template
+
+    selector = "device.attributes['gpu.example.com'].index >= 0"
+    nodes = [gpu_node(f"n{i}", nic_roots=["r0"]) for i in range(4)]
+    inv = load(GPU_CLASS, NIC_CLASS, *nodes,
+               template("t", requests=[exactly("gpu", "gpu", selectors=(selector,))]),
+               pod("p", templates={"c": "t"}))
+    ext = extender(inv, file_mode=True)
+    steps = 0
+    while ext.warm(budget_seconds=0):
+        steps += 1
+    assert steps >= 4  # one node per slice of work at least
+    assert ext.warm() is False  # nothing changed since
+    calls = count_cel_evaluations(monkeypatch)
+    runs = count_allocator_runs(monkeypatch)
+    assert ext.filter(the_pod(inv), [f"n{i}" for i in range(4)]).passed == [
+        "n0", "n1", "n2", "n3"]
+    assert calls == []
+    assert runs == ["n0"]
+    inv.apply("DeviceClass", "MODIFIED", GPU_CLASS | {"metadata": {"name": "gpu",
+                                                                   "generation": 2}})
+    assert ext.warm(budget_seconds=10) is False
+    assert len(calls) == 20  # the changed class, once per device (4 GPUs + 1 NIC, 4 nodes)
+
+
+async def test_keep_warm_runs_in_the_background() -> None:
+    import asyncio
+
+    inv = load(GPU_CLASS, gpu_node("n0"))
+    ext = extender(inv)
+    task = asyncio.create_task(ext.keep_warm(slice_seconds=0.001, idle_seconds=0.01))
+    await asyncio.sleep(0.05)
+    task.cancel()
+    assert ext.warm() is False
