@@ -116,6 +116,8 @@ class Inventory:
         self._classes: dict[str, DeviceClass] = {}
         self._claims: dict[str, ResourceClaim] = {}
         self._templates: dict[str, ResourceClaimTemplate] = {}
+        # (namespace, owner pod uid, pod claim name) -> key of the claim generated for it
+        self._generated: dict[tuple[str, str, str], str] = {}
         self._pods: dict[str, Pod] = {}
         self._holdings: dict[PoolKey, dict[str, tuple[DeviceRequestAllocationResult, ...]]] = {}
         self._holder_pools: dict[str, set[PoolKey]] = {}
@@ -199,6 +201,9 @@ class Inventory:
             claim = self._claims.pop(key, None)
             if claim is not None:
                 self._set_holding(_CLAIM + key, ())
+                generated_for = _generated_for(claim)
+                if generated_for is not None and self._generated.get(generated_for) == key:
+                    del self._generated[generated_for]
             if key in self._assumed:
                 self._drop_assumption(key)
         elif kind == "ResourceClaimTemplate":
@@ -237,12 +242,10 @@ class Inventory:
     def generated_claim(self, *, pod: Pod, pod_claim_name: str) -> ResourceClaim | None:
         """The claim generated for `pod`'s entry `pod_claim_name`, found by owner and
         annotation as the resourceclaim controller marks it."""
-        for claim in self._claims.values():
-            if (claim.namespace == pod.namespace and pod.uid
-                    and claim.owner_pod_uid == pod.uid
-                    and claim.annotations.get(POD_CLAIM_NAME_ANNOTATION) == pod_claim_name):
-                return claim
-        return None
+        if not pod.uid:
+            return None
+        key = self._generated.get((pod.namespace, pod.uid, pod_claim_name))
+        return self._claims.get(key) if key is not None else None
 
     def node_names(self) -> list[str]:
         """Every node known: Node objects plus nodes named by node-local slices."""
@@ -405,6 +408,9 @@ class Inventory:
 
     def _put_claim(self, claim: ResourceClaim) -> None:
         self._claims[claim.key] = claim
+        generated_for = _generated_for(claim)
+        if generated_for is not None:
+            self._generated[generated_for] = claim.key
         results = _counted(claim.allocation.results) if claim.allocation else ()
         self._set_holding(_CLAIM + claim.key, results)
         assumption = self._assumed.get(claim.key)
@@ -502,6 +508,13 @@ def _decrement(counts: dict[PoolKey, int], key: PoolKey) -> None:
     counts[key] -= 1
     if counts[key] == 0:
         del counts[key]
+
+
+def _generated_for(claim: ResourceClaim) -> tuple[str, str, str] | None:
+    entry = claim.annotations.get(POD_CLAIM_NAME_ANNOTATION)
+    if entry is None or not claim.owner_pod_uid:
+        return None
+    return (claim.namespace, claim.owner_pod_uid, entry)
 
 
 def _object_key(kind: str, obj: Any) -> str:

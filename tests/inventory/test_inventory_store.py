@@ -383,3 +383,19 @@ def test_cel_errors_are_remembered_not_raised_by_the_event() -> None:
         inv.class_matcher(inv.classes["missing"], dev)
     with pytest.raises(CelEvalError):
         inv.class_matcher(inv.classes["missing"], dev)
+
+
+def test_generated_claims_are_found_by_owner_and_pod_claim_name() -> None:
+    generated = claim("p-gpu-x7k2p")
+    generated["metadata"]["annotations"] = {"resource.kubernetes.io/pod-claim-name": "gpu"}
+    generated["metadata"]["ownerReferences"] = [
+        {"kind": "Pod", "name": "p", "uid": "pod-uid", "controller": True}]
+    inv = inventory(generated)
+    owner = Pod(namespace="default", name="p", uid="pod-uid")
+    found = inv.generated_claim(pod=owner, pod_claim_name="gpu")
+    assert found is not None and found.name == "p-gpu-x7k2p"
+    assert inv.generated_claim(pod=owner, pod_claim_name="other") is None
+    assert inv.generated_claim(pod=Pod(namespace="default", name="p", uid="someone-else"),
+                               pod_claim_name="gpu") is None
+    inv.apply("ResourceClaim", "DELETED", generated)
+    assert inv.generated_claim(pod=owner, pod_claim_name="gpu") is None
