@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
+from app.cel import net
 from app.cel import parser as ast
 from app.cel.device import DeviceView, DomainMap
 from app.cel.errors import CostExceeded, EvalError
@@ -820,6 +821,7 @@ _PY_TYPES: Final[dict[str, tuple[type, ...]]] = {
     "bytes": (bytes,), "null_type": (type(None),), "list": (tuple, list),
     "map": (dict, DomainMap), "optional_type": (Optional,), "type": (CelType,),
     "kubernetes.Quantity": (CelQuantity,), "kubernetes.Semver": (Semver,),
+    "net.IP": (net.IP,), "net.CIDR": (net.CIDR,),
 }
 
 

@@ -8,10 +8,10 @@ runtime types when an argument is `dyn`. Implementations raise `EvalError`
 with cel-go's or the Kubernetes library's text.
 
 Covered: standard operators, conversions and string functions; strings
-extension v2; lists extension v3; sets; Kubernetes lists, regex, quantity,
-semver; DRA `includes`; optional helpers. Not covered (so they fail to
-compile with `undeclared reference`): timestamps and durations, URLs,
-IP/CIDR, `format.*` validators.
+extension v2 (without `format`); lists extension v3; sets; Kubernetes lists,
+regex, quantity, semver, IP/CIDR; DRA `includes`; optional helpers. Not
+covered (so they fail to compile with `undeclared reference`): timestamps and
+durations, URLs, `format.*` validators, the strings `format` function.
 """
 
 from __future__ import annotations
@@ -26,15 +26,18 @@ from typing import Any, Final
 
 import re2
 
+from app.cel import net
 from app.cel.errors import EvalError
 from app.cel.quantity import CelQuantity, QuantityError, cel_quantity
 from app.cel.semver import Semver, SemverError, parse_semver, parse_semver_tolerant
 from app.cel.types import (
     BOOL,
     BYTES,
+    CIDR,
     DOUBLE,
     DYN,
     INT,
+    IP,
     QUANTITY,
     SEMVER,
     STRING,
@@ -261,6 +264,8 @@ def _to_string(value: Any) -> str:
         return str(int(value))
     if t is float:
         return format_double(value)
+    if t is net.IP or t is net.CIDR:
+        return str(value)
     if t is bytes:
         try:
             return value.decode("utf-8")
@@ -286,7 +291,7 @@ for _src in (INT, UINT, DOUBLE, STRING):
     _def("int", f"{_src}_to_int", (_src,), INT, _to_int)
     _def("uint", f"{_src}_to_uint", (_src,), UINT, _to_uint)
     _def("double", f"{_src}_to_double", (_src,), DOUBLE, _to_double)
-for _src in (INT, UINT, DOUBLE, STRING, BOOL, BYTES):
+for _src in (INT, UINT, DOUBLE, STRING, BOOL, BYTES, IP, CIDR):
     _def("string", f"{_src}_to_string", (_src,), STRING, _to_string)
 _def("bytes", "string_to_bytes", (STRING,), BYTES, lambda s: s.encode("utf-8"))
 _def("bytes", "bytes_to_bytes", (BYTES,), BYTES, lambda b: b)
@@ -298,7 +303,8 @@ _def("type", "type", (A,), type_of(A), runtime_type)
 CONVERSIONS: Final = frozenset({"int", "uint", "double", "string", "bytes", "bool"})
 # Pure constructors folded when their literal argument is valid; an invalid literal stays a
 # runtime error, because that is when Kubernetes reports it.
-FOLDABLE: Final = frozenset({"quantity", "isQuantity", "semver", "isSemver"})
+FOLDABLE: Final = frozenset({"quantity", "isQuantity", "semver", "isSemver", "ip", "isIP",
+                             "cidr", "isCIDR"})
 
 
 # ----------------------------------------------------------------------------- size, strings
@@ -763,6 +769,56 @@ _def("isLessThan", "semver_is_less_than", (SEMVER, SEMVER), BOOL,
      lambda a, b: a.compare(b) == -1, member=True)
 _def("compareTo", "semver_compare_to", (SEMVER, SEMVER), INT,
      lambda a, b: a.compare(b), member=True)
+
+
+# ----------------------------------------------------------------------------- IP / CIDR
+
+def _net(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    def convert(text: str) -> Any:
+        try:
+            return parse(text)
+        except net.NetError as exc:
+            raise EvalError(str(exc)) from None
+    return convert
+
+
+def _net_test(parse: Callable[[str], Any]) -> Callable[[str], bool]:
+    def test(text: str) -> bool:
+        try:
+            parse(text)
+        except net.NetError:
+            return False
+        return True
+    return test
+
+
+_ip = _net(net.parse_ip)
+_cidr = _net(net.parse_cidr)
+_def("ip", "string_to_ip", (STRING,), IP, _ip)
+_def("isIP", "is_ip", (STRING,), BOOL, _net_test(net.parse_ip))
+_def("ip.isCanonical", "ip_is_canonical", (STRING,), BOOL, _net(net.is_canonical_ip))
+_def("family", "ip_family", (IP,), INT, lambda ip: ip.family, member=True)
+_def("isUnspecified", "ip_is_unspecified", (IP,), BOOL, net.IP.is_unspecified, member=True)
+_def("isLoopback", "ip_is_loopback", (IP,), BOOL, net.IP.is_loopback, member=True)
+_def("isLinkLocalMulticast", "ip_is_link_local_multicast", (IP,), BOOL,
+     net.IP.is_link_local_multicast, member=True)
+_def("isLinkLocalUnicast", "ip_is_link_local_unicast", (IP,), BOOL,
+     net.IP.is_link_local_unicast, member=True)
+_def("isGlobalUnicast", "ip_is_global_unicast", (IP,), BOOL, net.IP.is_global_unicast,
+     member=True)
+_def("cidr", "string_to_cidr", (STRING,), CIDR, _cidr)
+_def("isCIDR", "is_cidr", (STRING,), BOOL, _net_test(net.parse_cidr))
+_def("containsIP", "cidr_contains_ip_ip", (CIDR, IP), BOOL, net.CIDR.contains_ip, member=True)
+_def("containsIP", "cidr_contains_ip_string", (CIDR, STRING), BOOL,
+     lambda c, s: c.contains_ip(_ip(s)), member=True)
+_def("containsCIDR", "cidr_contains_cidr", (CIDR, CIDR), BOOL, net.CIDR.contains_cidr,
+     member=True)
+_def("containsCIDR", "cidr_contains_cidr_string", (CIDR, STRING), BOOL,
+     lambda c, s: c.contains_cidr(_cidr(s)), member=True)
+_def("ip", "cidr_ip", (CIDR,), IP, lambda c: net.IP(c.address), member=True)
+_def("masked", "cidr_masked", (CIDR,), CIDR, net.CIDR.masked, member=True)
+_def("prefixLength", "cidr_prefix_length", (CIDR,), INT, lambda c: c.prefix_length,
+     member=True)
 
 
 # ----------------------------------------------------------------------------- DRA includes

@@ -439,6 +439,7 @@ SYNTAX_AND_ERRORS: list[tuple[str, Any]] = [
     ("timestamp('2020-01-01T00:00:00Z') == timestamp(0)",
      Compile("undeclared reference to 'timestamp'")),
     ("isURL('https://x')", Compile("undeclared reference to 'isURL'")),
+    ("'%s'.format(['x']) == 'x'", Compile("undeclared reference to 'format'")),
     ("1.frobnicate()", Compile("undeclared reference to 'frobnicate'")),
     ("'a'.startsWith(1)", Compile("found no matching overload for 'startsWith' applied to "
                                   "'string.(int)'")),
@@ -454,8 +455,38 @@ SYNTAX_AND_ERRORS: list[tuple[str, Any]] = [
     ("3.0e0 == 3.0 && .5 == 0.5", True),
 ]
 
+NETWORK: list[tuple[str, Any]] = [
+    ('ip("192.168.0.1").family() == 4 && ip("::1").family() == 6', True),
+    ('isIP("1.2.3.4") && !isIP("1.2.3") && !isIP("01.2.3.4") && !isIP("fe80::1%eth0")', True),
+    ('ip("::ffff:1.2.3.4").family() == 6', Runtime("IPv4-mapped IPv6 address")),
+    ('ip("fe80::1%eth0").family() == 6', Runtime("with zone value is not allowed")),
+    ('ip("1.2.3").family() == 4', Runtime("parse error during conversion from string")),
+    ('ip.isCanonical("2001:db8::1") && !ip.isCanonical("2001:DB8::1")', True),
+    ('ip("127.0.0.1").isLoopback() && ip("::1").isLoopback()', True),
+    ('ip("0.0.0.0").isUnspecified() && ip("::").isUnspecified()', True),
+    ('ip("169.254.1.1").isLinkLocalUnicast() && ip("fe80::1").isLinkLocalUnicast()', True),
+    ('ip("224.0.0.1").isLinkLocalMulticast() && ip("ff02::1").isLinkLocalMulticast()', True),
+    ('ip("10.0.0.1").isGlobalUnicast() && !ip("255.255.255.255").isGlobalUnicast()', True),
+    ('cidr("10.0.0.0/8").containsIP(ip("10.1.2.3")) && cidr("10.0.0.0/8").containsIP("10.0.0.1")',
+     True),
+    ('cidr("10.0.0.0/8").containsIP("192.168.0.1") || cidr("::/0").containsIP("1.2.3.4")',
+     False),
+    ('cidr("10.0.0.0/8").containsCIDR("10.1.0.0/16") && '
+     '!cidr("10.1.0.0/16").containsCIDR(cidr("10.0.0.0/8"))', True),
+    ('cidr("10.1.2.3/8").ip() == ip("10.1.2.3") && '
+     'cidr("10.1.2.3/8").masked() == cidr("10.0.0.0/8")', True),
+    ('cidr("10.0.0.0/8").prefixLength() == 8 && string(cidr("10.0.0.0/8")) == "10.0.0.0/8"',
+     True),
+    ('isCIDR("10.0.0.0/8") && !isCIDR("10.0.0.0/33") && !isCIDR("10.0.0.0")', True),
+    ('string(ip("2001:db8:0:0:0:0:0:1")) == "2001:db8::1"', True),
+    ('ip("1.2.3.4") == dyn("1.2.3.4")', Runtime("no such overload")),
+    ('ip("1.2.3.4") == "1.2.3.4"', Compile("applied to '(net.IP, string)'")),
+    ('ip("1.2.3.4") == ip("1.2.3.4")', True),
+    ('ip("1.2.3.4") < ip("1.2.3.5")', Compile("found no matching overload for '_<_'")),
+]
+
 ALL_CASES = (DEVICE_LOOKUP + TYPED_VALUES + INCLUDES + INTEGERS + STRINGS + LISTS_AND_SETS
-             + MACROS + LOGIC + QUANTITY + SEMVER + OPTIONALS + SYNTAX_AND_ERRORS)
+             + MACROS + LOGIC + QUANTITY + SEMVER + OPTIONALS + NETWORK + SYNTAX_AND_ERRORS)
 
 
 @pytest.mark.parametrize(("expression", "expected"), ALL_CASES,
