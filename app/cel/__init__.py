@@ -53,7 +53,7 @@ class CompiledSelector:
     def matches(self, device: Device) -> bool:
         view = device_view(device)
         if view.error is not None:
-            raise self._error(device, view.error, runtime=False)
+            raise self._error(device, view.error)
         try:
             result = self._fn(Ctx(view))
         except EvalError as exc:
@@ -67,12 +67,12 @@ class CompiledSelector:
             return result
         kind = kind_of(result)
         raise self._error(device, f"CEL result of type {kind} could not be converted to bool: "
-                                  f"type conversion error from '{kind}' to 'bool'",
-                          runtime=False)
+                                  f"type conversion error from '{kind}' to 'bool'")
 
-    def _error(self, device: Device, detail: str, *, runtime: bool = True) -> CelEvalError:
-        text = f"CEL runtime error: {detail}" if runtime else detail
-        err = CelEvalError(f"selector {self.expression!r} on device {device.id}: {text}")
+    def _error(self, device: Device, detail: str) -> CelEvalError:
+        # Kubernetes reports conversion and result-type failures as runtime errors too.
+        err = CelEvalError(f"selector {self.expression!r} on device {device.id}: "
+                           f"CEL runtime error: {detail}")
         err.detail = detail  # type: ignore[attr-defined]
         return err
 

@@ -389,11 +389,16 @@ class Compiler:
         return Compiled(result_t, fn, cost)
 
     def _check_constant_regex(self, name: str, args: list[Compiled], node: ast.Call) -> None:
-        if name == "matches" and len(args) == 2 and args[1].const:
-            try:
-                compile_regex(args[1].value)
-            except EvalError:
+        """A constant pattern is compiled now: `matches` is checked by a validator,
+        `find`/`findAll` patterns are compiled when the program is built."""
+        if name not in ("matches", "find", "findAll") or len(args) < 2 or not args[1].const:
+            return
+        try:
+            compile_regex(args[1].value)
+        except EvalError as exc:
+            if name == "matches":
                 raise CheckError("invalid matches argument", node.args[-1].pos) from None
+            raise CheckError(f"program instantiation failed: {exc}", None) from None
 
     # ------------------------------------------------------------------ operators
 

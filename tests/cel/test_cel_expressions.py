@@ -229,6 +229,7 @@ STRINGS: list[tuple[str, Any]] = [
     ('"a1b22c333".findAll("[0-9]+") == ["1", "22", "333"]', True),
     ('"a1b22c333".findAll("[0-9]+", 2) == ["1", "22"]', True),
     ('"abc".find("(") == ""', Compile("program instantiation failed")),
+    (f'{D}.string.findAll("[") == []', Compile("program instantiation failed: error parsing")),
     ('"abc" + "def" == "abcdef"', True),
     ('b"abc" + b"d" == b"abcd" && size(b"\\xff") == 1', True),
     ('r"\\d" == "\\\\d"', True),
