@@ -334,7 +334,8 @@ class FakeApiServer:
         updated = _copy(current)
         if status:
             updated["status"] = body.get("status") or {}
-            invalid = _validate_claim_status(updated) if plural == "resourceclaims" else None
+            invalid = _validate_claim_status(current, updated) \
+                if plural == "resourceclaims" else None
             if invalid:
                 return _status(422, "Invalid", invalid)
             self.status_writes.append(_copy(body))
@@ -379,15 +380,17 @@ def _copy(obj: dict[str, Any]) -> dict[str, Any]:
     return copied
 
 
-def _validate_claim_status(claim: dict[str, Any]) -> str | None:
+def _validate_claim_status(old: dict[str, Any], claim: dict[str, Any]) -> str | None:
     status = claim.get("status") or {}
     reserved = status.get("reservedFor") or []
+    before = {r.get("uid") for r in (old.get("status") or {}).get("reservedFor") or []}
     if len(reserved) > RESERVED_FOR_MAX:
         return f"status.reservedFor: Too many: {len(reserved)}: must have at most " \
                f"{RESERVED_FOR_MAX} items"
     if reserved and not status.get("allocation"):
         return "status.reservedFor: Forbidden: may not be specified when `allocated` is not set"
-    if reserved and claim["metadata"].get("deletionTimestamp"):
+    added = [r for r in reserved if r.get("uid") not in before]
+    if added and claim["metadata"].get("deletionTimestamp"):
         return "status.reservedFor: Forbidden: new entries may not be added while " \
                "`deallocationRequested` or `deletionTimestamp` are set"
     return None

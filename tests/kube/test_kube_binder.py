@@ -216,3 +216,16 @@ async def test_missing_or_replaced_claims_fail_cleanly(tmp_path: Path) -> None:
         with pytest.raises(BindError, match="resourceclaim default/c2 was replaced"):
             await s.binder.bind(pod=s.pod, node="node-a", allocations=[], reserve=[stale])
         assert h.server.status_writes == [] and h.server.bindings == []
+
+
+async def test_a_claim_being_deleted_is_not_reserved(tmp_path: Path) -> None:
+    async with KubeHarness(tmp_path) as h:
+        s = Setup(h)
+        deleting = allocated_claim("c1", "node-a", reserved_for=[consumer("other")])
+        deleting["metadata"]["deletionTimestamp"] = "2026-12-02T12:00:00Z"
+        h.server.create("resourceclaims", deleting)
+        with pytest.raises(BindError, match="resourceclaim default/c1 is being deleted"):
+            await s.binder.bind(pod=s.pod, node="node-a", allocations=[],
+                                reserve=[s.parsed("c1")])
+        assert s.claim_obj()["status"]["reservedFor"] == [consumer("other")]
+        assert h.server.status_writes == [] and h.server.bindings == []
