@@ -477,12 +477,6 @@ _def("strings.quote", "strings_quote", (STRING,), STRING, _quote)
 
 # ----------------------------------------------------------------------------- lists
 
-def _check_list(value: Any) -> Sequence[Any]:
-    if type(value) not in (list, tuple):
-        raise EvalError("no such overload")
-    return value
-
-
 def _slice(items: Sequence[Any], start: int, end: int) -> tuple[Any, ...]:
     if start < 0 or end < 0:
         raise EvalError(f"cannot slice({start}, {end}), negative indexes not supported")

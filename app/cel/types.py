@@ -39,7 +39,6 @@ IP: Final = CelType("net.IP")
 CIDR: Final = CelType("net.CIDR")
 ERROR: Final = CelType("*error*")
 A: Final = CelType("A", is_param=True)
-B: Final = CelType("B", is_param=True)
 K: Final = CelType("K", is_param=True)
 V: Final = CelType("V", is_param=True)
 
@@ -62,7 +61,6 @@ def type_of(t: CelType) -> CelType:
 
 LIST_DYN: Final = list_of(DYN)
 MAP_DYN: Final = map_of(DYN, DYN)
-NUMERIC: Final = (INT, UINT, DOUBLE)
 # Identifiers that name types (`type(x) == int`); the runtime value is the bare type.
 TYPE_IDENTS: Final = {
     "int": INT, "uint": UINT, "double": DOUBLE, "bool": BOOL, "string": STRING,
