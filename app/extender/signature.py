@@ -71,6 +71,29 @@ def flat_devices(view: NodeView) -> tuple[Device, ...]:
     return tuple(d for pool in view.pools for d in pool.devices)
 
 
+class HashedKey:
+    """A large tuple used as a dict key, hashed once.
+
+    Signatures are looked up on every cache miss and hold thousands of values
+    (Fractions among them, which hash slowly); tuples do not keep their hash.
+    """
+
+    __slots__ = ("_hash", "value")
+
+    def __init__(self, value: Hashable) -> None:
+        self.value = value
+        self._hash = hash(value)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        return (isinstance(other, HashedKey) and self._hash == other._hash
+                and self.value == other.value)
+
+
 class StaticSignatures:
     """The claim-independent part of node signatures, cached per node version.
 
@@ -94,7 +117,7 @@ class StaticSignatures:
         hit = self._nodes.get(name)
         if hit is not None and hit[0] == version:
             return hit[1]
-        signature = self._intern(self._build(state))
+        signature = self._intern(HashedKey(self._build(state)))
         self._nodes[name] = (version, signature)
         return signature
 
@@ -216,7 +239,7 @@ def match_signature(devices: Sequence[Device], kinds: Sequence[RequestKind], *,
             row.append(None if device_class is None else _matches(
                 device, device_class, selectors, class_matcher, selector_matches))
         out.append(tuple(row))
-    return tuple(out)
+    return HashedKey(tuple(out))
 
 
 def _matches(device: Device, device_class: DeviceClass, selectors: tuple[str, ...],

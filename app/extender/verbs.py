@@ -115,7 +115,7 @@ class _Verdict:
 
     def for_claims(self, keys: tuple[str, ...]) -> _Verdict:
         """This verdict worded for another pod's claims of the same shape."""
-        if keys == self.claim_keys or not (self.reason or self.error):
+        if keys == self.claim_keys or not self.claim_keys:
             return self
         names = dict(zip(self.claim_keys, keys, strict=True))
         return replace(self, reason=rename_words(self.reason, names),
@@ -245,7 +245,7 @@ class Extender:
                 hit = (version, self._verdict_for(request, name))
                 cached[name] = hit
             verdict = hit[1]
-            if verdict.claim_keys != keys and verdict.claim_keys:
+            if (verdict.reason or verdict.error) and verdict.claim_keys != keys:
                 verdict = reworded.get(id(verdict)) or reworded.setdefault(
                     id(verdict), verdict.for_claims(keys))
             out.append((name, verdict))
