@@ -28,7 +28,14 @@ from app.cel import net
 from app.cel import parser as ast
 from app.cel.device import DeviceView, DomainMap
 from app.cel.errors import CostExceeded, EvalError
-from app.cel.library import CONVERSIONS, FOLDABLE, FUNCTIONS, Overload, compile_regex
+from app.cel.library import (
+    CONVERSIONS,
+    FOLDABLE,
+    FUNCTIONS,
+    Overload,
+    compile_regex,
+    sort_values,
+)
 from app.cel.quantity import CelQuantity
 from app.cel.semver import Semver
 from app.cel.types import (
@@ -1039,21 +1046,12 @@ def _run_transform_map_entry(c: Ctx, items: Any, names: list[str], bodies: list[
 
 def _run_sort_by(c: Ctx, items: Any, names: list[str], bodies: list[Fn], step: int,
                  one_var: bool) -> tuple[Any, ...]:
-    from app.cel.library import _sort
-    keyed = []
+    values, keys = [], []
     for item in items:
         _bind_vars(c, names, item, one_var, step)
-        keyed.append((bodies[0](c), item))
-    order = _sort(tuple(k for k, _ in keyed))
-    remaining = list(keyed)
-    out = []
-    for key in order:
-        for i, (k, item) in enumerate(remaining):
-            if k is key:
-                out.append(item)
-                del remaining[i]
-                break
-    return tuple(out)
+        values.append(item)
+        keys.append(bodies[0](c))
+    return sort_values(values, keys)
 
 
 _RUNNERS: Final[dict[str, Callable[..., Any]]] = {

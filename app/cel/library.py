@@ -524,15 +524,17 @@ def _sort_key(value: Any) -> Any:
     raise EvalError("no such overload")
 
 
-def _sort(items: Sequence[Any]) -> tuple[Any, ...]:
-    if not items:
+def sort_values(items: Sequence[Any], keys: Sequence[Any] | None = None) -> tuple[Any, ...]:
+    """CEL `sort()` order of `items`, or of `items` by `keys` (the `sortBy` macro);
+    the sort is stable and the keys must all have one type."""
+    keys = items if keys is None else keys
+    if not keys:
         return ()
-    kinds = {kind_of(i) for i in items}
-    if len(kinds) > 1:
+    if len({kind_of(k) for k in keys}) > 1:
         raise EvalError("list elements must have the same type")
-    if isinstance(items[0], Semver):
-        return tuple(sorted(items, key=_semver_key))
-    return tuple(sorted(items, key=_sort_key))
+    key_fn = _SemverKey if isinstance(keys[0], Semver) else _sort_key
+    order = sorted(range(len(keys)), key=lambda i: key_fn(keys[i]))
+    return tuple(items[i] for i in order)
 
 
 class _SemverKey:
@@ -543,10 +545,6 @@ class _SemverKey:
 
     def __lt__(self, other: _SemverKey) -> bool:
         return self.v.compare(other.v) < 0
-
-
-def _semver_key(v: Semver) -> _SemverKey:
-    return _SemverKey(v)
 
 
 def _range(n: int) -> tuple[int, ...]:
@@ -625,7 +623,7 @@ _def("flatten", "list_flatten_int", (list_of(DYN), INT), list_of(DYN), _flatten,
 _def("distinct", "list_distinct", (LA,), LA, _distinct, member=True,
      cost=lambda items: len(items) * len(items) // 10)
 _def("reverse", "list_reverse", (LA,), LA, lambda items: tuple(reversed(items)), member=True)
-_def("sort", "list_sort", (LA,), LA, _sort, member=True, cost=lambda items: len(items))
+_def("sort", "list_sort", (LA,), LA, sort_values, member=True, cost=lambda items: len(items))
 _def("lists.range", "lists_range", (INT,), list_of(INT), _range, cost=lambda n: max(n, 0))
 _def("isSorted", "list_is_sorted", (LA,), BOOL, _is_sorted, member=True)
 for _t in (INT, UINT, DOUBLE, QUANTITY):
@@ -861,4 +859,4 @@ _def("or", "optional_or_optional", (OA, OA), OA, lambda a, b: a if a.present els
      member=True)
 
 
-__all__ = ["CONVERSIONS", "FUNCTIONS", "Overload", "compile_regex"]
+__all__ = ["CONVERSIONS", "FOLDABLE", "FUNCTIONS", "Overload", "compile_regex", "sort_values"]
