@@ -2,7 +2,8 @@
 
 The kube source and the binder are tested with the real kubernetes-asyncio
 client over HTTP, so this double implements the wire behaviour they depend on,
-not a mock of the client: lists carry `metadata.resourceVersion`; watches are
+not a mock of the client: lists carry `metadata.resourceVersion` and are
+paged with `limit` / `continue` from one snapshot (410 once it expires); watches are
 chunked JSON-lines streams of ADDED / MODIFIED / DELETED / BOOKMARK events
 resumable from any resourceVersion still in the history, and an ERROR event
 with a 410 Status once that version has been compacted away; `timeoutSeconds`
@@ -21,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,6 +69,8 @@ class Faults:
     watch_errors: int = 0
     # List requests answered with a 500.
     list_errors: int = 0
+    # List requests with a continue token answered with 410 Expired.
+    expired_continues: int = 0
 
 
 class FakeApiServer:
@@ -88,6 +91,7 @@ class FakeApiServer:
         self._current_rv = 99
         self._uids = itertools.count(1)
         self._watchers: list[_Watcher] = []
+        self._snapshots: dict[str, tuple[int, list[dict[str, Any]], int]] = {}  # paged lists
         self._runner: web.AppRunner | None = None
         self.port = 0
 
@@ -224,7 +228,7 @@ class FakeApiServer:
             self.collection_queries.append((plural, dict(request.query)))
             if request.query.get("watch", "").lower() in ("true", "1"):
                 return await self._watch(request, plural)
-            return self._list(plural, namespace)
+            return self._list(plural, namespace, request.query)
         if len(parts) == 2 and request.method == "GET":
             return self._get(plural, namespace, parts[1])
         if len(parts) == 2 and request.method == "PUT":
@@ -236,17 +240,35 @@ class FakeApiServer:
             return await self._bind(request, namespace, parts[1])
         return _status(405, "MethodNotAllowed", f"{request.method} {request.path}")
 
-    def _list(self, plural: str, namespace: str) -> web.Response:
+    def _list(self, plural: str, namespace: str, query: Mapping[str, str]) -> web.Response:
         if self.faults.list_errors > 0:
             self.faults.list_errors -= 1
             return _status(500, "InternalError", "list failed on demand")
         res = RESOURCES[plural]
-        # List items carry no kind, as on a real server.
-        items = [{k: v for k, v in o.items() if k not in ("kind", "apiVersion")}
-                 for (ns, _), o in sorted(self.store[plural].items())
-                 if not namespace or ns == namespace]
+        limit = int(query.get("limit") or 0)
+        token = query.get("continue")
+        if token:
+            page = self._snapshots.get(token)
+            if page is None or page[0] < self.compacted_rv or self.faults.expired_continues > 0:
+                self.faults.expired_continues = max(0, self.faults.expired_continues - 1)
+                return _status(410, "Expired", "The provided continue parameter is too old to "
+                               "display a consistent list result. You can start a new list "
+                               "without the continue parameter.")
+            rv, items, offset = page
+        else:
+            # List items carry no kind, as on a real server.
+            rv, offset = self._current_rv, 0
+            items = [{k: v for k, v in o.items() if k not in ("kind", "apiVersion")}
+                     for (ns, _), o in sorted(self.store[plural].items())
+                     if not namespace or ns == namespace]
+        meta: dict[str, Any] = {"resourceVersion": str(rv)}
+        end = offset + limit if limit > 0 else len(items)
+        if end < len(items):
+            # Later pages come from the same snapshot, as etcd serves them at rv.
+            meta["continue"] = next_token = f"{plural}-{rv}-{end}"
+            self._snapshots[next_token] = (rv, items, end)
         body = {"kind": f"{res.kind}List", "apiVersion": res.api_version,
-                "metadata": {"resourceVersion": str(self._current_rv)}, "items": items}
+                "metadata": meta, "items": items[offset:end]}
         return web.Response(body=orjson.dumps(body), content_type="application/json")
 
     def _get(self, plural: str, namespace: str, name: str) -> web.Response:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from pathlib import Path
 
 from app.sources.kube import WatchSettings
 from app.sources.kube.watch import Backoff
 from tests.kube.harness import (
+    FAST,
     KubeHarness,
     claim,
     device_class,
@@ -217,3 +219,18 @@ async def test_a_failing_server_is_not_hammered(tmp_path: Path) -> None:
         # Without the backoff, four informers would send thousands of lists a second.
         assert len(h.server.watch_queries("nodes")) <= 8
         assert not h.inventory.synced
+
+
+async def test_lists_are_paged_and_restart_when_the_snapshot_expires(tmp_path: Path) -> None:
+    async with KubeHarness(tmp_path, settings=replace(FAST, page_size=2)) as h:
+        for i in range(5):
+            h.server.create("nodes", node(f"n{i}"))
+        h.server.faults.expired_continues = 1
+        h.watch()
+        await h.synced()
+        assert h.inventory.node_names() == ["n0", "n1", "n2", "n3", "n4"]
+        lists = [q for q in h.server.watch_queries("nodes") if "watch" not in q]
+        assert all(q["limit"] == "2" for q in lists)
+        # Page 2 met an expired snapshot, so the list started over: three pages.
+        assert ["continue" in q for q in lists] == [False, True, False, True, True]
+        assert h.metric("drax_watch_relists_total", kind="Node") == 1

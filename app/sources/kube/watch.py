@@ -7,7 +7,8 @@ for `resource.k8s.io/v1`, retries a 410 on its own, and building model objects
 for thousands of devices costs more than the inventory's own parsing.
 
 The loop is client-go's reflector, reduced to what drax needs:
-- list (a consistent read), `inventory.replace(kind, items)` so the state
+- list (a consistent read, in pages of 500 like client-go's pager),
+  `inventory.replace(kind, items)` so the state
   becomes exactly the list (objects deleted while away disappear), and
   `mark_synced(kind)` the first time;
 - watch from the list's resourceVersion with bookmarks and a server-side
@@ -48,7 +49,7 @@ log = logging.getLogger(__name__)
 APPLIED_EVENTS: Final = frozenset({"ADDED", "MODIFIED", "DELETED"})
 # Events handled between two yields to the event loop, so a burst of watch
 # events cannot hold up the extender's HTTP requests for long.
-EVENTS_PER_YIELD: Final = 64
+EVENTS_PER_YIELD: Final = 16
 
 
 class EventSink(Protocol):
@@ -81,7 +82,8 @@ class WatchSettings:
     """Timings; the defaults are client-go's reflector values."""
 
     watch_timeout: float = 300.0  # each watch asks for [t, 2t) seconds
-    list_timeout: float = 60.0
+    list_timeout: float = 60.0  # longest silence tolerated while a list is read
+    page_size: int = 500  # objects per list page, as client-go's pager
     connect_timeout: float = 10.0
     backoff_initial: float = 0.8
     backoff_max: float = 30.0
@@ -167,22 +169,17 @@ class Informer:
         return self._backoff.next()
 
     async def _list(self) -> str:
-        s = self._settings
-        resp = await self._list_call(
-            _preload_content=False,
-            _request_timeout=aiohttp.ClientTimeout(total=s.list_timeout,
-                                                   sock_connect=s.connect_timeout))
-        try:
-            body = await resp.read()
-            if resp.status == 410:
-                raise ResourceExpired(_status_message(body))
-            if resp.status != 200:
-                raise WatchError(f"list: HTTP {resp.status}: {_status_message(body)}")
-        finally:
-            resp.release()
-        decoded = orjson.loads(body)
-        items = decoded.get("items") or []
-        rv = str((decoded.get("metadata") or {}).get("resourceVersion") or "")
+        """A full list, in pages of `page_size` from one consistent snapshot."""
+        items: list[Any] = []
+        token: str | None = None
+        while True:
+            decoded = await self._list_page(token)
+            items.extend(decoded.get("items") or [])
+            meta = decoded.get("metadata") or {}
+            rv = str(meta.get("resourceVersion") or "")
+            token = meta.get("continue") or None
+            if token is None:
+                break
         if not rv:
             raise WatchError("list: the response carries no metadata.resourceVersion")
         self._replace(items)
@@ -192,6 +189,30 @@ class Informer:
             self._synced = True
         log.info("%s: listed %d objects at resourceVersion %s", self.kind, len(items), rv)
         return rv
+
+    async def _list_page(self, token: str | None) -> dict[str, Any]:
+        s = self._settings
+        paging: dict[str, Any] = {"limit": s.page_size}
+        if token is not None:
+            paging["_continue"] = token
+        resp = await self._list_call(
+            **paging, _preload_content=False,
+            # No total: a big cluster's list may take long; a stalled one may not.
+            _request_timeout=aiohttp.ClientTimeout(sock_connect=s.connect_timeout,
+                                                   sock_read=s.list_timeout))
+        try:
+            body = await resp.read()
+        finally:
+            resp.release()
+        if resp.status == 410:
+            # The snapshot behind the continue token is gone: start over.
+            raise ResourceExpired(_status_message(body))
+        if resp.status != 200:
+            raise WatchError(f"list: HTTP {resp.status}: {_status_message(body)}")
+        decoded = orjson.loads(body)
+        if not isinstance(decoded, dict):
+            raise WatchError("list: the response is not an object")
+        return decoded
 
     def _replace(self, items: list[Any]) -> None:
         try:
