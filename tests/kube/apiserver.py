@@ -172,6 +172,12 @@ class FakeApiServer:
                 w.request.transport.abort()
             w.queue.put_nowait(None)
 
+    def inject(self, plural: str, raw: bytes) -> None:
+        """Send `raw` as is on every open watch of `plural` (a corrupt stream)."""
+        for w in self._watchers:
+            if w.plural == plural:
+                w.queue.put_nowait(raw)
+
     def open_watches(self, plural: str) -> int:
         return sum(1 for w in self._watchers if w.plural == plural)
 

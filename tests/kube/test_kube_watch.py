@@ -234,3 +234,17 @@ async def test_lists_are_paged_and_restart_when_the_snapshot_expires(tmp_path: P
         # Page 2 met an expired snapshot, so the list started over: three pages.
         assert ["continue" in q for q in lists] == [False, True, False, True, True]
         assert h.metric("drax_watch_relists_total", kind="Node") == 1
+
+
+async def test_a_corrupt_watch_stream_is_resumed_without_losing_state(tmp_path: Path) -> None:
+    async with KubeHarness(tmp_path) as h:
+        h.server.create("nodes", node("n0"))
+        h.watch()
+        await h.synced()
+        await h.watching()
+        h.server.inject("nodes", b'{"type": "ADDED", "object": {"metad\n')
+        h.server.inject("nodes", b"[1, 2]\n")
+        h.server.create("nodes", node("n1"))
+        await eventually(lambda: h.inventory.node_names() == ["n0", "n1"], "n1")
+        assert h.metric("drax_watch_errors_total", kind="Node") >= 1
+        assert h.metric("drax_watch_relists_total", kind="Node") == 0

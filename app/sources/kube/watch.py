@@ -275,6 +275,8 @@ class Informer:
 
     def _handle(self, line: bytes) -> None:
         event = orjson.loads(line)
+        if not isinstance(event, dict):
+            raise WatchError(f"watch line is not an event object: {line[:80]!r}")
         event_type = event.get("type")
         obj = event.get("object")
         if not isinstance(obj, dict):
