@@ -351,6 +351,12 @@ def _unschedulable(total: int, failed: dict[str, str], unresolvable: dict[str, s
     return f"0/{total} nodes are available: " + "; ".join(parts)
 
 
+def _plain(value: Any) -> str:
+    if isinstance(value, dict):
+        return " ".join(f"{k}={v}" for k, v in value.items())
+    return "-" if value is None else str(value)
+
+
 def render_table(report: dict[str, Any], results: Sequence[_PodResult]) -> str:
     rows = [("POD", "NODE", "TOPOLOGY", "DEVICES / REASON")]
     for r in results:
@@ -370,5 +376,5 @@ def render_table(report: dict[str, Any], results: Sequence[_PodResult]) -> str:
     lines.append(f"policy {report['policy']}: {report['placed']} placed, "
                  f"{report['unschedulable']} unschedulable, first failure at "
                  f"{report['firstFailure'] if report['firstFailure'] is not None else '-'}")
-    lines.extend(f"  {key}: {value}" for key, value in summary.items())
+    lines.extend(f"  {key}: {_plain(value)}" for key, value in summary.items())
     return "\n".join(lines) + "\n"
