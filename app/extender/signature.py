@@ -231,15 +231,12 @@ def match_signature(devices: Sequence[Device], kinds: Sequence[RequestKind], *,
                     class_matcher: Callable[[DeviceClass, Device], bool],
                     selector_matches: Callable[[str, Device], bool]) -> Hashable:
     """Per device, per request kind: does it match (or which error it raises)."""
-    out = []
-    for device in devices:
-        row = []
-        for class_name, selectors in kinds:
-            device_class = classes.get(class_name)
-            row.append(None if device_class is None else _matches(
-                device, device_class, selectors, class_matcher, selector_matches))
-        out.append(tuple(row))
-    return HashedKey(tuple(out))
+    resolved = [(classes.get(class_name), selectors) for class_name, selectors in kinds]
+    return HashedKey(tuple(
+        tuple(None if device_class is None else _matches(
+            device, device_class, selectors, class_matcher, selector_matches)
+            for device_class, selectors in resolved)
+        for device in devices))
 
 
 def _matches(device: Device, device_class: DeviceClass, selectors: tuple[str, ...],

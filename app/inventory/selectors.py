@@ -55,7 +55,9 @@ class SelectorCache:
 
     def class_matches(self, device_class: DeviceClass, device: Device) -> bool:
         """The `ClassMatcher` the allocator accepts: all class selectors hold."""
-        per_device = self._by_class.setdefault(device_class.name, {})
+        per_device = self._by_class.get(device_class.name)
+        if per_device is None:
+            per_device = self._by_class[device_class.name] = {}
         hit = per_device.get(device.id)
         if hit is not None and hit[0] is device_class and hit[1] is device:
             return _unwrap(hit[2])
