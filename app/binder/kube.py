@@ -77,7 +77,6 @@ class _Written:
     uid: str = ""
     finalizer_added: bool = False
     allocated: bool = False
-    reserved: bool = False
 
     @property
     def key(self) -> str:
@@ -174,7 +173,6 @@ class KubeBinder:
             what = "allocation and reservation" if allocation is not None else "reservation"
             _expect_ok(code, body, f"writing the {what} of resourceclaim {rec.key}")
             rec.allocated = allocation is not None
-            rec.reserved = True
             _remember(written, rec)
             return
         raise BindError(f"resourceclaim {rec.key}: still conflicting after "
