@@ -9,7 +9,7 @@ from fractions import Fraction
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.cel import CelEvalError, compile_selector
+from app.cel import CelCompileError, CelEvalError, compile_selector
 from app.cel.quantity import cel_quantity
 from app.cel.semver import parse_semver
 from tests.cel.celcases import STANDARD_DEVICE
@@ -115,3 +115,41 @@ def test_quantity_compare_is_numeric(a: int, sa: str, b: int, sb: str) -> None:
     expected = (va > vb) - (va < vb)
     assert evaluate(f'quantity("{a}{sa}").compareTo(quantity("{b}{sb}")) == {expected}') is True
     assert evaluate(f'(quantity("{a}{sa}") == quantity("{b}{sb}")) == {str(va == vb).lower()}')
+
+
+ATOMS = ["1", "2u", "1.5", '"s"', "b'x'", "true", "null", "[]", "{}", "[1, 2]", '{"a": 1}',
+         "device", "device.attributes", 'device.attributes["dra.example.com"]',
+         'device.attributes["dra.example.com"].ints',
+         'device.attributes["dra.example.com"].version',
+         'device.capacity["dra.example.com"].memory', 'quantity("1Gi")', 'semver("1.0.0")',
+         "dyn(1)", 'dyn("a")', "optional.of(1)", 'ip("1.2.3.4")', "lists.range(3)", "int"]
+OPERATORS = ["+", "-", "*", "/", "%", "==", "!=", "<", ">=", "&&", "||", " in "]
+MEMBERS = [".size()", ".all(x, x)", ".exists(x, true)", ".map(x, x)", ".orValue(1)", ".?a",
+           ".a", '["a"]', "[0]", "[?0]", '.isGreaterThan(quantity("1"))',
+           '.compareTo(semver("1.0.0"))', '.startsWith("a")', '.matches("a")', ".includes(1)",
+           ".sum()", ".min()", ".sort()", ".lowerAscii()", ".all(k, v, true)", ".asInteger()",
+           ".value()"]
+
+EXPRESSIONS = st.recursive(
+    st.sampled_from(ATOMS),
+    lambda inner: st.one_of(
+        st.tuples(inner, st.sampled_from(OPERATORS), inner).map(lambda t: f"({t[0]}{t[1]}{t[2]})"),
+        st.tuples(inner, st.sampled_from(MEMBERS)).map(lambda t: t[0] + t[1]),
+        inner.map(lambda e: f"!{e}"),
+        st.tuples(inner, inner, inner).map(lambda t: f"({t[0]} ? {t[1]} : {t[2]})"),
+    ),
+    max_leaves=6)
+
+
+@settings(max_examples=300, deadline=None)
+@given(expression=EXPRESSIONS)
+def test_any_expression_gives_an_answer_or_a_cel_error(expression: str) -> None:
+    try:
+        selector = compile_selector(expression)
+    except CelCompileError as exc:
+        assert str(exc)
+        return
+    try:
+        assert selector.matches(STANDARD_DEVICE) in (True, False)
+    except CelEvalError as exc:
+        assert "no such overload: " not in str(exc), str(exc)  # no Python-level leak
