@@ -24,6 +24,7 @@ allocated until the claim arrives carrying an allocation, until
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -160,14 +161,17 @@ class Inventory:
         """Add or replace an already parsed object (the in-memory binder writes here)."""
         self._expire()
         if kind == "Node":
-            self._nodes[obj.name] = obj
-            self._stamp_nodes([obj.name])
+            if not _unchanged(self._nodes.get(obj.name), obj):
+                self._nodes[obj.name] = obj
+                self._stamp_nodes([obj.name])
         elif kind == "ResourceSlice":
-            self._put_slice(obj)
+            if not _unchanged(self._slices.get(obj.name), obj):
+                self._put_slice(obj)
         elif kind == "DeviceClass":
-            self._classes[obj.name] = obj
-            self.selectors.forget_class(obj.name)
-            self._stamp_all()
+            if not _unchanged(self._classes.get(obj.name), obj):
+                self._classes[obj.name] = obj
+                self.selectors.forget_class(obj.name)
+                self._stamp_all()
         elif kind == "ResourceClaim":
             self._put_claim(obj)
         elif kind == "ResourceClaimTemplate":
@@ -502,6 +506,13 @@ class Inventory:
 
     def _stamp_all(self) -> None:
         self._global_version = self._next()
+
+
+def _unchanged(old: Any, new: Any) -> bool:
+    """True when `new` only differs from `old` in resourceVersion (a resync or a
+    relist). Keeping the old object then keeps every cache keyed on it valid."""
+    return old is not None and dataclasses.replace(
+        new, resource_version=old.resource_version) == old
 
 
 def _decrement(counts: dict[PoolKey, int], key: PoolKey) -> None:

@@ -399,3 +399,20 @@ def test_generated_claims_are_found_by_owner_and_pod_claim_name() -> None:
                                pod_claim_name="gpu") is None
     inv.apply("ResourceClaim", "DELETED", generated)
     assert inv.generated_claim(pod=owner, pod_claim_name="gpu") is None
+
+
+def test_resyncs_that_change_nothing_keep_versions_and_caches() -> None:
+    inv = inventory(node("n1", zone="a"), device_class("gpu", "device.driver == 'x'"),
+                    resource_slice("s1", node_name="n1", devices=[device("d", model="a")]))
+    state = inv.node_state("n1")
+    before = inv.version("n1")
+    resent = [node("n1", zone="a"), device_class("gpu", "device.driver == 'x'"),
+              resource_slice("s1", node_name="n1", devices=[device("d", model="a")])]
+    for obj in resent:
+        obj["metadata"]["resourceVersion"] = "999"
+        inv.apply(obj["kind"], "MODIFIED", obj)
+    inv.replace("DeviceClass", [resent[1]])
+    assert inv.version("n1") == before
+    assert inv.node_state("n1") is state
+    inv.apply("Node", "MODIFIED", node("n1", zone="b"))
+    assert inv.version("n1") > before
