@@ -381,10 +381,12 @@ class Extender:
         if outcome.feasible or outcome.error is not None:
             return _from_outcome(outcome, claim_keys=keys)
         # Evicting pods frees devices; if the claims do not fit even on an empty
-        # node, the scheduler must not try preemption here.
+        # node, the scheduler must not try preemption here. A search cut short by
+        # the step budget proves nothing, so that node stays resolvable.
         on_empty = self._allocate(claims, state, AllocatedState())
+        settled = on_empty.error is None and on_empty.steps < self._step_budget
         return _from_outcome(outcome, claim_keys=keys,
-                             unresolvable=not on_empty.feasible and on_empty.error is None)
+                             unresolvable=not on_empty.feasible and settled)
 
     def _allocate(self, claims: Sequence[ResourceClaim], state: NodeState,
                   allocated: AllocatedState) -> AllocationOutcome:

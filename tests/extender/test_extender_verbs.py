@@ -285,3 +285,15 @@ def test_a_cached_reason_names_the_asking_pods_claim() -> None:
     second = ext.filter(the_pod(inv, "default/p2"), ["n1"]).unresolvable["n1"]
     assert "default/c1" in first
     assert "default/c2" in second and "default/c1" not in second
+
+
+def test_a_search_cut_short_by_the_step_budget_leaves_the_node_resolvable() -> None:
+    inv = load(GPU_CLASS, NIC_CLASS, gpu_node("n1", roots=["a", "b", "c", "d"],
+                                              nic_roots=["e"]),
+               claim("c", requests=[exactly("gpu", "gpu", count=2), exactly("nic", "nic")],
+                     constraints=[{"matchAttribute": "resource.kubernetes.io/pcieRoot"}]),
+               pod("p", claims={"g": "c"}))
+    result_ = extender(inv, step_budget=2).filter(the_pod(inv), ["n1"])
+    assert list(result_.failed) == ["n1"]
+    assert result_.failed["n1"]
+    assert extender(inv).filter(the_pod(inv), ["n1"]).unresolvable
