@@ -46,6 +46,7 @@ ROOT_LEVEL: Final = 1.0
 NUMA_LEVEL: Final = 2.0
 NODE_LEVEL: Final = 4.0
 _EPS: Final = 1e-9
+_BELOW_ONE: Final = 1 - 1e-6
 
 
 @dataclass(slots=True, frozen=True)
@@ -168,7 +169,9 @@ class TopologyObjective:
         if tier == ONE_ROOT:
             return (tier + packing) / TIERS
         wl, wp = self._config.locality_weight, self._config.packing_weight
-        return (tier + (wl * refinement + wp * packing) / (wl + wp)) / TIERS
+        # Capped below 1 so no weighting lets a lower tier reach the next one.
+        within = min(_BELOW_ONE, (wl * refinement + wp * packing) / (wl + wp))
+        return (tier + within) / TIERS
 
     def _upper_bound(self, known: int, placed: int, rooted: int, numa_placed: int,
                      has_both: bool) -> float:

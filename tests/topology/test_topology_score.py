@@ -222,3 +222,11 @@ def test_scores_stay_in_range_and_tiers_order_priorities(used: set[str], a: set[
         assert 0.0 <= q.packing <= 1.0 and 0.0 <= q.refinement <= 1.0
     if qa.tier > qb.tier:
         assert priority(qa.score) > priority(qb.score) and qa.score > qb.score
+
+
+def test_a_whole_node_pod_stays_in_its_tier_whatever_the_weights() -> None:
+    n = node()
+    obj = objective(n, config=TopologyConfig(packing="spread", locality_weight=0))
+    whole = obj.evaluate(picks(n, *NAMES))  # every unit: spans NUMA, breaks nothing
+    assert whole.tier == 0 and whole.packing == pytest.approx(1.0)
+    assert priority(whole.score) == 2
