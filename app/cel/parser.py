@@ -339,7 +339,8 @@ class Parser:
             symbol = self.peek().text
             while self.at(symbol):
                 ops.append(self.take())
-            if symbol == "-" and self.peek().kind == "num" and not self._literal_has_member():
+            if symbol == "-" and self.peek().kind == "num" and not isinstance(
+                    self.peek().value, UInt) and not self._literal_has_member():
                 # cel-go lexes `-` directly before a number as part of a negative literal.
                 ops.pop()
                 tok = self.take()
@@ -496,12 +497,8 @@ class Parser:
 
 def _negate(tok: Token) -> Any:
     value = tok.value
-    if isinstance(value, UInt):
-        raise CelSyntaxError(f"Syntax error: mismatched input '{tok.text}'", tok.pos)
-    if type(value) is int:
-        if -value < -(1 << 63):
-            raise CelSyntaxError("Syntax error: invalid int literal", tok.pos)
-        return -value
+    if type(value) is int and -value < -(1 << 63):
+        raise CelSyntaxError("Syntax error: invalid int literal", tok.pos)
     return -value
 
 

@@ -145,6 +145,7 @@ INTEGERS: list[tuple[str, Any]] = [
     ("-(-9223372036854775807) > 0", True),
     ("9223372036854775808 > 0", Compile("Syntax error")),
     ("1u + 2u == 3u", True),
+    ("-1u == 1u", Compile("found no matching overload for '-_' applied to '(uint)'")),
     ("0u - 1u == 0u", Runtime("unsigned integer overflow")),
     ("18446744073709551615u + 1u > 0u", Runtime("unsigned integer overflow")),
     ("5u / 2u == 2u", True),
