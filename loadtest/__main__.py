@@ -166,6 +166,7 @@ def run_size(args: argparse.Namespace, nodes: int, workdir: Path) -> dict[str, A
           + (f"; aborted: {drax_run.aborted}" if drax_run.aborted else ""), file=sys.stderr)
 
     floor_run = None
+    floor_rss = 0
     if not args.no_floor:
         port = bench.free_port()
         with serving(_floor_argv(port), port=port, log=workdir / f"floor-{nodes}.log",
@@ -175,6 +176,7 @@ def run_size(args: argparse.Namespace, nodes: int, workdir: Path) -> dict[str, A
                 floor_run = bench.replay(client, drax_run.samples)
             finally:
                 client.close()
+            floor_rss, _ = bench.memory_bytes(floor.pid)
         print(f"[{nodes} nodes] replayed against the floor", file=sys.stderr)
 
     phases = report.phase_results(drax_run, floor_run)
@@ -184,7 +186,8 @@ def run_size(args: argparse.Namespace, nodes: int, workdir: Path) -> dict[str, A
         "candidates": f"all {nodes} nodes" if args.candidates == "all"
         else f"{count} of {nodes} (percentageOfNodesToScore default, rotating start)",
         "build_seconds": round(build_seconds, 3),
-        "rss": {"ready_bytes": rss_ready, "after_bytes": rss_after, "peak_bytes": rss_peak},
+        "rss": {"ready_bytes": rss_ready, "after_bytes": rss_after, "peak_bytes": rss_peak,
+                "floor_bytes": floor_rss},
         "phases": phases,
         "drax_overall": report.overall(phases, "drax"),
         "aborted": drax_run.aborted,

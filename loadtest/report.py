@@ -175,7 +175,8 @@ def markdown(doc: Mapping[str, Any]) -> str:
                   f"- inventory build (process start to /readyz): {run['build_seconds']:.2f} s",
                   f"- server RSS: {run['rss']['ready_bytes'] / MB:.0f} MB after build, "
                   f"{run['rss']['after_bytes'] / MB:.0f} MB after the run, "
-                  f"peak {run['rss']['peak_bytes'] / MB:.0f} MB",
+                  f"peak {run['rss']['peak_bytes'] / MB:.0f} MB (the floor server, same stack "
+                  f"without an inventory: {run['rss'].get('floor_bytes', 0) / MB:.0f} MB)",
                   *([f"- exactly 16 devices per node ({run['rss_16']['devices']} devices): "
                      f"build {run['rss_16']['build_seconds']:.2f} s, RSS "
                      f"{run['rss_16']['ready_bytes'] / MB:.0f} MB"] if run.get("rss_16") else []),
