@@ -18,14 +18,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Hashable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from cachetools import LRUCache, TTLCache
 
 from app.allocator import DEFAULT_STEP_BUDGET, allocate
-from app.allocator.types import AllocatedState, AllocationOutcome, ClaimAllocation
+from app.allocator.types import AllocatedState, AllocationOutcome, ClaimAllocation, Objective
 from app.cel import CelCompileError, CelEvalError
 from app.extender.binder import Binder, BindError, MemoryBinder
 from app.extender.claims import ClaimResolver, PodClaims
@@ -39,7 +39,7 @@ from app.extender.signature import (
 )
 from app.features import FeatureGates
 from app.inventory import Inventory, NodeState
-from app.model import Pod, ResourceClaim
+from app.model import Device, Pod, ResourceClaim
 from app.topology import TopologyConfig, make_objective, priority
 
 _SHAPES_CACHED: Final = 256
@@ -390,8 +390,9 @@ class Extender:
 
     def _allocate(self, claims: Sequence[ResourceClaim], state: NodeState,
                   allocated: AllocatedState) -> AllocationOutcome:
-        objective = make_objective(node_view=state.view, allocated=allocated,
-                                   config=self._topology, mode=self._mode)
+        objective = _LazyObjective(lambda: make_objective(
+            node_view=state.view, allocated=allocated, config=self._topology, mode=self._mode),
+            first_fit=self._mode == "advisor")
         return allocate(claims, node_view=state.view, classes=self._inventory.classes,
                         allocated=allocated, features=self._features,
                         class_matcher=self._inventory.class_matcher,
@@ -412,6 +413,29 @@ class Extender:
         if pod is not None and (not uid or not pod.uid or pod.uid == uid):
             return pod
         return None
+
+
+class _LazyObjective:
+    """The topology objective, built on first use: a node where nothing fits never
+    asks for a score, so it never pays for its topology."""
+
+    __slots__ = ("_build", "_built", "first_fit")
+
+    def __init__(self, build: Callable[[], Objective], *, first_fit: bool) -> None:
+        self._build = build
+        self._built: Objective | None = None
+        self.first_fit = first_fit
+
+    def _objective(self) -> Objective:
+        if self._built is None:
+            self._built = self._build()
+        return self._built
+
+    def score(self, picks: Sequence[Device]) -> float:
+        return self._objective().score(picks)
+
+    def is_perfect(self, score: float) -> bool:
+        return self._objective().is_perfect(score)
 
 
 def _allocated_elsewhere(claims: PodClaims, state: NodeState) -> str | None:
