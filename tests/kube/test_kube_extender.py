@@ -270,3 +270,41 @@ async def test_failed_binding_rolls_the_claim_back_and_frees_the_device(tmp_path
         assert await ext.bind(namespace="default", name="p1", uid="uid-p1", node="node-a") \
             is None
         assert allocated_to(h, "c1") is not None
+
+
+async def test_a_shared_claim_is_allocated_once_then_only_reserved(tmp_path: Path) -> None:
+    async with KubeHarness(tmp_path) as h:
+        ext = extender_for(h)
+        for name in ("node-a", "node-b"):
+            h.server.create("resourceslices", gpu_slice(name, 2))
+        h.server.create("deviceclasses", device_class())
+        h.server.create("resourceclaims", claim("shared"))
+        p1, p2, p3 = (add_pod(h, pod(name, "shared")) for name in ("p1", "p2", "p3"))
+        h.watch()
+        await h.synced()
+        assert ext.filter(p1, ["node-a", "node-b"]).passed == ["node-a", "node-b"]
+        assert await ext.bind(namespace="default", name="p1", uid="uid-p1", node="node-a") \
+            is None
+        first = allocated_to(h, "shared")
+        await h.caught_up()
+
+        result = ext.filter(p2, ["node-a", "node-b"])
+        assert result.passed == ["node-a"] and "node-b" in result.unresolvable
+        assert await ext.bind(namespace="default", name="p2", uid="uid-p2", node="node-a") \
+            is None
+        shared = h.server.get("resourceclaims", "shared", "default")
+        assert shared["status"]["allocation"] == first
+        assert [r["name"] for r in shared["status"]["reservedFor"]] == ["p1", "p2"]
+        assert h.server.count("PUT", "/resourceclaims/shared") == 1  # one finalizer write
+
+        # reservedFor is full at 256: the next pod is turned away, as upstream does.
+        shared["status"]["reservedFor"] += [
+            {"resource": "pods", "name": f"o{i}", "uid": f"uid-o{i}"} for i in range(254)]
+        h.server.update("resourceclaims", shared)
+        await h.caught_up()
+        result = ext.filter(p3, ["node-a"])
+        assert result.passed == [] and "256" in result.unresolvable["node-a"]
+        error = await ext.bind(namespace="default", name="p3", uid="uid-p3", node="node-a")
+        assert error is not None and "256" in error
+        assert len(h.server.get("resourceclaims", "shared", "default")["status"][
+            "reservedFor"]) == 256
