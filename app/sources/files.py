@@ -17,6 +17,9 @@ from typing import Any
 
 import yaml
 
+# libyaml's loader when the wheel has it: several times faster on large inventories.
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 SUFFIXES = (".yaml", ".yml", ".json")
 
 
@@ -53,7 +56,7 @@ def _load_file(path: Path) -> list[dict[str, Any]]:
         if path.suffix == ".json":
             docs: list[Any] = [json.loads(text)]
         else:
-            docs = list(yaml.safe_load_all(text))
+            docs = list(yaml.load_all(text, Loader=_YAML_LOADER))
     except (yaml.YAMLError, json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise SourceError(f"{path}: cannot parse: {exc}") from None
     out: list[dict[str, Any]] = []
