@@ -35,6 +35,7 @@ async def test_initial_lists_fill_the_inventory_and_mark_it_synced(tmp_path: Pat
         assert h.metric("drax_inventory_nodes") == 1
         assert h.metric("drax_inventory_devices") == 8
         assert h.metric("drax_inventory_allocated_devices") == 0
+        assert 0 <= h.metric("drax_watch_seconds_since_last_event", kind="Node") < 60
         # Each kind was listed once, then watched from the list's resourceVersion.
         listed_at = str(h.server.resource_version)
         await eventually(lambda: h.server.open_watches("resourceslices") == 1, "the watch")
