@@ -94,6 +94,14 @@ class HashedKey:
                 and self.value == other.value)
 
 
+@dataclass(slots=True, frozen=True)
+class NodeSignature:
+    """`hardware`: what the node has; `full`: that plus what is taken of it."""
+
+    hardware: HashedKey
+    full: HashedKey
+
+
 class StaticSignatures:
     """The claim-independent part of node signatures, cached per node version.
 
@@ -110,14 +118,18 @@ class StaticSignatures:
         # Identical hardware yields equal tuples; sharing one copy keeps thousands of
         # nodes' signatures from costing thousands of copies.
         self._interned: dict[Hashable, Hashable] = {}
-        self._nodes: dict[str, tuple[int, Hashable]] = {}
+        self._nodes: dict[str, tuple[int, NodeSignature]] = {}
 
-    def of(self, state: NodeState) -> Hashable:
+    def of(self, state: NodeState) -> NodeSignature:
         name, version = state.view.node.name, state.view.version
         hit = self._nodes.get(name)
         if hit is not None and hit[0] == version:
             return hit[1]
-        signature = self._intern(HashedKey(self._build(state)))
+        hardware, usage = self._build(state)
+        interned = self._intern(HashedKey(hardware))
+        assert isinstance(interned, HashedKey)
+        signature = NodeSignature(hardware=interned,
+                                  full=HashedKey((interned, self._intern(usage))))
         self._nodes[name] = (version, signature)
         return signature
 
@@ -126,30 +138,31 @@ class StaticSignatures:
             self._interned.clear()
         return self._interned.setdefault(value, value)
 
-    def _build(self, state: NodeState) -> Hashable:
+    def _build(self, state: NodeState) -> tuple[Hashable, Hashable]:
         view, allocated = state.view, state.allocated
         pools = []
+        usage: list[Hashable] = []
         strings: list[tuple[tuple[str, ...], tuple[Any, ...]]] = []
         for pool in view.pools:
-            used = allocated.consumed_counters.get(pool.key, {})
             devices = []
             for d in pool.devices:
                 device_id = d.id
                 fixed, names, values = self._device(d, device_id)
                 strings.append((names, values))
+                devices.append(fixed)
                 consumed = allocated.consumed_capacity.get(device_id)
-                devices.append((fixed, device_id in allocated.devices,
-                                device_id in allocated.multi_allocated,
-                                _quantities(consumed) if consumed else ()))
+                usage.append((device_id in allocated.devices,
+                              device_id in allocated.multi_allocated,
+                              _quantities(consumed) if consumed else ()))
+            usage.append(_quantities(allocated.consumed_counters.get(pool.key, {})))
             pools.append((pool.driver, pool.complete, pool.invalid_reason,
                           pool.has_binding_conditions,
                           tuple(sorted((cs.name, _quantities(cs.counters))
                                        for cs in pool.counter_sets.values())),
-                          _quantities(used),
                           tuple((sl.node_name is not None, sl.all_nodes, repr(sl.node_selector),
                                  sl.per_device_node_selection) for sl in pool.slices),
                           tuple(devices)))
-        return tuple(pools), _string_columns(strings)
+        return (tuple(pools), _string_columns(strings)), tuple(usage)
 
     def _device(self, d: Device, device_id: str
                 ) -> tuple[Hashable, tuple[str, ...], tuple[Any, ...]]:

@@ -178,6 +178,8 @@ class Extender:
         self._by_signature: LRUCache[tuple[Hashable, Hashable], tuple[NodeState, _Verdict]] = \
             LRUCache(maxsize=_SIGNATURE_CACHE_SIZE)
         self._static = StaticSignatures()
+        self._unfit_when_empty: LRUCache[Hashable, bool] = LRUCache(
+            maxsize=_SIGNATURE_CACHE_SIZE)
         self._pods: TTLCache[str, Pod] = TTLCache(maxsize=_POD_CACHE_SIZE, ttl=_POD_TTL_SECONDS)
         self._warming: Iterator[None] | None = None
         self._warmed_at = -1
@@ -353,7 +355,7 @@ class Extender:
 
     def _shared_or_computed(self, request: _Request, state: NodeState) -> _Verdict:
         shape = request.claims.shape
-        signature = self._signature(request, state)
+        signature, hardware = self._signature(request, state)
         rep = request.by_signature.get(signature) or self._by_signature.get((shape, signature))
         if rep is not None and _still_current(self._inventory, rep[0]):
             rep_state, rep_verdict = rep
@@ -363,30 +365,37 @@ class Extender:
                                     claim_keys=rep_verdict.claim_keys,
                                     unresolvable=rep_verdict.unresolvable)
         else:
-            verdict = self._compute(request.pending, state)
+            verdict = self._compute(request.pending, state, empty_key=(shape, hardware))
             self._by_signature[(shape, signature)] = (state, verdict)
         request.by_signature[signature] = (state, verdict)
         return verdict
 
-    def _signature(self, request: _Request, state: NodeState) -> Hashable:
-        return (self._static.of(state),
-                match_signature(flat_devices(state.view), request.kinds,
-                                classes=self._inventory.classes,
-                                class_matcher=self._inventory.class_matcher,
-                                selector_matches=self._inventory.selectors.selector_matches))
+    def _signature(self, request: _Request, state: NodeState) -> tuple[Hashable, Hashable]:
+        """(full signature, hardware signature), both including the selector matches."""
+        static = self._static.of(state)
+        matches = match_signature(flat_devices(state.view), request.kinds,
+                                  classes=self._inventory.classes,
+                                  class_matcher=self._inventory.class_matcher,
+                                  selector_matches=self._inventory.selectors.selector_matches)
+        return (static.full, matches), (static.hardware, matches)
 
-    def _compute(self, claims: Sequence[ResourceClaim], state: NodeState) -> _Verdict:
+    def _compute(self, claims: Sequence[ResourceClaim], state: NodeState, *,
+                 empty_key: Hashable) -> _Verdict:
         keys = tuple(c.key for c in claims)
         outcome = self._allocate(claims, state, state.allocated)
         if outcome.feasible or outcome.error is not None:
             return _from_outcome(outcome, claim_keys=keys)
         # Evicting pods frees devices; if the claims do not fit even on an empty
         # node, the scheduler must not try preemption here. A search cut short by
-        # the step budget proves nothing, so that node stays resolvable.
-        on_empty = self._allocate(claims, state, AllocatedState())
-        settled = on_empty.error is None and on_empty.steps < self._step_budget
-        return _from_outcome(outcome, claim_keys=keys,
-                             unresolvable=not on_empty.feasible and settled)
+        # the step budget proves nothing, so that node stays resolvable. The answer
+        # depends on the hardware only, so nodes of one kind share it.
+        unresolvable = self._unfit_when_empty.get(empty_key)
+        if unresolvable is None:
+            on_empty = self._allocate(claims, state, AllocatedState())
+            settled = on_empty.error is None and on_empty.steps < self._step_budget
+            unresolvable = not on_empty.feasible and settled
+            self._unfit_when_empty[empty_key] = unresolvable
+        return _from_outcome(outcome, claim_keys=keys, unresolvable=unresolvable)
 
     def _allocate(self, claims: Sequence[ResourceClaim], state: NodeState,
                   allocated: AllocatedState) -> AllocationOutcome:
