@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import app.extender.verbs as verbs
-from app.allocator import allocate
+from app.allocator import AllocatedState, allocate
 from app.features import FeatureGates
 from app.topology import TopologyConfig, make_objective, priority
 from tests.extender.cluster import GPU_CLASS, NIC_CLASS, ROOT, extender, gpu_node, load, the_pod
@@ -152,6 +152,12 @@ def test_signature_shortcut_gives_the_same_answer_as_every_node(case, mode) -> N
                 ca.allocation.node_selector for ca in direct.claims]
         else:
             assert ev.reason == direct.reason
+            if direct.error is None:
+                empty = allocate(claims, node_view=state.view, classes=inv.classes,
+                                 allocated=AllocatedState(), features=FeatureGates(),
+                                 class_matcher=inv.class_matcher,
+                                 selector_matches=inv.selectors.selector_matches)
+                assert ev.unresolvable == (not empty.feasible), ev.node
 
 
 def count_cel_evaluations(monkeypatch: Any) -> list[str]:
