@@ -153,11 +153,14 @@ def _map_equal(left: dict[Any, Any], right: Any) -> bool:
 
 
 _MISSING: Final = object()
+_KEY_TYPES: Final = frozenset({str, int, UInt, bool, float})
 
 
 def map_lookup(mapping: dict[Any, Any], key: Any) -> Any:
     """Map index with CEL key semantics: numeric keys match across int/uint/double."""
     tk = type(key)
+    if tk not in _KEY_TYPES:
+        raise EvalError("unsupported key type")
     if tk is float:
         if not key.is_integer():
             return _MISSING

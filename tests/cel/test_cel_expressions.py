@@ -283,6 +283,8 @@ LISTS_AND_SETS: list[tuple[str, Any]] = [
     ("{'a': 1}.b == 1", Runtime("no such key: b")),
     ("'a' in {'a': 1}", True),
     ("{1: 'x'}[1] == 'x'", True),
+    ("{} in {}", Runtime("unsupported key type")),
+    ("{dyn([1]): 1}.size() == 1", Runtime("unsupported key type")),
     ("[].min() == 0", Runtime("min called on empty list")),
     ("lists.range(0).min() == 0", Runtime("min called on empty list")),
     ("[1, 2].max() == 2", True),
