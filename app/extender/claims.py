@@ -31,13 +31,10 @@ RESERVED_FOR_LIMIT: Final = 256  # status.reservedFor maximum in the API
 @dataclass(slots=True, frozen=True)
 class PodClaims:
     """A pod's claims in `spec.resourceClaims` order, or why they cannot be had.
-
-    `generated` are claims made from templates in file mode that do not exist
-    in the inventory yet; bind creates them.
-    """
+    In file mode a template's claim may not exist in the inventory yet; bind
+    creates it."""
 
     claims: tuple[ResourceClaim, ...] = ()
-    generated: frozenset[str] = frozenset()
     problem: str | None = None
     shape: Hashable = ()
 
@@ -72,37 +69,33 @@ class ClaimResolver:
 
     def resolve(self, pod: Pod) -> PodClaims:
         claims: list[ResourceClaim] = []
-        generated: set[str] = set()
         for entry in pod.resource_claims:
-            found = self._claim_for(pod, entry)
-            if isinstance(found, str):
-                return PodClaims(problem=found)
-            if found is None:
+            claim = self._claim_for(pod, entry)
+            if isinstance(claim, str):
+                return PodClaims(problem=claim)
+            if claim is None:
                 continue
-            claim, is_new = found
             if claim.deleting:
                 return PodClaims(problem=f"ResourceClaim {claim.key} is being deleted")
             if len(claim.reserved_for) >= RESERVED_FOR_LIMIT and not any(
                     r.uid == pod.uid and r.name == pod.name for r in claim.reserved_for):
                 return PodClaims(problem=f"ResourceClaim {claim.key} is already in use by "
                                          f"{RESERVED_FOR_LIMIT} consumers, the most allowed")
-            if is_new:
-                generated.add(claim.key)
             claims.append(claim)
-        return PodClaims(claims=tuple(claims), generated=frozenset(generated),
+        return PodClaims(claims=tuple(claims),
                          shape=tuple(self._text(c.spec) if c.allocation is None
                                      else self._text(c.allocation.node_selector)
                                      for c in claims))
 
-    def _claim_for(self, pod: Pod, entry: PodResourceClaim
-                   ) -> tuple[ResourceClaim, bool] | str | None:
+    def _claim_for(self, pod: Pod, entry: PodResourceClaim) -> ResourceClaim | str | None:
+        """The claim, or why there is none; None when the entry needs no claim."""
         inv = self._inventory
         if entry.resource_claim_name:
             key = f"{pod.namespace}/{entry.resource_claim_name}"
             claim = inv.claim(key)
             if claim is None:
                 return f"ResourceClaim {key} (pod claim {entry.name!r}) does not exist"
-            return claim, False
+            return claim
         template_key = f"{pod.namespace}/{entry.resource_claim_template_name}"
         if entry.name in pod.claim_statuses:
             generated_name = pod.claim_statuses[entry.name]
@@ -118,7 +111,7 @@ class ClaimResolver:
         claim = (inv.generated_claim(pod=pod, pod_claim_name=entry.name)
                  or inv.claim(f"{pod.namespace}/{generated_claim_name(pod, entry)}"))
         if claim is not None:
-            return claim, False
+            return claim
         template = inv.template(template_key)
         if template is None:
             return (f"ResourceClaimTemplate {template_key} (pod claim {entry.name!r}) "
@@ -126,14 +119,13 @@ class ClaimResolver:
         return ResourceClaim(
             namespace=pod.namespace, name=generated_claim_name(pod, entry),
             spec=template.spec, owner_pod_uid=pod.uid or None,
-            annotations={**template.annotations, POD_CLAIM_NAME_ANNOTATION: entry.name},
-        ), True
+            annotations={**template.annotations, POD_CLAIM_NAME_ANNOTATION: entry.name})
 
     @staticmethod
-    def _owned(pod: Pod, claim: ResourceClaim) -> tuple[ResourceClaim, bool] | str:
+    def _owned(pod: Pod, claim: ResourceClaim) -> ResourceClaim | str:
         if pod.uid and claim.owner_pod_uid and claim.owner_pod_uid != pod.uid:
             return f"ResourceClaim {claim.key} was not created for pod {pod.key}"
-        return claim, False
+        return claim
 
     def _text(self, obj: ResourceClaimSpec | NodeSelector | None) -> str:
         if obj is None:

@@ -297,3 +297,20 @@ def test_a_search_cut_short_by_the_step_budget_leaves_the_node_resolvable() -> N
     assert list(result_.failed) == ["n1"]
     assert result_.failed["n1"]
     assert extender(inv).filter(the_pod(inv), ["n1"]).unresolvable
+
+
+def test_a_generated_claim_owned_by_another_pod_is_refused() -> None:
+    foreign = claim("p-g-abcde", requests=TWO_GPUS)
+    foreign["metadata"]["ownerReferences"] = [
+        {"kind": "Pod", "name": "old-p", "uid": "old-uid", "controller": True}]
+    inv = load(GPU_CLASS, gpu_node("n1"), template("t", requests=TWO_GPUS), foreign,
+               pod("p", uid="new-uid", templates={"g": "t"}, statuses={"g": "p-g-abcde"}))
+    result_ = extender(inv).filter(the_pod(inv), ["n1"])
+    assert "was not created for pod default/p" in result_.unresolvable["n1"]
+
+
+def test_a_claim_being_deleted_is_refused() -> None:
+    deleting = claim("c", requests=TWO_GPUS)
+    deleting["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    inv = load(GPU_CLASS, gpu_node("n1"), deleting, pod("p", claims={"g": "c"}))
+    assert "being deleted" in extender(inv).filter(the_pod(inv), ["n1"]).unresolvable["n1"]
