@@ -13,6 +13,7 @@ exact wiring the scheduler talks to.
 
 from __future__ import annotations
 
+import gc
 import logging
 from collections import Counter
 from collections.abc import AsyncIterator, Iterable, Sequence
@@ -32,7 +33,7 @@ from app.inventory import KINDS, Inventory
 from app.model import InvalidObject, Pod, ResourceClaim
 from app.server import metrics
 from app.server.app import Lifespan, create_app
-from app.sources.files import load_objects
+from app.sources.files import iter_objects
 from app.sources.kube import (
     WATCHED_KINDS,
     InventorySizes,
@@ -72,18 +73,24 @@ def load_files(inventory: Inventory, paths: Iterable[str | Path]) -> LoadReport:
     """
     applied = invalid = 0
     unknown: Counter[str] = Counter()
-    for obj in load_objects(paths):
-        kind = obj["kind"]
-        if kind not in KINDS:
-            unknown[kind] += 1
-            continue
-        try:
-            inventory.apply(kind, "ADDED", obj)
-        except InvalidObject as exc:
-            invalid += 1
-            log.warning("skipping invalid %s %s: %s", kind, _name_of(obj), exc)
-            continue
-        applied += 1
+    # Everything parsed here stays alive: the cyclic collector would rescan the
+    # growing inventory again and again for nothing (3x the load time at 5,000 nodes).
+    gc.disable()
+    try:
+        for obj in iter_objects(paths):
+            kind = obj["kind"]
+            if kind not in KINDS:
+                unknown[kind] += 1
+                continue
+            try:
+                inventory.apply(kind, "ADDED", obj)
+            except InvalidObject as exc:
+                invalid += 1
+                log.warning("skipping invalid %s %s: %s", kind, _name_of(obj), exc)
+                continue
+            applied += 1
+    finally:
+        gc.enable()
     for kind, count in sorted(unknown.items()):
         log.warning("skipping %d object(s) of kind %s: drax does not use that kind", count, kind)
     for kind in KINDS:

@@ -47,6 +47,14 @@ def load_objects(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
     return objects
 
 
+def iter_objects(paths: Iterable[str | Path]) -> Iterator[dict[str, Any]]:
+    """The objects of `load_objects`, read one file at a time: a big inventory
+    split over several files never has all its raw objects in memory at once.
+    A file that fails raises `SourceError` after the earlier files' objects."""
+    for path in iter_files(paths):
+        yield from _load_file(path)
+
+
 def _load_file(path: Path) -> list[dict[str, Any]]:
     try:
         text = path.read_text(encoding="utf-8")
