@@ -532,14 +532,24 @@ def write_objects(path: str | Path, objects: Sequence[Mapping[str, Any]]) -> Pat
 
 
 def write_cluster(out: str | Path, objects: Sequence[Mapping[str, Any]], *,
-                  fmt: str = "yaml") -> list[Path]:
-    """Split a generated cluster into `deviceclasses`, `nodes` and `resourceslices` files."""
-    groups: dict[str, list[Mapping[str, Any]]] = {
-        "deviceclasses": [], "nodes": [], "resourceslices": []}
-    by_kind = {"DeviceClass": "deviceclasses", "Node": "nodes", "ResourceSlice": "resourceslices"}
+                  fmt: str = "yaml", slices_per_file: int = 2000) -> list[Path]:
+    """Split a generated cluster into `deviceclasses`, `nodes` and numbered
+    `resourceslices-NNN` files. Several slice files let a loader that works file
+    by file keep only a part of a big cluster's raw objects in memory at once."""
+    if slices_per_file < 1:
+        raise ValueError("slices_per_file must be positive")
+    by_kind: dict[str, list[Mapping[str, Any]]] = {"DeviceClass": [], "Node": [],
+                                                   "ResourceSlice": []}
     for obj in objects:
-        groups[by_kind[obj["kind"]]].append(obj)
-    return [write_objects(Path(out) / f"{name}.{fmt}", objs) for name, objs in groups.items()]
+        by_kind[obj["kind"]].append(obj)
+    out = Path(out)
+    written = [write_objects(out / f"deviceclasses.{fmt}", by_kind["DeviceClass"]),
+               write_objects(out / f"nodes.{fmt}", by_kind["Node"])]
+    slices = by_kind["ResourceSlice"]
+    for n, start in enumerate(range(0, len(slices), slices_per_file)):
+        written.append(write_objects(out / f"resourceslices-{n:03d}.{fmt}",
+                                     slices[start:start + slices_per_file]))
+    return written
 
 
 def main(argv: Sequence[str] | None = None) -> int:

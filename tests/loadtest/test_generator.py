@@ -207,3 +207,12 @@ def test_cli_writes_files_the_file_source_reads_back(tmp_path, fmt):
 def test_cli_reports_bad_parameters(tmp_path, capsys):
     assert generator.main(["--nodes", "2", "--out", str(tmp_path), "--numa-nodes", "9"]) == 2
     assert "numa_nodes" in capsys.readouterr().err
+
+
+def test_slices_are_split_over_numbered_files(tmp_path):
+    cluster = generate_cluster(nodes=4)
+    paths = generator.write_cluster(tmp_path, cluster, fmt="json", slices_per_file=3)
+    slices = [o for o in cluster if o["kind"] == "ResourceSlice"]
+    assert [p.name for p in paths[2:]] == [
+        f"resourceslices-{n:03d}.json" for n in range((len(slices) + 2) // 3)]
+    assert [o for o in load_objects([tmp_path]) if o["kind"] == "ResourceSlice"] == slices
