@@ -314,3 +314,24 @@ def test_a_claim_being_deleted_is_refused() -> None:
     deleting["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
     inv = load(GPU_CLASS, gpu_node("n1"), deleting, pod("p", claims={"g": "c"}))
     assert "being deleted" in extender(inv).filter(the_pod(inv), ["n1"]).unresolvable["n1"]
+
+
+async def test_memory_binder_refuses_a_claim_someone_else_allocated() -> None:
+    import pytest
+
+    from app.extender import MemoryBinder
+    from app.model import AllocationResult, DeviceRequestAllocationResult
+
+    inv = load(GPU_CLASS, gpu_node("n1"),
+               claim("c", requests=[exactly("gpu", "gpu")],
+                     results=[result("gpu", "gpu.example.com/n1/gpu-0")]),
+               pod("p", uid="u", claims={"g": "c"}))
+    mine = AllocationResult(results=(DeviceRequestAllocationResult(
+        request="gpu", driver="gpu.example.com", pool="n1", device="gpu-1"),))
+    current = inv.claim("default/c")
+    assert current is not None
+    with pytest.raises(BindError, match="allocated by someone else"):
+        await MemoryBinder(inv).bind(pod=the_pod(inv), node="n1",
+                                     allocations=[ClaimAllocation("default/c", mine)],
+                                     reserve=[current])
+    assert inv.claim("default/c") is current
