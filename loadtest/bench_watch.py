@@ -14,7 +14,8 @@ i.e. the inventory holds exactly the server's state. Phases:
 - `modified`: every slice is republished with the next pool generation;
 - `relist`: the connection drops, one slice changes, and the history is
   compacted, so the informer gets 410 Gone and lists all slices again
-  (`replace`);
+  (`replace`); this includes the informer's deliberate backoff (0.8-1.6 s:
+  the 410 is the second failure in a row after the drop);
 - `deleted`: every slice is deleted.
 
 `inventory-only` applies the same ADDED events straight to an `Inventory`
