@@ -44,14 +44,19 @@ class Quantity:
     """An exact quantity with the format it was written in.
 
     Equality and ordering are numeric (`1Gi == 1024Mi`), as in Kubernetes'
-    `Cmp`; `format` only affects how the value is printed.
+    `Cmp`; `format` only affects how the value is printed. `text` is the
+    string a parsed quantity was written as (None for computed values): CEL's
+    `isInteger` depends on apimachinery's internal form, which follows the text
+    (`1000m` is not an integer, `1` is).
     """
 
-    __slots__ = ("format", "value")
+    __slots__ = ("format", "text", "value")
 
-    def __init__(self, value: Fraction | int, fmt: str = DECIMAL_SI) -> None:
+    def __init__(self, value: Fraction | int, fmt: str = DECIMAL_SI, *,
+                 text: str | None = None) -> None:
         self.value = Fraction(value)
         self.format = fmt
+        self.text = text
 
     @staticmethod
     def parse(text: str) -> Quantity:
@@ -121,7 +126,7 @@ def _parse_cached(text: str) -> Quantity:
         value, fmt = base * Fraction(10) ** int(suffix[1:]), DECIMAL_EXPONENT
     else:
         raise QuantityError("unable to parse quantity's suffix")
-    return Quantity(_round_up_to_nano(value), fmt)
+    return Quantity(_round_up_to_nano(value), fmt, text=text)
 
 
 def _round_up_to_nano(value: Fraction) -> Fraction:
