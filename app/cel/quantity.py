@@ -84,8 +84,8 @@ def cel_quantity(text: str) -> CelQuantity:
 
 
 def from_model(quantity: Quantity) -> CelQuantity:
-    """A capacity value: its representation follows from the canonical text."""
-    return cel_quantity(str(quantity))
+    """A capacity value, in the representation its published text gives it."""
+    return cel_quantity(quantity.text if quantity.text is not None else str(quantity))
 
 
 def _amount(text: str) -> tuple[int, int] | None:

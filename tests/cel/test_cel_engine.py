@@ -196,6 +196,14 @@ def test_quantity_integer_representation(text: str, as_int: int | None) -> None:
     assert cel_quantity(text).as_int64() == as_int
 
 
+def test_capacity_representation_follows_the_published_text() -> None:
+    device = make_device(capacity={"milli": "1000m", "frac": "1.5Gi", "whole": "1536Mi"})
+    cap = 'device.capacity["dra.example.com"]'
+    check(f"{cap}.milli == quantity('1') && !{cap}.milli.isInteger()", True, device)
+    check(f"{cap}.frac == {cap}.whole && !{cap}.frac.isInteger() && {cap}.whole.isInteger()",
+          True, device)
+
+
 def test_add_does_not_mutate_receiver() -> None:
     check('cel.bind(q, quantity("1.5Gi"), q.add(quantity("1Gi")).compareTo(q) == 1 && '
           'q.compareTo(quantity("1.5Gi")) == 0)', True)
