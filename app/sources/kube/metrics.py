@@ -44,6 +44,11 @@ class WatchMetrics:
             ["kind"], registry=registry)
         self._last: dict[str, float] = {}
         for kind in kinds:
+            # Series exist at 0 from the start, so rate() and alerts see them.
+            for event_type in ("ADDED", "MODIFIED", "DELETED"):
+                self.events.labels(kind=kind, type=event_type)
+            for counter in (self.invalid, self.relists, self.errors):
+                counter.labels(kind=kind)
             self._last[kind] = time.monotonic()
             self._since.labels(kind=kind).set_function(self._age_of(kind))
 
