@@ -225,7 +225,10 @@ def _to_double(value: Any) -> float:
     if t in (int, UInt):
         return float(value)
     if t is str:
+        # Python's float() also takes "1_000" and surrounding spaces; Go's ParseFloat does not.
         try:
+            if "_" in value or value != value.strip():
+                raise ValueError(value)
             return float(value)
         except ValueError:
             raise EvalError("type conversion error from 'string' to 'double'") from None
