@@ -121,12 +121,13 @@ def evaluate_targets(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
                            "sequential, one server process, all phases"))
     else:
         out.append(_target("cycles/s, 500 nodes", ">= 300", None, "cycles/s", None, "not run"))
-    churn_p99 = [(r["nodes"], r["churn"]["apply"]["p99_ms"]) for r in doc["runs"]
-                 if r.get("churn")]
+    churn_p99 = [(r["nodes"], r["churn"]["apply"]["p99_ms"], r["churn"]["apply_cpu"]["p99_ms"])
+                 for r in doc["runs"] if r.get("churn")]
     if churn_p99:
-        worst_nodes, worst = max(churn_p99, key=lambda x: x[1])
+        worst_nodes, worst, cpu = max(churn_p99, key=lambda x: x[1])
         out.append(_target("apply one inventory event (p99)", "<= 1 ms", worst, "ms",
-                           worst <= 1.0, f"worst run: {worst_nodes} nodes"))
+                           worst <= 1.0, f"wall clock, worst run: {worst_nodes} nodes; "
+                           f"CPU time p99 {cpu} ms"))
     else:
         out.append(_target("apply one inventory event (p99)", "<= 1 ms", None, "ms", None,
                            "not run"))
@@ -223,6 +224,8 @@ def markdown(doc: Mapping[str, Any]) -> str:
                       _row(["event kind", "count", "p50 ms", "p99 ms", "max ms"]),
                       _row(["---"] * 5)]
             lines.append(_row(["all", churn["apply"]["count"], *_ms(churn["apply"])]))
+            lines.append(_row(["all, CPU time", churn["apply_cpu"]["count"],
+                               *_ms(churn["apply_cpu"])]))
             for kind, s in churn["by_kind"].items():
                 lines.append(_row([kind, s["count"], *_ms(s)]))
             lines += ["", f"Correctness checks: {churn['checks_passed']} passed, "
