@@ -3,9 +3,9 @@
 For each cluster size: generate the cluster and the workload's claims into a
 temporary inventory directory, start the real `drax serve` on it, measure the
 build (process start to /readyz) and RSS, then schedule the workload as
-kube-scheduler would (`bench.schedule`). The same request bodies are then
-replayed against the floor server (`loadtest.floor`), and the churn benchmark
-runs in-process (`loadtest.churn`). Results go to stdout as Markdown and, with
+kube-scheduler would (`bench.schedule`), sending each pod's request bodies to
+the floor server (`loadtest.floor`) too, right after drax answered them. The
+churn benchmark then runs in-process (`loadtest.churn`). Results go to stdout as Markdown and, with
 `--json`, to a file; the targets of issue #7 are evaluated in `report`.
 
 The workload has two phases: `mixed` (the default claim mix, which fills the
@@ -25,7 +25,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -145,39 +145,34 @@ def run_size(args: argparse.Namespace, nodes: int, workdir: Path) -> dict[str, A
           f"in {time.monotonic() - started:.1f}s", file=sys.stderr)
 
     port = bench.free_port()
-    with serving(_serve_argv(args, port=port, inventory=inventory), port=port,
-                 log=workdir / f"drax-{nodes}.log", ready_timeout=args.ready_timeout) as server:
+    with ExitStack() as servers:
+        server = servers.enter_context(serving(
+            _serve_argv(args, port=port, inventory=inventory), port=port,
+            log=workdir / f"drax-{nodes}.log", ready_timeout=args.ready_timeout))
         rss_ready, _ = bench.memory_bytes(server.pid)
-        print(f"[{nodes} nodes] drax ready in {server.ready_seconds:.1f}s, "
-              f"RSS {rss_ready / report.MB:.0f} MB", file=sys.stderr)
-        profile_file = Path(args.profile) / f"drax-{nodes}.txt" if args.profile else None
-        client = Client(port, timeout=args.timeout)
-        try:
-            with ExitStack() as stack:
-                if profile_file is not None:
-                    stack.enter_context(profile.recording(server.pid, profile_file))
-                drax_run = bench.schedule(client, jobs, candidates=bench.candidate_lists(
-                    node_names, mode=args.candidates))
-        finally:
-            client.close()
-        rss_after, rss_peak = bench.memory_bytes(server.pid)
         build_seconds = server.ready_seconds
+        print(f"[{nodes} nodes] drax ready in {build_seconds:.1f}s, "
+              f"RSS {rss_ready / report.MB:.0f} MB", file=sys.stderr)
+        floor = None
+        if not args.no_floor:
+            floor_port = bench.free_port()
+            floor = servers.enter_context(serving(
+                _floor_argv(floor_port), port=floor_port, log=workdir / f"floor-{nodes}.log",
+                ready_timeout=args.ready_timeout))
+        profile_file = Path(args.profile) / f"drax-{nodes}.txt" if args.profile else None
+        client = servers.enter_context(closing(Client(port, timeout=args.timeout)))
+        mirror = (servers.enter_context(closing(Client(floor.port, timeout=args.timeout)))
+                  if floor is not None else None)
+        with ExitStack() as sampling:
+            if profile_file is not None:
+                sampling.enter_context(profile.recording(server.pid, profile_file))
+            drax_run, floor_run = bench.schedule(
+                client, jobs, candidates=bench.candidate_lists(node_names, mode=args.candidates),
+                mirror=mirror)
+        rss_after, rss_peak = bench.memory_bytes(server.pid)
+        floor_rss = bench.memory_bytes(floor.pid)[0] if floor is not None else 0
     print(f"[{nodes} nodes] scheduled {len(drax_run.samples)} of {len(jobs)} pods"
           + (f"; aborted: {drax_run.aborted}" if drax_run.aborted else ""), file=sys.stderr)
-
-    floor_run = None
-    floor_rss = 0
-    if not args.no_floor:
-        port = bench.free_port()
-        with serving(_floor_argv(port), port=port, log=workdir / f"floor-{nodes}.log",
-                     ready_timeout=args.ready_timeout) as floor:
-            client = Client(floor.port)
-            try:
-                floor_run = bench.replay(client, drax_run.samples)
-            finally:
-                client.close()
-            floor_rss, _ = bench.memory_bytes(floor.pid)
-        print(f"[{nodes} nodes] replayed against the floor", file=sys.stderr)
 
     phases = report.phase_results(drax_run, floor_run)
     count = bench.scheduler_candidate_count(nodes)

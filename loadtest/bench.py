@@ -4,8 +4,9 @@ kube-scheduler schedules one pod at a time: it POSTs `filter` with the
 candidate node names, `prioritize` with the nodes that passed (skipped when
 exactly one passed), and `bind` on the best-scored node, over one keep-alive
 connection. `schedule` does exactly that against `drax serve` and records every
-request body; `replay` sends the recorded bodies, in order, to another server
-(the floor), so both are timed on identical payloads.
+request body; given a mirror server (the floor), it sends each pod's bodies
+there too, right after drax answered, so both are timed on identical payloads
+under the same background load.
 
 Servers run as subprocesses on 127.0.0.1 and are always stopped by `serving`,
 even when the benchmark fails. Latencies are client-observed round trips
@@ -181,8 +182,13 @@ class Sample:
 @dataclass(slots=True)
 class Run:
     samples: list[Sample] = field(default_factory=list)
-    wall_s: dict[str, float] = field(default_factory=dict)  # per phase
+    # Per phase: client time spent on its pods (encoding, requests, decoding).
+    wall_s: dict[str, float] = field(default_factory=dict)
     aborted: str | None = None
+
+    def add(self, sample: Sample, seconds: float) -> None:
+        self.samples.append(sample)
+        self.wall_s[sample.phase] = self.wall_s.get(sample.phase, 0.0) + seconds
 
 
 def scheduler_candidate_count(nodes: int, percentage: int = 0) -> int:
@@ -223,25 +229,27 @@ def _best(scores: Any, passed: Sequence[str]) -> str:
     return next(n for n in passed if n in winners)
 
 
-def schedule(client: Client, jobs: Sequence[PodJob], *,
-             candidates: Callable[[], list[str]]) -> Run:
-    """Schedule `jobs` in order; a request that times out or breaks the
-    connection ends the run (`Run.aborted` says where) with what was measured."""
-    run = Run()
-    phase_start = time.perf_counter()
-    for i, job in enumerate(jobs):
-        if i and jobs[i - 1].phase != job.phase:
-            run.wall_s[jobs[i - 1].phase] = time.perf_counter() - phase_start
-            phase_start = time.perf_counter()
+def schedule(client: Client, jobs: Sequence[PodJob], *, candidates: Callable[[], list[str]],
+             mirror: Client | None = None) -> tuple[Run, Run | None]:
+    """Schedule `jobs` in order. With `mirror` (the floor), each pod's request
+    bodies are sent there too, right after drax answered them: both servers are
+    timed on the same payloads under the same background load, and never at
+    the same time. A request that times out or breaks a connection ends the
+    run (`Run.aborted` says where) with what was measured so far."""
+    run, mirrored = Run(), (Run() if mirror is not None else None)
+    for job in jobs:
         try:
-            run.samples.append(_schedule_one(client, job, candidates()))
+            start = time.perf_counter()
+            sample = _schedule_one(client, job, candidates())
+            run.add(sample, time.perf_counter() - start)
+            if mirror is not None and mirrored is not None:
+                start = time.perf_counter()
+                mirrored.add(_replay_one(mirror, sample), time.perf_counter() - start)
         except OSError as exc:
             run.aborted = (f"pod {job.pod['metadata']['name']} ({job.shape}), after "
                            f"{len(run.samples)} pods: {type(exc).__name__} {exc}")
             break
-    if run.samples:
-        run.wall_s[run.samples[-1].phase] = time.perf_counter() - phase_start
-    return run
+    return run, mirrored
 
 
 def _schedule_one(client: Client, job: PodJob, candidates: list[str]) -> Sample:
@@ -271,25 +279,16 @@ def _schedule_one(client: Client, job: PodJob, candidates: list[str]) -> Sample:
     return sample
 
 
-def replay(client: Client, recorded: Sequence[Sample]) -> Run:
-    """Send the recorded bodies again, in order; same phases and shapes."""
-    run = Run()
-    phase_start = time.perf_counter()
-    for i, rec in enumerate(recorded):
-        if i and recorded[i - 1].phase != rec.phase:
-            run.wall_s[recorded[i - 1].phase] = time.perf_counter() - phase_start
-            phase_start = time.perf_counter()
-        sample = Sample(phase=rec.phase, shape=rec.shape, outcome=rec.outcome,
-                        filter_body=rec.filter_body, passed=rec.passed,
-                        filter_s=client.post("filter", rec.filter_body)[0])
-        if rec.prioritize_body is not None:
-            sample.prioritize_s = client.post("prioritize", rec.prioritize_body)[0]
-        if rec.bind_body is not None:
-            sample.bind_s = client.post("bind", rec.bind_body)[0]
-        run.samples.append(sample)
-    if recorded:
-        run.wall_s[recorded[-1].phase] = time.perf_counter() - phase_start
-    return run
+def _replay_one(client: Client, rec: Sample) -> Sample:
+    """The requests of a recorded pod, sent again; same phase, shape and outcome."""
+    sample = Sample(phase=rec.phase, shape=rec.shape, outcome=rec.outcome,
+                    filter_body=rec.filter_body, passed=rec.passed,
+                    filter_s=client.post("filter", rec.filter_body)[0])
+    if rec.prioritize_body is not None:
+        sample.prioritize_s = client.post("prioritize", rec.prioritize_body)[0]
+    if rec.bind_body is not None:
+        sample.bind_s = client.post("bind", rec.bind_body)[0]
+    return sample
 
 
 def slow_requests(samples: Sequence[Sample], *, limit_s: float) -> int:

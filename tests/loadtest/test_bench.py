@@ -3,6 +3,7 @@ real run of the kube-scheduler-like driver against the floor server on loopback.
 
 from __future__ import annotations
 
+import socket
 import sys
 
 import orjson
@@ -60,25 +61,28 @@ def _jobs(count: int) -> list[PodJob]:
             for i, (s, p) in enumerate(zip(shapes, pods, strict=True))]
 
 
-def test_schedule_and_replay_against_the_floor(tmp_path):
-    port = bench.free_port()
-    argv = [sys.executable, "-m", "loadtest.floor", "--port", str(port)]
+def test_schedule_against_the_floor_mirrored_to_a_second_floor(tmp_path):
     names = [generator.node_name(i) for i in range(120)]
     jobs = _jobs(8)
-    with serving(argv, port=port, log=tmp_path / "floor.log", ready_timeout=60) as server:
-        client = Client(server.port)
+    ports = [bench.free_port(), bench.free_port()]
+    with serving([sys.executable, "-m", "loadtest.floor", "--port", str(ports[0])],
+                 port=ports[0], log=tmp_path / "a.log", ready_timeout=60) as server, \
+            serving([sys.executable, "-m", "loadtest.floor", "--port", str(ports[1])],
+                    port=ports[1], log=tmp_path / "b.log", ready_timeout=60) as other:
+        client, mirror = Client(server.port), Client(other.port)
         try:
-            run = bench.schedule(client, jobs, candidates=bench.candidate_lists(
-                names, mode="scheduler"))
-            again = bench.replay(client, run.samples)
+            run, again = bench.schedule(client, jobs, mirror=mirror,
+                                        candidates=bench.candidate_lists(names, mode="scheduler"))
             with pytest.raises(BenchmarkError, match="HTTP 4"):
                 client.post("filter", b"{not json")
         finally:
             client.close()
+            mirror.close()
         assert server.ready_seconds > 0
         rss, peak = bench.memory_bytes(server.pid)
         assert 0 < rss <= peak
     assert server.process.poll() is not None  # stopped on leaving the block
+    assert again is not None and run.aborted is None
     assert [s.outcome for s in run.samples] == ["bound"] * 8
     assert all(s.passed == 100 for s in run.samples)
     assert [s.node for s in run.samples[:2]] == [names[0], names[100]]
@@ -87,6 +91,7 @@ def test_schedule_and_replay_against_the_floor(tmp_path):
     assert orjson.loads(run.samples[0].bind_body)["PodUID"] == jobs[0].pod["metadata"]["uid"]
     assert set(run.wall_s) == set(again.wall_s) == {"mixed", "tail"}
     assert [s.filter_body for s in again.samples] == [s.filter_body for s in run.samples]
+    assert all(s.bind_s is not None for s in again.samples)
 
     phases = report.phase_results(run, again)
     assert [p["phase"] for p in phases] == ["mixed", "tail"]
@@ -103,3 +108,18 @@ def test_schedule_and_replay_against_the_floor(tmp_path):
     assert by_name["RSS holding 5,000 nodes"]["met"] is None
     text = report.markdown(doc)
     assert "| mixed | drax | filter | 4 |" in text and "not measured" in text
+
+
+def test_a_request_timeout_ends_the_run_with_what_was_measured(tmp_path):
+    # A server that accepts connections but never answers.
+    with socket.socket() as listener:
+        listener.bind((bench.HOST, 0))
+        listener.listen()
+        client = Client(listener.getsockname()[1], timeout=0.2)
+        try:
+            run, mirrored = bench.schedule(client, _jobs(2),
+                                           candidates=lambda: ["node-00000"])
+        finally:
+            client.close()
+    assert mirrored is None and run.samples == []
+    assert run.aborted is not None and "after 0 pods" in run.aborted
