@@ -19,8 +19,8 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable, Hashable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any, Final
+from dataclasses import dataclass, field
+from typing import Any, Final, NamedTuple
 
 from cachetools import LRUCache, TTLCache
 
@@ -113,14 +113,6 @@ class _Verdict:
     unresolvable: bool = False
     claim_keys: tuple[str, ...] = ()  # the pending claims `reason` and `error` name
 
-    def for_claims(self, keys: tuple[str, ...]) -> _Verdict:
-        """This verdict worded for another pod's claims of the same shape."""
-        if keys == self.claim_keys or not self.claim_keys:
-            return self
-        names = dict(zip(self.claim_keys, keys, strict=True))
-        return replace(self, reason=rename_words(self.reason, names),
-                       error=rename_words(self.error, names), claim_keys=keys)
-
 
 _NO_CLAIMS: Final = _Verdict(feasible=True)
 
@@ -140,6 +132,15 @@ def _from_outcome(outcome: AllocationOutcome, *, claim_keys: tuple[str, ...],
 
 def _refused(reason: str) -> _Verdict:
     return _Verdict(feasible=False, reason=reason, unresolvable=True)
+
+
+class _Judged(NamedTuple):
+    """A verdict as one pod sees it: texts name that pod's claims."""
+
+    node: str
+    verdict: _Verdict
+    reason: str | None
+    error: str | None
 
 
 @dataclass(slots=True)
@@ -192,27 +193,27 @@ class Extender:
                                 error=f"{NOT_SYNCED}; drax answers once the initial list of "
                                       "every watched kind is in")
         result = FilterResult(passed=[], failed={}, unresolvable={})
-        for name, verdict in self._judge(pod, node_names):
+        for name, verdict, reason, error in self._judge(pod, node_names):
             if verdict.feasible:
                 result.passed.append(name)
-            elif verdict.error is not None:
-                result.unresolvable[name] = f"error: {verdict.error}"
+            elif error is not None:
+                result.unresolvable[name] = f"error: {error}"
                 if result.error is None:
-                    result.error = f"node {name}: {verdict.error}"
+                    result.error = f"node {name}: {error}"
             elif verdict.unresolvable:
-                result.unresolvable[name] = verdict.reason or "cannot allocate all claims"
+                result.unresolvable[name] = reason or "cannot allocate all claims"
             else:
-                result.failed[name] = verdict.reason or "cannot allocate all claims"
+                result.failed[name] = reason or "cannot allocate all claims"
         return result
 
     def prioritize(self, pod: Pod, node_names: Sequence[str]) -> list[tuple[str, int]]:
-        return [(name, verdict.priority) for name, verdict in self._judge(pod, node_names)]
+        return [(j.node, j.verdict.priority) for j in self._judge(pod, node_names)]
 
     def evaluate(self, pod: Pod, node_names: Sequence[str]) -> list[NodeEvaluation]:
         """Whether and how the pod's claims fit on each node (filter's code path)."""
         out = []
         pending: tuple[ResourceClaim, ...] = ()
-        for name, verdict in self._judge(pod, node_names):
+        for name, verdict, reason, error in self._judge(pod, node_names):
             outcome = verdict.outcome
             claims: tuple[ClaimAllocation, ...] = ()
             if verdict.feasible and outcome is not None:
@@ -221,17 +222,17 @@ class Extender:
             out.append(NodeEvaluation(
                 node=name, feasible=verdict.feasible, claims=claims,
                 score=verdict.priority if verdict.feasible and outcome is not None else None,
-                reason=verdict.reason, error=verdict.error, unresolvable=verdict.unresolvable))
+                reason=reason, error=error, unresolvable=verdict.unresolvable))
         return out
 
-    def _judge(self, pod: Pod, node_names: Sequence[str]) -> list[tuple[str, _Verdict]]:
+    def _judge(self, pod: Pod, node_names: Sequence[str]) -> list[_Judged]:
         self._remember(pod)
         claims = self._resolver.resolve(pod)
         if claims.problem is not None:
             refused = _refused(claims.problem)
-            return [(name, refused) for name in node_names]
+            return [_Judged(name, refused, refused.reason, None) for name in node_names]
         if not claims.claims:
-            return [(name, _NO_CLAIMS) for name in node_names]
+            return [_Judged(name, _NO_CLAIMS, None, None) for name in node_names]
         pending = claims.pending
         request = _Request(pod=pod, claims=claims, pending=pending,
                            kinds=request_kinds(pending))
@@ -239,7 +240,10 @@ class Extender:
             self._results.clear()
         cached = self._results.setdefault(request.claims.shape, {})
         keys = tuple(c.key for c in pending)
-        reworded: dict[int, _Verdict] = {}
+        # Cached texts name the claims of the pod that asked first; many nodes share
+        # one text, so each distinct text is reworded for this pod once.
+        reworded: dict[tuple[str | None, str | None, tuple[str, ...]],
+                       tuple[str | None, str | None]] = {}
         out = []
         for name, version in zip(node_names, self._inventory.versions(node_names), strict=True):
             hit = cached.get(name)
@@ -247,10 +251,16 @@ class Extender:
                 hit = (version, self._verdict_for(request, name))
                 cached[name] = hit
             verdict = hit[1]
-            if (verdict.reason or verdict.error) and verdict.claim_keys != keys:
-                verdict = reworded.get(id(verdict)) or reworded.setdefault(
-                    id(verdict), verdict.for_claims(keys))
-            out.append((name, verdict))
+            reason, error = verdict.reason, verdict.error
+            if (reason or error) and verdict.claim_keys and verdict.claim_keys != keys:
+                text_key = (reason, error, verdict.claim_keys)
+                words = reworded.get(text_key)
+                if words is None:
+                    names = dict(zip(verdict.claim_keys, keys, strict=True))
+                    words = (rename_words(reason, names), rename_words(error, names))
+                    reworded[text_key] = words
+                reason, error = words
+            out.append(_Judged(name, verdict, reason, error))
         return out
 
     async def bind(self, *, namespace: str, name: str, uid: str, node: str) -> str | None:
