@@ -15,7 +15,7 @@ from the same template.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -82,6 +82,10 @@ class ClaimResolver:
                 return PodClaims(problem=f"ResourceClaim {claim.key} is already in use by "
                                          f"{RESERVED_FOR_LIMIT} consumers, the most allowed")
             claims.append(claim)
+        return self.of_claims(claims)
+
+    def of_claims(self, claims: Sequence[ResourceClaim]) -> PodClaims:
+        """`claims` with their shape (also used to precompute answers for known claims)."""
         return PodClaims(claims=tuple(claims),
                          shape=tuple(self._text(c.spec) if c.allocation is None
                                      else self._text(c.allocation.node_selector)

@@ -147,7 +147,6 @@ class _Judged(NamedTuple):
 class _Request:
     """Per-call state: the resolved claims and the signatures met in this call."""
 
-    pod: Pod
     claims: PodClaims
     pending: tuple[ResourceClaim, ...] = ()
     kinds: tuple[Any, ...] = ()
@@ -233,24 +232,15 @@ class Extender:
             return [_Judged(name, refused, refused.reason, None) for name in node_names]
         if not claims.claims:
             return [_Judged(name, _NO_CLAIMS, None, None) for name in node_names]
-        pending = claims.pending
-        request = _Request(pod=pod, claims=claims, pending=pending,
-                           kinds=request_kinds(pending))
-        if len(self._results) >= _SHAPES_CACHED and request.claims.shape not in self._results:
-            self._results.clear()
-        cached = self._results.setdefault(request.claims.shape, {})
-        keys = tuple(c.key for c in pending)
+        request = _request(claims)
+        keys = tuple(c.key for c in request.pending)
         # Cached texts name the claims of the pod that asked first; many nodes share
         # one text, so each distinct text is reworded for this pod once.
         reworded: dict[tuple[str | None, str | None, tuple[str, ...]],
                        tuple[str | None, str | None]] = {}
         out = []
         for name, version in zip(node_names, self._inventory.versions(node_names), strict=True):
-            hit = cached.get(name)
-            if hit is None or hit[0] != version:
-                hit = (version, self._verdict_for(request, name))
-                cached[name] = hit
-            verdict = hit[1]
+            verdict = self._cached_verdict(request, name, version)
             reason, error = verdict.reason, verdict.error
             if (reason or error) and verdict.claim_keys and verdict.claim_keys != keys:
                 text_key = (reason, error, verdict.claim_keys)
@@ -305,7 +295,8 @@ class Extender:
     def warm(self, *, budget_seconds: float = 0.005) -> bool:
         """Do up to `budget_seconds` of work a filter would otherwise do on its first
         call: node snapshots and signatures, class selectors on every device, and the
-        request selectors of every known claim and template. True if work remains.
+        answer for every known claim and template shape on every node. True if work
+        remains.
 
         Results only fill caches, so answers are the same with or without warming;
         it keeps the first filter after start-up or a DeviceClass change fast.
@@ -331,14 +322,21 @@ class Extender:
 
     def _warm_steps(self) -> Iterator[None]:
         inv = self._inventory
-        kinds = request_kinds([*(c for c in inv.claims() if c.allocation is None),
-                               *(ResourceClaim(namespace=t.namespace, name=t.name, spec=t.spec)
-                                 for t in inv.templates())])
+        known = [*(c for c in inv.claims() if c.allocation is None),
+                 *(ResourceClaim(namespace=t.namespace, name=t.name, spec=t.spec)
+                   for t in inv.templates())]
+        kinds = request_kinds(known)
+        shapes: dict[Hashable, _Request] = {}
+        for claim in known:
+            request = _request(self._resolver.of_claims([claim]))
+            shapes.setdefault(request.claims.shape, request)
         for name in inv.node_names():
             state = inv.node_state(name)
             if state is None:
                 continue
             self._static.of(state)
+            for request in shapes.values():
+                self._cached_verdict(request, name, state.view.version)
             devices = flat_devices(state.view)
             match_signature(devices, kinds, classes=inv.classes,
                             class_matcher=inv.class_matcher,
@@ -350,6 +348,19 @@ class Extender:
             yield
 
     # ------------------------------------------------------------------ per node
+
+    def _cached_verdict(self, request: _Request, name: str, version: int) -> _Verdict:
+        shape = request.claims.shape
+        cached = self._results.get(shape)
+        if cached is None:
+            if len(self._results) >= _SHAPES_CACHED:
+                self._results.clear()
+            cached = self._results[shape] = {}
+        hit = cached.get(name)
+        if hit is None or hit[0] != version:
+            hit = (version, self._verdict_for(request, name))
+            cached[name] = hit
+        return hit[1]
 
     def _verdict_for(self, request: _Request, name: str) -> _Verdict:
         state = self._inventory.node_state(name)
@@ -455,6 +466,11 @@ class _LazyObjective:
 
     def is_perfect(self, score: float) -> bool:
         return self._objective().is_perfect(score)
+
+
+def _request(claims: PodClaims) -> _Request:
+    pending = claims.pending
+    return _Request(claims=claims, pending=pending, kinds=request_kinds(pending))
 
 
 def _allocated_elsewhere(claims: PodClaims, state: NodeState) -> str | None:
