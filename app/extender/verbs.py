@@ -183,6 +183,9 @@ class Extender:
         self._pods: TTLCache[str, Pod] = TTLCache(maxsize=_POD_CACHE_SIZE, ttl=_POD_TTL_SECONDS)
         self._warming: Iterator[None] | None = None
         self._warmed_at = -1
+        # what the last warming pass covered: shapes, and each node's version then
+        self._warmed_shapes: set[Hashable] = set()
+        self._warmed_versions: dict[str, int] = {}
 
     # ------------------------------------------------------------------ verbs
 
@@ -313,7 +316,7 @@ class Extender:
         self._warming = None
         return self._warmed_at != self._inventory.sequence
 
-    async def keep_warm(self, *, slice_seconds: float = 0.005,
+    async def keep_warm(self, *, slice_seconds: float = 0.002,
                         idle_seconds: float = 0.5) -> None:
         """Run `warm` in small slices between requests, forever (a background task)."""
         while True:
@@ -330,7 +333,12 @@ class Extender:
         for claim in known:
             request = _request(self._resolver.of_claims([claim]))
             shapes.setdefault(request.claims.shape, request)
+        if set(shapes) != self._warmed_shapes:
+            self._warmed_shapes = set(shapes)
+            self._warmed_versions.clear()
         for name in inv.node_names():
+            if self._warmed_versions.get(name) == inv.version(name):
+                continue
             state = inv.node_state(name)
             if state is None:
                 continue
@@ -345,6 +353,7 @@ class Extender:
                 for device in devices:
                     with contextlib.suppress(CelCompileError, CelEvalError):
                         inv.class_matcher(device_class, device)
+            self._warmed_versions[name] = state.view.version
             yield
 
     # ------------------------------------------------------------------ per node

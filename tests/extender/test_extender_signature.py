@@ -211,3 +211,19 @@ async def test_keep_warm_runs_in_the_background() -> None:
     await asyncio.sleep(0.05)
     task.cancel()
     assert ext.warm() is False
+
+
+def test_warming_after_a_change_revisits_only_the_changed_node(monkeypatch) -> None:
+    from tests.inventory.objects import template
+
+    inv = load(GPU_CLASS, *[gpu_node(f"n{i}") for i in range(4)],
+               template("t", requests=[exactly("gpu", "gpu", count=2)]))
+    ext = extender(inv, file_mode=True)
+    while ext.warm(budget_seconds=10):
+        pass
+    runs = count_allocator_runs(monkeypatch)
+    inv.apply("ResourceClaim", "ADDED", claim("x", results=[
+        result("gpu", "gpu.example.com/n2/gpu-0")]))
+    while ext.warm(budget_seconds=10):
+        pass
+    assert runs == ["n2"]
