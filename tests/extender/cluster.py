@@ -51,3 +51,32 @@ def the_pod(inv: Inventory, key: str = "default/p") -> Pod:
     pod = inv.pod(key)
     assert pod is not None
     return pod
+
+
+MIG_CLASS = {"kind": "DeviceClass", "metadata": {"name": "mig"}, "spec": {"selectors": [
+    {"cel": {"expression": "device.driver == 'mig.example.com'"}}]}}
+SHARED_CLASS = {"kind": "DeviceClass", "metadata": {"name": "shared"}, "spec": {"selectors": [
+    {"cel": {"expression": "device.driver == 'share.example.com'"}}]}}
+
+
+def mig_node(name: str) -> dict[str, Any]:
+    """One GPU's memory (4 units) split into partitions of 1, 2 and 4 units."""
+    parts = []
+    for size, count in ((1, 4), (2, 2), (4, 1)):
+        for i in range(count):
+            d = device(f"mig-{size}g-{i}")
+            d["consumesCounters"] = [{"counterSet": "gpu-0",
+                                      "counters": {"mem": {"value": str(size)}}}]
+            parts.append(d)
+    return resource_slice(f"{name}-mig", driver="mig.example.com", node_name=name, pool=name,
+                          devices=parts, shared_counters=[
+                              {"name": "gpu-0", "counters": {"mem": {"value": "4"}}}])
+
+
+def shared_node(name: str) -> dict[str, Any]:
+    d = device("shared-gpu")
+    d["allowMultipleAllocations"] = True
+    d["capacity"] = {"memory": {"value": "10", "requestPolicy": {
+        "default": "2", "validRange": {"min": "1", "max": "10", "step": "1"}}}}
+    return resource_slice(f"{name}-share", driver="share.example.com", node_name=name,
+                          pool=name, devices=[d])

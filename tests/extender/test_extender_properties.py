@@ -14,37 +14,19 @@ from hypothesis import strategies as st
 
 from app.inventory import Inventory
 from app.model import Device
-from tests.extender.cluster import GPU_CLASS, NIC_CLASS, ROOT, extender, gpu_node, load
-from tests.inventory.objects import device, exactly, pod, resource_slice, template
-
-MIG_CLASS = {"kind": "DeviceClass", "metadata": {"name": "mig"}, "spec": {"selectors": [
-    {"cel": {"expression": "device.driver == 'mig.example.com'"}}]}}
-SHARED_CLASS = {"kind": "DeviceClass", "metadata": {"name": "shared"}, "spec": {"selectors": [
-    {"cel": {"expression": "device.driver == 'share.example.com'"}}]}}
-
-
-def mig_node(name: str) -> dict[str, Any]:
-    """One GPU's memory (4 units) split into partitions of 1, 2 and 4 units."""
-    parts = []
-    for size, count in ((1, 4), (2, 2), (4, 1)):
-        for i in range(count):
-            d = device(f"mig-{size}g-{i}")
-            d["consumesCounters"] = [{"counterSet": "gpu-0",
-                                      "counters": {"mem": {"value": str(size)}}}]
-            parts.append(d)
-    return resource_slice(f"{name}-mig", driver="mig.example.com", node_name=name, pool=name,
-                          devices=parts, shared_counters=[
-                              {"name": "gpu-0", "counters": {"mem": {"value": "4"}}}])
-
-
-def shared_node(name: str) -> dict[str, Any]:
-    d = device("shared-gpu")
-    d["allowMultipleAllocations"] = True
-    d["capacity"] = {"memory": {"value": "10", "requestPolicy": {
-        "default": "2", "validRange": {"min": "1", "max": "10", "step": "1"}}}}
-    return resource_slice(f"{name}-share", driver="share.example.com", node_name=name,
-                          pool=name, devices=[d])
-
+from tests.extender.cluster import (
+    GPU_CLASS,
+    MIG_CLASS,
+    NIC_CLASS,
+    ROOT,
+    SHARED_CLASS,
+    extender,
+    gpu_node,
+    load,
+    mig_node,
+    shared_node,
+)
+from tests.inventory.objects import exactly, pod, template
 
 SHAPES: dict[str, dict[str, Any]] = {
     "2gpu-same-root": dict(requests=[exactly("gpu", "gpu", count=2), exactly("nic", "nic")],

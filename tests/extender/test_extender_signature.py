@@ -3,6 +3,7 @@ run, nodes that differ do not, and sharing never changes an answer."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -12,7 +13,19 @@ import app.extender.verbs as verbs
 from app.allocator import AllocatedState, allocate
 from app.features import FeatureGates
 from app.topology import TopologyConfig, make_objective, priority
-from tests.extender.cluster import GPU_CLASS, NIC_CLASS, ROOT, extender, gpu_node, load, the_pod
+from tests.extender.cluster import (
+    GPU_CLASS,
+    MIG_CLASS,
+    NIC_CLASS,
+    ROOT,
+    SHARED_CLASS,
+    extender,
+    gpu_node,
+    load,
+    mig_node,
+    shared_node,
+    the_pod,
+)
 from tests.inventory.objects import claim, exactly, pod, result
 
 
@@ -92,23 +105,57 @@ def test_pods_from_the_same_template_share_cached_answers(monkeypatch) -> None:
 # ---------------------------------------------------------------- property
 
 
-ROOTS = st.sampled_from(["pci0000:15", "pci0000:37", "PCI0000:15"])
+# Few choices per node, so that nodes often share a signature (the shortcut is
+# exercised) while still differing in ways that must keep them apart.
+# Each node is a copy of one base configuration, or differs from it in one
+# dimension: nodes often share a signature (the shortcut is exercised) while the
+# ones that differ must be kept apart.
+NODE_CHOICES: dict[str, list[Any]] = {
+    "gpus": [("pci0000:15", "pci0000:15", "pci0000:37", "pci0000:37"),
+             ("pci0000:15", "PCI0000:15"), ("pci0000:37",)],
+    "nics": [(), ("pci0000:15",), ("pci0000:37", "pci0000:15")],
+    "taken": [(), (0,), (-1,)],
+    "mig_taken": [(), ("mig-1g-0",), ("mig-4g-0",), ("mig-2g-1",)],
+    "shares": [(), (5,), (2, 7)],
+}
+
+
+@st.composite
+def node_configs(draw: Any) -> list[dict[str, Any]]:
+    base = {k: draw(st.sampled_from(v)) for k, v in NODE_CHOICES.items()}
+    configs = []
+    for _ in range(draw(st.integers(2, 8))):
+        config = dict(base)
+        dimension = draw(st.sampled_from([None, *NODE_CHOICES]))
+        if dimension is not None:
+            config[dimension] = draw(st.sampled_from(NODE_CHOICES[dimension]))
+        configs.append(config)
+    return configs
 
 
 @st.composite
 def clusters(draw: Any) -> tuple[list[Any], list[str]]:
     objs: list[Any] = [GPU_CLASS, NIC_CLASS]
+    partitions = draw(st.booleans())
+    if partitions:
+        objs.extend([MIG_CLASS, SHARED_CLASS])
     names = []
-    for i in range(draw(st.integers(2, 8))):
+    for i, config in enumerate(draw(node_configs())):
         name = f"node-{i}"
         names.append(name)
-        roots = draw(st.lists(ROOTS, min_size=1, max_size=4))
-        nic_roots = draw(st.lists(ROOTS, max_size=2))
-        objs.append(gpu_node(name, roots=roots, nic_roots=nic_roots))
-        taken = draw(st.sets(st.integers(0, len(roots) - 1), max_size=len(roots)))
-        if taken:
-            objs.append(claim(f"held-{i}", results=[
-                result("gpu", f"gpu.example.com/{name}/gpu-{j}") for j in sorted(taken)]))
+        roots = config["gpus"]
+        objs.append(gpu_node(name, roots=roots, nic_roots=config["nics"]))
+        results = [result("gpu", f"gpu.example.com/{name}/gpu-{j % len(roots)}")
+                   for j in config["taken"]]
+        if partitions:
+            objs.extend(_partitions_and_shares(name))
+            results += [result("mig", f"mig.example.com/{name}/{part}")
+                        for part in config["mig_taken"]]
+            results += [result("s", f"share.example.com/{name}/shared-gpu", shareID=f"s{i}-{j}",
+                               consumedCapacity={"share.example.com/memory": str(amount)})
+                        for j, amount in enumerate(config["shares"])]
+        if results:
+            objs.append(claim(f"held-{i}", results=results))
     count = draw(st.integers(1, 3))
     requests = [exactly("gpu", "gpu", count=count)]
     constraints: list[dict[str, Any]] = []
@@ -119,12 +166,26 @@ def clusters(draw: Any) -> tuple[list[Any], list[str]]:
     if draw(st.booleans()):
         requests[0]["exactly"]["selectors"] = [
             {"cel": {"expression": "device.attributes['gpu.example.com'].index != 1"}}]
+    if partitions:
+        requests.append(draw(st.sampled_from([
+            exactly("mig", "mig", count=2),
+            exactly("mig", "mig", selectors=("device.attributes['mig.example.com'].size >= 2",)),
+            exactly("s", "shared", capacity={"requests": {"memory": "3"}}),
+            exactly("s", "shared", count=2)])))
     objs.append(claim("c", requests=requests, constraints=constraints))
     objs.append(pod("p", claims={"c": "c"}))
     return objs, names
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def _partitions_and_shares(name: str) -> list[Any]:
+    """MIG-style partitions sharing one counter set, and a multi-allocatable GPU."""
+    mig = mig_node(name)
+    for d in mig["spec"]["devices"]:
+        d["attributes"] = {"size": {"int": int(d["name"][4])}}
+    return [mig, shared_node(name)]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(clusters(), st.sampled_from(["allocator", "advisor"]))
 def test_signature_shortcut_gives_the_same_answer_as_every_node(case, mode) -> None:
     objs, names = case
@@ -146,8 +207,8 @@ def test_signature_shortcut_gives_the_same_answer_as_every_node(case, mode) -> N
         assert ev.error == direct.error
         if direct.feasible:
             assert ev.score == priority(direct.score)
-            assert [ca.allocation.results for ca in ev.claims] == [
-                ca.allocation.results for ca in direct.claims]
+            assert [_without_share_ids(ca.allocation.results) for ca in ev.claims] == [
+                _without_share_ids(ca.allocation.results) for ca in direct.claims]
             assert [ca.allocation.node_selector for ca in ev.claims] == [
                 ca.allocation.node_selector for ca in direct.claims]
         else:
@@ -227,3 +288,8 @@ def test_warming_after_a_change_revisits_only_the_changed_node(monkeypatch) -> N
     while ext.warm(budget_seconds=10):
         pass
     assert runs == ["n2"]
+
+
+def _without_share_ids(results: Any) -> list[Any]:
+    """Share IDs are fresh UUIDs per allocation; only whether there is one matters."""
+    return [replace(r, share_id=r.share_id is not None) for r in results]
