@@ -339,6 +339,8 @@ def rename_words(text: str | None, names: Mapping[str, str]) -> str | None:
     """`text` with every whole-word occurrence of a key of `names` replaced."""
     if not text or not names:
         return text
-    ordered = sorted(names, key=len, reverse=True)
+    ordered = sorted((n for n in names if n in text), key=len, reverse=True)
+    if not ordered:
+        return text
     pattern = re.compile(r"(?<![\w.-])(" + "|".join(map(re.escape, ordered)) + r")(?![\w.-])")
     return pattern.sub(lambda m: names[m.group(1)], text)
