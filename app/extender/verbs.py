@@ -241,9 +241,13 @@ class Extender:
         # one text, so each distinct text is reworded for this pod once.
         reworded: dict[tuple[str | None, str | None, tuple[str, ...]],
                        tuple[str | None, str | None]] = {}
+        cached = self._shape_cache(request.claims.shape)
         out = []
         for name, version in zip(node_names, self._inventory.versions(node_names), strict=True):
-            verdict = self._cached_verdict(request, name, version)
+            hit = cached.get(name)
+            if hit is None or hit[0] != version:
+                hit = cached[name] = (version, self._verdict_for(request, name))
+            verdict = hit[1]
             reason, error = verdict.reason, verdict.error
             if (reason or error) and verdict.claim_keys and verdict.claim_keys != keys:
                 text_key = (reason, error, verdict.claim_keys)
@@ -358,17 +362,19 @@ class Extender:
 
     # ------------------------------------------------------------------ per node
 
-    def _cached_verdict(self, request: _Request, name: str, version: int) -> _Verdict:
-        shape = request.claims.shape
+    def _shape_cache(self, shape: Hashable) -> dict[str, tuple[int, _Verdict]]:
         cached = self._results.get(shape)
         if cached is None:
             if len(self._results) >= _SHAPES_CACHED:
                 self._results.clear()
             cached = self._results[shape] = {}
+        return cached
+
+    def _cached_verdict(self, request: _Request, name: str, version: int) -> _Verdict:
+        cached = self._shape_cache(request.claims.shape)
         hit = cached.get(name)
         if hit is None or hit[0] != version:
-            hit = (version, self._verdict_for(request, name))
-            cached[name] = hit
+            hit = cached[name] = (version, self._verdict_for(request, name))
         return hit[1]
 
     def _verdict_for(self, request: _Request, name: str) -> _Verdict:
