@@ -40,9 +40,11 @@ from app.model import (
     Device,
     DeviceClass,
     DeviceRequestAllocationResult,
+    Node,
     NodeSelector,
     RequestPolicy,
     ResourceClaim,
+    ResourceSlice,
 )
 from app.model.objects import NodeSelectorRequirement, NodeSelectorTerm
 
@@ -110,7 +112,7 @@ class StaticSignatures:
     version changed because one device was allocated costs a few tuple builds.
     """
 
-    __slots__ = ("_devices", "_interned", "_nodes")
+    __slots__ = ("_devices", "_hardware", "_interned", "_nodes")
 
     def __init__(self) -> None:
         # device id -> (device, fixed part, string attribute names, their values)
@@ -119,42 +121,48 @@ class StaticSignatures:
         # nodes' signatures from costing thousands of copies.
         self._interned: dict[Hashable, Hashable] = {}
         self._nodes: dict[str, tuple[int, NodeSignature]] = {}
+        # node -> (Node, its pools' slices, hardware signature built from them)
+        self._hardware: dict[str, tuple[Node, tuple[tuple[ResourceSlice, ...], ...],
+                                        HashedKey]] = {}
 
     def of(self, state: NodeState) -> NodeSignature:
         name, version = state.view.node.name, state.view.version
         hit = self._nodes.get(name)
         if hit is not None and hit[0] == version:
             return hit[1]
-        hardware, usage = self._build(state)
-        interned = self._intern(HashedKey(hardware))
-        assert isinstance(interned, HashedKey)
-        signature = NodeSignature(hardware=interned,
-                                  full=HashedKey((interned, self._intern(usage))))
+        hardware = self._hardware_of(state.view)
+        signature = NodeSignature(hardware=hardware,
+                                  full=HashedKey((hardware, self._intern(_usage(state)))))
         self._nodes[name] = (version, signature)
         return signature
+
+    def _hardware_of(self, view: NodeView) -> HashedKey:
+        """What the node has depends only on the Node and its pools' slices: an
+        allocation changes the node's version but reuses this."""
+        slices = tuple(pool.slices for pool in view.pools)
+        hit = self._hardware.get(view.node.name)
+        if (hit is not None and hit[0] == view.node and len(hit[1]) == len(slices)
+                and all(a is b for a, b in zip(hit[1], slices, strict=True))):
+            return hit[2]
+        hardware = self._intern(HashedKey(self._build(view)))
+        assert isinstance(hardware, HashedKey)
+        self._hardware[view.node.name] = (view.node, slices, hardware)
+        return hardware
 
     def _intern(self, value: Hashable) -> Hashable:
         if len(self._interned) >= _INTERNED_LIMIT:
             self._interned.clear()
         return self._interned.setdefault(value, value)
 
-    def _build(self, state: NodeState) -> tuple[Hashable, Hashable]:
-        view, allocated = state.view, state.allocated
+    def _build(self, view: NodeView) -> Hashable:
         pools = []
-        usage: list[Hashable] = []
         strings: list[tuple[tuple[str, ...], tuple[Any, ...]]] = []
         for pool in view.pools:
             devices = []
             for d in pool.devices:
-                device_id = d.id
-                fixed, names, values = self._device(d, device_id)
+                fixed, names, values = self._device(d, d.id)
                 strings.append((names, values))
                 devices.append(fixed)
-                consumed = allocated.consumed_capacity.get(device_id)
-                usage.append((device_id in allocated.devices,
-                              device_id in allocated.multi_allocated,
-                              _quantities(consumed) if consumed else ()))
-            usage.append(_quantities(allocated.consumed_counters.get(pool.key, {})))
             pools.append((pool.driver, pool.complete, pool.invalid_reason,
                           pool.has_binding_conditions,
                           tuple(sorted((cs.name, _quantities(cs.counters))
@@ -162,7 +170,7 @@ class StaticSignatures:
                           tuple((sl.node_name is not None, sl.all_nodes, repr(sl.node_selector),
                                  sl.per_device_node_selection) for sl in pool.slices),
                           tuple(devices)))
-        return (tuple(pools), _string_columns(strings)), tuple(usage)
+        return tuple(pools), _string_columns(strings)
 
     def _device(self, d: Device, device_id: str
                 ) -> tuple[Hashable, tuple[str, ...], tuple[Any, ...]]:
@@ -187,6 +195,20 @@ class StaticSignatures:
         assert isinstance(names, tuple)
         self._devices[sys.intern(device_id)] = (d, fixed, names, values)
         return fixed, names, values
+
+
+def _usage(state: NodeState) -> Hashable:
+    """Per device in order: taken, shared, capacity consumed; per pool: counters used."""
+    allocated = state.allocated
+    usage: list[Hashable] = []
+    for pool in state.view.pools:
+        for d in pool.devices:
+            device_id = d.id
+            consumed = allocated.consumed_capacity.get(device_id)
+            usage.append((device_id in allocated.devices, device_id in allocated.multi_allocated,
+                          _quantities(consumed) if consumed else ()))
+        usage.append(_quantities(allocated.consumed_counters.get(pool.key, {})))
+    return tuple(usage)
 
 
 def _quantities(values: Mapping[Any, Any]) -> Hashable:
