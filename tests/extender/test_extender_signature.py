@@ -293,3 +293,18 @@ def test_warming_after_a_change_revisits_only_the_changed_node(monkeypatch) -> N
 def _without_share_ids(results: Any) -> list[Any]:
     """Share IDs are fresh UUIDs per allocation; only whether there is one matters."""
     return [replace(r, share_id=r.share_id is not None) for r in results]
+
+
+def test_a_changed_slice_changes_the_answer_of_its_node_only() -> None:
+    inv = load(GPU_CLASS, NIC_CLASS, gpu_node("n0", nic_roots=["r0"]),
+               gpu_node("n1", nic_roots=["r0"]), SAME_ROOT, pod("p", claims={"c": "c"}))
+    ext = extender(inv)
+    assert ext.filter(the_pod(inv), ["n0", "n1"]).passed == ["n0", "n1"]
+    for obj in gpu_node("n1", roots=["r0", "r1", "r2", "r3"], nic_roots=["r0"]):
+        inv.apply(obj["kind"], "MODIFIED", obj)
+    result_ = ext.filter(the_pod(inv), ["n0", "n1"])
+    assert result_.passed == ["n0"]
+    assert "n1" in result_.unresolvable
+    inv.apply("Node", "ADDED", {"kind": "Node", "metadata": {"name": "n1",
+                                                            "labels": {"x": "y"}}})
+    assert ext.filter(the_pod(inv), ["n0", "n1"]).passed == ["n0"]
