@@ -171,6 +171,9 @@ def run_size(args: argparse.Namespace, nodes: int, workdir: Path) -> dict[str, A
                 mirror=mirror)
         rss_after, rss_peak = bench.memory_bytes(server.pid)
         floor_rss = bench.memory_bytes(floor.pid)[0] if floor is not None else 0
+        handler = {"drax": bench.handler_seconds(server.port)}
+        if floor is not None:
+            handler["floor"] = bench.handler_seconds(floor.port)
     print(f"[{nodes} nodes] scheduled {len(drax_run.samples)} of {len(jobs)} pods"
           + (f"; aborted: {drax_run.aborted}" if drax_run.aborted else ""), file=sys.stderr)
 
@@ -186,6 +189,7 @@ def run_size(args: argparse.Namespace, nodes: int, workdir: Path) -> dict[str, A
         "phases": phases,
         "drax_overall": report.overall(phases, "drax"),
         "aborted": drax_run.aborted,
+        "handler": handler,
     }
     if profile_file is not None:
         result["profile"] = profile.summarize_collapsed(profile_file.read_text(errors="replace"))

@@ -33,6 +33,7 @@ import orjson
 HOST: Final = "127.0.0.1"
 URL_PREFIX: Final = "/scheduler"
 JSON_HEADERS: Final = {"Content-Type": "application/json"}
+HANDLER_METRIC: Final = "drax_request_duration_seconds"
 
 
 class BenchmarkError(RuntimeError):
@@ -146,6 +147,26 @@ class Client:
 
     def close(self) -> None:
         self._conn.close()
+
+
+def handler_seconds(port: int) -> dict[str, dict[str, float]]:
+    """Per verb, the count and total seconds the server's own request histogram
+    (`drax_request_duration_seconds`, timed inside the route handler) recorded:
+    set against client round trips it shows what the HTTP stack adds."""
+    conn = http.client.HTTPConnection(HOST, port, timeout=10)
+    try:
+        conn.request("GET", "/metrics")
+        text = conn.getresponse().read().decode()
+    finally:
+        conn.close()
+    out: dict[str, dict[str, float]] = {}
+    for line in text.splitlines():
+        for suffix in ("sum", "count"):
+            prefix = f"{HANDLER_METRIC}_{suffix}{{verb=\""
+            if line.startswith(prefix):
+                verb, _, value = line[len(prefix):].partition('"} ')
+                out.setdefault(verb, {})[suffix] = float(value)
+    return out
 
 
 # --------------------------------------------------------------------------- scheduling

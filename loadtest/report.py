@@ -161,6 +161,16 @@ def _ms(summary: Mapping[str, Any]) -> list[str]:
     return [f"{summary['p50_ms']:.2f}", f"{summary['p99_ms']:.2f}", f"{summary['max_ms']:.2f}"]
 
 
+def _handler_cells(run: Mapping[str, Any], verb: str, who: str) -> list[str]:
+    stats = run["handler"].get(who, {}).get(verb)
+    if not stats or not stats.get("count"):
+        return ["–", "–"]
+    rounds = [p[who][verb] for p in run["phases"] if who in p and p[who][verb]["count"]]
+    count = sum(r["count"] for r in rounds)
+    client_ms = sum(r["mean_ms"] * r["count"] for r in rounds) / count if count else 0.0
+    return [f"{1000 * stats['sum'] / stats['count']:.2f}", f"{client_ms:.2f}"]
+
+
 def markdown(doc: Mapping[str, Any]) -> str:
     lines = [f"Machine: {doc['machine']['cores']} cores, Python {doc['machine']['python']}, "
              f"{doc['machine']['platform']}.", f"Command: `{doc['command']}`", ""]
@@ -209,6 +219,14 @@ def markdown(doc: Mapping[str, Any]) -> str:
                 p["drax"]["cycles_per_s"], p["drax"]["pods_per_s"],
                 p["floor"]["cycles_per_s"] if "floor" in p else "–",
                 f"{ratio['mean']} / {ratio['p50']} / {ratio['p99']}" if ratio else "–"]))
+        if run.get("handler"):
+            lines += ["", "Mean time per verb inside the route handler (server histogram) vs. "
+                      "the client's round trip, all phases:", "",
+                      _row(["verb", "drax handler ms", "drax round trip ms",
+                            "floor handler ms", "floor round trip ms"]), _row(["---"] * 5)]
+            for verb in ("filter", "prioritize", "bind"):
+                lines.append(_row([verb, *_handler_cells(run, verb, "drax"),
+                                   *_handler_cells(run, verb, "floor")]))
         lines += ["", _row(["phase", "claim shape", "pods", "cycle p50 ms", "cycle p99 ms",
                             "cycle max ms"]), _row(["---"] * 6)]
         for p in run["phases"]:
