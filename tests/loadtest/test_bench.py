@@ -79,6 +79,9 @@ def test_schedule_against_the_floor_mirrored_to_a_second_floor(tmp_path):
             client.close()
             mirror.close()
         assert server.ready_seconds > 0
+        handled = bench.handler_seconds(server.port)
+        assert handled["filter"]["count"] == 9  # 8 pods + the malformed body
+        assert handled["bind"]["count"] == 8 and handled["bind"]["sum"] > 0
         rss, peak = bench.memory_bytes(server.pid)
         assert 0 < rss <= peak
     assert server.process.poll() is not None  # stopped on leaving the block
