@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -57,6 +58,7 @@ KINDS: Final = ("Node", "ResourceSlice", "DeviceClass", "ResourceClaim",
 EVENT_TYPES: Final = ("ADDED", "MODIFIED", "DELETED")
 POD_CLAIM_NAME_ANNOTATION: Final = "resource.kubernetes.io/pod-claim-name"
 
+_CHANGE_LOG: Final = 4096
 _CLAIM: Final = "claim:"
 _ASSUMED: Final = "assumed:"
 
@@ -108,6 +110,9 @@ class Inventory:
         self._seq = 0
         self._global_version = 0
         self._node_versions: dict[str, int] = {}
+        # (sequence, nodes stamped or None for all): lets readers catch up on what
+        # changed without comparing every node's version
+        self._changes: deque[tuple[int, tuple[str, ...] | None]] = deque(maxlen=_CHANGE_LOG)
         self._nodes: dict[str, Node] = {}
         self._slices: dict[str, ResourceSlice] = {}
         self._pool_slices: dict[PoolKey, dict[str, ResourceSlice]] = {}
@@ -235,7 +240,25 @@ class Inventory:
     @property
     def sequence(self) -> int:
         """Grows with every change that can alter any node's view."""
+        self._expire()
         return self._seq
+
+    def changed_since(self, sequence: int) -> set[str] | None:
+        """Nodes whose version moved after `sequence`; None when that is not known
+        node by node (a change every node can see, or history too old)."""
+        self._expire()
+        if sequence >= self._seq:
+            return set()
+        if not self._changes or self._changes[0][0] > sequence + 1:
+            return None
+        changed: set[str] = set()
+        for seq, names in reversed(self._changes):
+            if seq <= sequence:
+                break
+            if names is None:
+                return None
+            changed.update(names)
+        return changed
 
     def template(self, key: str) -> ResourceClaimTemplate | None:
         return self._templates.get(key)
@@ -503,9 +526,11 @@ class Inventory:
         seq = self._next()
         for name in names:
             self._node_versions[name] = seq
+        self._changes.append((seq, tuple(names)))
 
     def _stamp_all(self) -> None:
         self._global_version = self._next()
+        self._changes.append((self._global_version, None))
 
 
 def _unchanged(old: Any, new: Any) -> bool:

@@ -416,3 +416,26 @@ def test_resyncs_that_change_nothing_keep_versions_and_caches() -> None:
     assert inv.node_state("n1") is state
     inv.apply("Node", "MODIFIED", node("n1", zone="b"))
     assert inv.version("n1") > before
+
+
+def test_changed_since_lists_the_nodes_stamped_after_a_sequence() -> None:
+    inv = inventory(node("n1"), node("n2"), node("n3"))
+    start = inv.sequence
+    assert inv.changed_since(start) == set()
+    inv.apply("Node", "MODIFIED", node("n1", a="b"))
+    inv.apply("ResourceSlice", "ADDED", resource_slice("s", node_name="n3"))
+    middle = inv.sequence
+    assert inv.changed_since(start) == {"n1", "n3"}
+    inv.apply("DeviceClass", "ADDED", device_class("gpu"))
+    assert inv.changed_since(start) is None  # every node can see a class
+    assert inv.changed_since(middle) is None
+    assert inv.changed_since(inv.sequence) == set()
+
+
+def test_changed_since_gives_up_on_history_it_no_longer_holds() -> None:
+    inv = inventory(node("n1"))
+    start = inv.sequence
+    for i in range(5000):
+        inv.apply("Node", "MODIFIED", node("n1", i=str(i)))
+    assert inv.changed_since(start) is None
+    assert inv.changed_since(inv.sequence - 1) == {"n1"}
