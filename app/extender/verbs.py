@@ -20,7 +20,7 @@ import contextlib
 import time
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, NamedTuple
+from typing import Any, Final
 
 from cachetools import LRUCache, TTLCache
 
@@ -134,13 +134,37 @@ def _refused(reason: str) -> _Verdict:
     return _Verdict(feasible=False, reason=reason, unresolvable=True)
 
 
-class _Judged(NamedTuple):
-    """A verdict as one pod sees it: texts name that pod's claims."""
+@dataclass(slots=True)
+class _Answers:
+    """Every node's verdict for one claim shape, as of inventory `sequence`.
+    `passed`: the feasible nodes and their priority, for the verbs' fast path."""
 
-    node: str
-    verdict: _Verdict
-    reason: str | None
-    error: str | None
+    sequence: int = -1
+    verdicts: dict[str, tuple[int, _Verdict]] = field(default_factory=dict)
+    passed: dict[str, int] = field(default_factory=dict)
+
+
+def _wording(keys: tuple[str, ...]) -> Callable[[_Verdict], tuple[str | None, str | None]]:
+    """A verdict's reason and error as the pod with pending claims `keys` reads them.
+
+    Cached texts name the claims of the pod that asked first; many nodes share
+    one text, so each distinct text is reworded once per call.
+    """
+    reworded: dict[tuple[str | None, str | None, tuple[str, ...]],
+                   tuple[str | None, str | None]] = {}
+
+    def words(verdict: _Verdict) -> tuple[str | None, str | None]:
+        reason, error = verdict.reason, verdict.error
+        if not (reason or error) or not verdict.claim_keys or verdict.claim_keys == keys:
+            return reason, error
+        text_key = (reason, error, verdict.claim_keys)
+        hit = reworded.get(text_key)
+        if hit is None:
+            names = dict(zip(verdict.claim_keys, keys, strict=True))
+            hit = reworded[text_key] = (rename_words(reason, names), rename_words(error, names))
+        return hit
+
+    return words
 
 
 @dataclass(slots=True)
@@ -171,10 +195,8 @@ class Extender:
         self._resolver = ClaimResolver(inventory, generate=file_mode)
         self._step_budget = step_budget
         self._assume_ttl = assume_ttl
-        # shape -> node -> (version, verdict). Plain dicts, emptied when too many shapes
-        # pile up: the lookup is on the hot path of every node of every call, and an
-        # LRU's bookkeeping would cost more than it saves.
-        self._results: dict[Hashable, dict[str, tuple[int, _Verdict]]] = {}
+        # claim shape -> answers; emptied when too many shapes pile up.
+        self._results: dict[Hashable, _Answers] = {}
         self._by_signature: LRUCache[tuple[Hashable, Hashable], tuple[NodeState, _Verdict]] = \
             LRUCache(maxsize=_SIGNATURE_CACHE_SIZE)
         self._static = StaticSignatures()
@@ -195,10 +217,22 @@ class Extender:
                                 error=f"{NOT_SYNCED}; drax answers once the initial list of "
                                       "every watched kind is in")
         result = FilterResult(passed=[], failed={}, unresolvable={})
-        for name, verdict, reason, error in self._judge(pod, node_names):
-            if verdict.feasible:
+        judged = self._judge(pod, node_names)
+        if isinstance(judged, _Verdict):
+            if judged.feasible:
+                result.passed.extend(node_names)
+            else:
+                result.unresolvable.update(dict.fromkeys(node_names, judged.reason or ""))
+            return result
+        answers, wording = judged
+        passed, verdicts = answers.passed, answers.verdicts
+        for name in node_names:
+            if name in passed:
                 result.passed.append(name)
-            elif error is not None:
+                continue
+            verdict = verdicts[name][1]
+            reason, error = wording(verdict)
+            if error is not None:
                 result.unresolvable[name] = f"error: {error}"
                 if result.error is None:
                     result.error = f"node {name}: {error}"
@@ -209,17 +243,27 @@ class Extender:
         return result
 
     def prioritize(self, pod: Pod, node_names: Sequence[str]) -> list[tuple[str, int]]:
-        return [(j.node, j.verdict.priority) for j in self._judge(pod, node_names)]
+        judged = self._judge(pod, node_names)
+        if isinstance(judged, _Verdict):
+            return [(name, judged.priority) for name in node_names]
+        passed = judged[0].passed
+        return [(name, passed.get(name, 0)) for name in node_names]
 
     def evaluate(self, pod: Pod, node_names: Sequence[str]) -> list[NodeEvaluation]:
         """Whether and how the pod's claims fit on each node (filter's code path)."""
+        judged = self._judge(pod, node_names)
+        if isinstance(judged, _Verdict):
+            return [NodeEvaluation(node=name, feasible=judged.feasible, reason=judged.reason,
+                                   unresolvable=judged.unresolvable) for name in node_names]
+        answers, wording = judged
+        pending = self._resolver.resolve(pod).pending
         out = []
-        pending: tuple[ResourceClaim, ...] = ()
-        for name, verdict, reason, error in self._judge(pod, node_names):
+        for name in node_names:
+            verdict = answers.verdicts[name][1]
+            reason, error = wording(verdict)
             outcome = verdict.outcome
             claims: tuple[ClaimAllocation, ...] = ()
             if verdict.feasible and outcome is not None:
-                pending = pending or self._resolver.resolve(pod).pending
                 claims = _with_claim_keys(outcome, pending).claims
             out.append(NodeEvaluation(
                 node=name, feasible=verdict.feasible, claims=claims,
@@ -227,38 +271,23 @@ class Extender:
                 reason=reason, error=error, unresolvable=verdict.unresolvable))
         return out
 
-    def _judge(self, pod: Pod, node_names: Sequence[str]) -> list[_Judged]:
+    def _judge(self, pod: Pod, node_names: Sequence[str]
+               ) -> _Verdict | tuple[_Answers, Callable[[_Verdict], tuple[str | None, str | None]]]:
+        """One verdict for every node (the pod's claims cannot be had, or it has none),
+        or the current answers for its claim shape plus how to word them for it."""
         self._remember(pod)
         claims = self._resolver.resolve(pod)
         if claims.problem is not None:
-            refused = _refused(claims.problem)
-            return [_Judged(name, refused, refused.reason, None) for name in node_names]
+            return _refused(claims.problem)
         if not claims.claims:
-            return [_Judged(name, _NO_CLAIMS, None, None) for name in node_names]
+            return _NO_CLAIMS
         request = _request(claims)
-        keys = tuple(c.key for c in request.pending)
-        # Cached texts name the claims of the pod that asked first; many nodes share
-        # one text, so each distinct text is reworded for this pod once.
-        reworded: dict[tuple[str | None, str | None, tuple[str, ...]],
-                       tuple[str | None, str | None]] = {}
-        cached = self._shape_cache(request.claims.shape)
-        out = []
-        for name, version in zip(node_names, self._inventory.versions(node_names), strict=True):
-            hit = cached.get(name)
-            if hit is None or hit[0] != version:
-                hit = cached[name] = (version, self._verdict_for(request, name))
-            verdict = hit[1]
-            reason, error = verdict.reason, verdict.error
-            if (reason or error) and verdict.claim_keys and verdict.claim_keys != keys:
-                text_key = (reason, error, verdict.claim_keys)
-                words = reworded.get(text_key)
-                if words is None:
-                    names = dict(zip(verdict.claim_keys, keys, strict=True))
-                    words = (rename_words(reason, names), rename_words(error, names))
-                    reworded[text_key] = words
-                reason, error = words
-            out.append(_Judged(name, verdict, reason, error))
-        return out
+        answers = self._current_answers(request)
+        verdicts = answers.verdicts
+        for name in node_names:
+            if name not in verdicts:
+                self._refresh(request, answers, name)
+        return answers, _wording(tuple(c.key for c in request.pending))
 
     async def bind(self, *, namespace: str, name: str, uid: str, node: str) -> str | None:
         """Allocate afresh on `node`, assume it, and write it; None or the error text."""
@@ -348,7 +377,9 @@ class Extender:
                 continue
             self._static.of(state)
             for request in shapes.values():
-                self._cached_verdict(request, name, state.view.version)
+                answers = self._current_answers(request)
+                if name not in answers.verdicts:
+                    self._refresh(request, answers, name)
             devices = flat_devices(state.view)
             match_signature(devices, kinds, classes=inv.classes,
                             class_matcher=inv.class_matcher,
@@ -362,20 +393,40 @@ class Extender:
 
     # ------------------------------------------------------------------ per node
 
-    def _shape_cache(self, shape: Hashable) -> dict[str, tuple[int, _Verdict]]:
-        cached = self._results.get(shape)
-        if cached is None:
+    def _current_answers(self, request: _Request) -> _Answers:
+        """The shape's answers with every node that changed since the last call
+        refreshed: a cycle costs work for changed nodes only."""
+        shape = request.claims.shape
+        answers = self._results.get(shape)
+        if answers is None:
             if len(self._results) >= _SHAPES_CACHED:
                 self._results.clear()
-            cached = self._results[shape] = {}
-        return cached
+            answers = self._results[shape] = _Answers()
+        inv = self._inventory
+        sequence = inv.sequence
+        if answers.sequence == sequence:
+            return answers
+        changed = inv.changed_since(answers.sequence)
+        if changed is None:
+            names = list(answers.verdicts)
+            for name, version in zip(names, inv.versions(names), strict=True):
+                if answers.verdicts[name][0] != version:
+                    self._refresh(request, answers, name)
+        else:
+            for name in changed:
+                if name in answers.verdicts:
+                    self._refresh(request, answers, name)
+        answers.sequence = sequence
+        return answers
 
-    def _cached_verdict(self, request: _Request, name: str, version: int) -> _Verdict:
-        cached = self._shape_cache(request.claims.shape)
-        hit = cached.get(name)
-        if hit is None or hit[0] != version:
-            hit = cached[name] = (version, self._verdict_for(request, name))
-        return hit[1]
+    def _refresh(self, request: _Request, answers: _Answers, name: str) -> None:
+        version = self._inventory.version(name)
+        verdict = self._verdict_for(request, name)
+        answers.verdicts[name] = (version, verdict)
+        if verdict.feasible:
+            answers.passed[name] = verdict.priority
+        else:
+            answers.passed.pop(name, None)
 
     def _verdict_for(self, request: _Request, name: str) -> _Verdict:
         state = self._inventory.node_state(name)
