@@ -108,3 +108,33 @@ def test_bound_pods_never_overcommit(nodes: int, shapes: list[str], mode: str) -
         assert asyncio.run(ext.bind(namespace="default", name=p.name, uid=p.uid,
                                     node=best)) is None
     check_invariants(inv)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(1, 3),
+       st.lists(st.tuples(st.sampled_from(["bind", "release"]), st.sampled_from(sorted(SHAPES))),
+                min_size=1, max_size=14))
+def test_cached_answers_equal_fresh_answers_as_the_cluster_changes(
+        nodes: int, steps: list[tuple[str, str]]) -> None:
+    """A long-lived extender (caches, signatures, change log) answers exactly as
+    a new one over the same inventory, after every bind and every release."""
+    pods = [pod(f"p{i}-{shape}", uid=f"u{i}", templates={"c": shape})
+            for i, (_, shape) in enumerate(steps)]
+    inv = load(*cluster(nodes), *pods)
+    ext = extender(inv, file_mode=True)
+    names = inv.node_names()
+    bound: list[str] = []
+    for i, (action, shape) in enumerate(steps):
+        if action == "release" and bound:
+            inv.apply("ResourceClaim", "DELETED", {
+                "kind": "ResourceClaim",
+                "metadata": {"name": bound.pop(0), "namespace": "default"},
+                "spec": {"devices": {"requests": []}}})
+        p = inv.pod(f"default/p{i}-{shape}")
+        assert p is not None
+        cached, fresh = ext.filter(p, names), extender(inv, file_mode=True).filter(p, names)
+        assert cached == fresh
+        assert ext.prioritize(p, names) == extender(inv, file_mode=True).prioritize(p, names)
+        if cached.passed and asyncio.run(ext.bind(namespace="default", name=p.name, uid=p.uid,
+                                                  node=cached.passed[-1])) is None:
+            bound.append(f"{p.name}-c")
