@@ -194,6 +194,7 @@ class Sample:
     bind_body: bytes | None = None
     bind_s: float | None = None
     node: str | None = None
+    error: str | None = None  # the server's Error text for filter-error / bind-error
 
     @property
     def cycle_s(self) -> float:
@@ -281,6 +282,7 @@ def _schedule_one(client: Client, job: PodJob, candidates: list[str]) -> Sample:
                     filter_body=body, filter_s=elapsed)
     if not isinstance(result, Mapping) or result.get("Error"):
         sample.outcome = "filter-error"
+        sample.error = str(result.get("Error") if isinstance(result, Mapping) else result)
         return sample
     passed = list(result.get("NodeNames") or [])
     sample.passed = len(passed)
@@ -296,7 +298,10 @@ def _schedule_one(client: Client, job: PodJob, candidates: list[str]) -> Sample:
                                      "PodUID": meta["uid"], "Node": node})
     sample.bind_s, bound = client.post("bind", sample.bind_body)
     sample.node = node
-    sample.outcome = "bind-error" if isinstance(bound, Mapping) and bound.get("Error") else "bound"
+    if isinstance(bound, Mapping) and bound.get("Error"):
+        sample.outcome, sample.error = "bind-error", str(bound["Error"])
+    else:
+        sample.outcome = "bound"
     return sample
 
 

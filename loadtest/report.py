@@ -17,6 +17,7 @@ from loadtest.stats import summarize
 
 TARGET_SHAPE: Final = "2gpu-1nic-same-root"
 MB: Final = 1024 * 1024
+MAX_ERRORS_SHOWN: Final = 5
 SCHEDULER_HTTP_TIMEOUT_S: Final = 5.0  # KubeSchedulerConfiguration extenders[].httpTimeout
 
 
@@ -51,6 +52,7 @@ def phase_results(drax: Run, floor: Run | None) -> list[dict[str, Any]]:
             "phase": phase, "pods": len(samples), "outcomes": dict(outcomes),
             "mean_passed_nodes": round(sum(s.passed for s in samples) / len(samples), 1),
             "requests_over_http_timeout": slow_requests(samples, limit_s=SCHEDULER_HTTP_TIMEOUT_S),
+            "errors": sorted({s.error for s in samples if s.error})[:MAX_ERRORS_SHOWN],
             "drax": {**_verbs(samples),
                      "pods_per_s": round(len(samples) / drax.wall_s[phase], 1)},
             "shapes": {shape: {"pods": len(ss), "cycle": summarize(
@@ -227,6 +229,10 @@ def markdown(doc: Mapping[str, Any]) -> str:
             for verb in ("filter", "prioritize", "bind"):
                 lines.append(_row([verb, *_handler_cells(run, verb, "drax"),
                                    *_handler_cells(run, verb, "floor")]))
+        for p in run["phases"]:
+            if p.get("errors"):
+                lines += ["", f"Errors answered in phase {p['phase']} (distinct, first "
+                          f"{MAX_ERRORS_SHOWN}):", *(f"- `{e}`" for e in p["errors"])]
         lines += ["", _row(["phase", "claim shape", "pods", "cycle p50 ms", "cycle p99 ms",
                             "cycle max ms"]), _row(["---"] * 6)]
         for p in run["phases"]:
