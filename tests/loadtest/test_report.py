@@ -1,0 +1,83 @@
+"""Report building from samples, target evaluation, and the py-spy summary."""
+
+from __future__ import annotations
+
+from loadtest import profile, report
+from loadtest.bench import Run, Sample
+
+
+def _sample(phase: str, *, shape: str = "1gpu", outcome: str = "bound", filter_ms: float = 2.0,
+            prioritize_ms: float | None = 1.0, error: str | None = None) -> Sample:
+    return Sample(phase=phase, shape=shape, outcome=outcome, filter_body=b"{}",
+                  filter_s=filter_ms / 1000,
+                  prioritize_s=None if prioritize_ms is None else prioritize_ms / 1000,
+                  bind_s=0.001, passed=3, error=error)
+
+
+def _run(samples: list[Sample]) -> Run:
+    run = Run()
+    for s in samples:
+        run.add(s, s.cycle_s + (s.bind_s or 0))
+    return run
+
+
+def test_phase_results_count_outcomes_errors_and_ratio():
+    drax = _run([_sample("mixed"), _sample("mixed", outcome="bind-error", error="full"),
+                 _sample("mixed", outcome="bind-error", error="full"),
+                 _sample("target", shape="2gpu-1nic-same-root", filter_ms=4.0)])
+    floor = _run([_sample("mixed", filter_ms=1.0, prioritize_ms=0.5)] * 3
+                 + [_sample("target", filter_ms=1.0, prioritize_ms=1.0)])
+    mixed, target = report.phase_results(drax, floor)
+    assert mixed["outcomes"] == {"bound": 1, "bind-error": 2}
+    assert mixed["errors"] == ["full"]
+    assert mixed["drax"]["cycle"]["p50_ms"] == 3.0
+    assert mixed["cycle_ratio"]["p50"] == 2.0
+    assert target["shapes"]["2gpu-1nic-same-root"]["cycle"]["max_ms"] == 5.0
+    assert report.overall([mixed, target], "drax")["cycles"] == 4
+
+
+def _doc(*, p99_500: float, p99_5000: float, rss_16_mb: float) -> dict:
+    def run(nodes: int, p99: float) -> dict:
+        return {"nodes": nodes, "devices": 16 * nodes, "candidates": "all",
+                "rss": {"ready_bytes": 10 * report.MB, "after_bytes": 0, "peak_bytes": 0},
+                "phases": [{"phase": report.TARGET_SHAPE,
+                            "drax": {"cycle": {"p99_ms": p99}}}],
+                "drax_overall": {"mean_cycle_ms": 2.0, "cycles_per_s": 500.0},
+                "floor_overall": {"mean_cycle_ms": 1.0},
+                "churn": {"apply": {"p99_ms": 0.5}, "apply_cpu": {"p99_ms": 0.4}},
+                "rss_16": {"devices": 16 * nodes, "ready_bytes": rss_16_mb * report.MB}}
+    return {"runs": [run(500, p99_500), run(5000, p99_5000)]}
+
+
+def test_targets_are_met_or_missed_by_the_measured_figures():
+    met = {t["target"]: t["met"] for t in report.evaluate_targets(
+        _doc(p99_500=4.9, p99_5000=26.0, rss_16_mb=390))}
+    assert met == {
+        "2-GPU + 1-NIC same-root cycle p99, 500 nodes": True,
+        "2-GPU + 1-NIC same-root cycle p99, 5000 nodes": False,
+        "cycle time vs floor, 500 nodes": True,
+        "cycles/s, 500 nodes": True,
+        "apply one inventory event (p99)": True,
+        "RSS holding 5,000 nodes x 16 devices": True,
+    }
+
+
+def test_profile_summary_charges_samples_to_drax_packages():
+    handler = "ExtenderEdge._filter (app/server/app.py:130)"
+    text = "\n".join([
+        f"main (app/__main__.py:7);run (uvicorn/server.py:1);{handler};"
+        "allocate (app/allocator/__init__.py:9);__hash__ (fractions.py:3) 6",
+        f"main (app/__main__.py:7);{handler};matches (app/cel/__init__.py:5) 3",
+        "main (app/__main__.py:7);run (uvicorn/server.py:1);send (uvicorn/h11.py:2) 1",
+        "garbage line",
+    ])
+    summary = profile.summarize_collapsed(text)
+    assert summary["samples"] == 10
+    areas = {a["function"]: a["percent"] for a in summary["by_area"]}
+    assert areas == {"app/allocator": 60.0, "app/cel": 30.0, "HTTP stack + asyncio": 10.0}
+    assert summary["self"][0] == {"function": "__hash__ (fractions.py)", "samples": 6,
+                                  "percent": 60.0}
+    inclusive = {i["function"]: i["percent"] for i in summary["inclusive"]}
+    assert inclusive["ExtenderEdge._filter (app/server/app.py)"] == 90.0
+    assert "main (app/__main__.py)" not in inclusive
+    assert "| app/allocator | 60.0 |" in profile.markdown(summary)
