@@ -1,14 +1,15 @@
 """The extender verbs as plain functions over the inventory and the allocator.
 
-`filter`, `prioritize`, `evaluate` (what `drax allocate` prints) and `bind`
-share one path: resolve the pod's claims, then get an answer per node from
-`_verdict`. That answer is cached per (claim shape, node) and valid while the
-node's version is unchanged; on a miss, nodes with the same signature (see
-`signature`) share one allocator run per claim shape. So a cycle over 500
-identical fresh nodes runs the allocator once, and a repeated cycle only
-looks up versions.
+`filter`, `prioritize`, `evaluate` (what `drax allocate` prints) share one
+path: resolve the pod's claims, then read the answers kept for that claim
+shape (`_Answers`: a verdict per node with the node's version). A call first
+catches up on the nodes the inventory stamped since the previous call, and
+computes a verdict only for those and for nodes never seen; everything else is
+a dictionary read. On a miss, nodes with the same signature (see `signature`)
+share one allocator run, so a first cycle over 500 identical fresh nodes runs
+the allocator once. `warm` does the same work between requests.
 
-`bind` never uses the cache: it recomputes the allocation from the current
+`bind` never uses the answers: it recomputes the allocation from the current
 inventory, assumes it immediately (so concurrent filters see the devices as
 taken), then hands it to the binder and forgets the assumption if that fails.
 """
