@@ -26,7 +26,13 @@ from typing import Any, Final
 from cachetools import LRUCache, TTLCache
 
 from app.allocator import DEFAULT_STEP_BUDGET, allocate
-from app.allocator.types import AllocatedState, AllocationOutcome, ClaimAllocation, Objective
+from app.allocator.types import (
+    AllocatedState,
+    AllocationOutcome,
+    ClaimAllocation,
+    NodeView,
+    Objective,
+)
 from app.cel import CelCompileError, CelEvalError
 from app.extender.binder import Binder, BindError, MemoryBinder
 from app.extender.claims import ClaimResolver, PodClaims
@@ -103,7 +109,11 @@ class _Verdict:
     """One claim shape on one node, everything the verbs read, computed once.
 
     `outcome` is the allocator's answer (None when the node was decided
-    without it); its claim keys are those of the pod that asked first.
+    without it); its claim keys are those of the pod that asked first. A
+    feasible answer borrowed from a node with the same signature keeps that
+    node's outcome plus both views, and is re-expressed for this node only
+    when someone asks for the devices (`node_outcome`): filter and prioritize
+    never do, and thousands of copied allocations would cost memory.
     """
 
     feasible: bool
@@ -113,6 +123,13 @@ class _Verdict:
     error: str | None = None
     unresolvable: bool = False
     claim_keys: tuple[str, ...] = ()  # the pending claims `reason` and `error` name
+    source: NodeView | None = None  # the node `outcome` was computed on, if not this one
+    target: NodeView | None = None
+
+    def node_outcome(self) -> AllocationOutcome | None:
+        if self.outcome is None or self.source is None or self.target is None:
+            return self.outcome
+        return map_outcome(self.outcome, source=self.source, target=self.target)
 
 
 _NO_CLAIMS: Final = _Verdict(feasible=True)
@@ -262,7 +279,7 @@ class Extender:
         for name in node_names:
             verdict = answers.verdicts[name][1]
             reason, error = wording(verdict)
-            outcome = verdict.outcome
+            outcome = verdict.node_outcome() if verdict.feasible else verdict.outcome
             claims: tuple[ClaimAllocation, ...] = ()
             if verdict.feasible and outcome is not None:
                 claims = _with_claim_keys(outcome, pending).claims
@@ -445,18 +462,24 @@ class Extender:
         shape = request.claims.shape
         signature, hardware = self._signature(request, state)
         rep = request.by_signature.get(signature) or self._by_signature.get((shape, signature))
-        if rep is not None and _still_current(self._inventory, rep[0]):
-            rep_state, rep_verdict = rep
-            assert rep_verdict.outcome is not None
-            verdict = _from_outcome(map_outcome(rep_verdict.outcome, source=rep_state.view,
-                                                target=state.view),
-                                    claim_keys=rep_verdict.claim_keys,
-                                    unresolvable=rep_verdict.unresolvable)
-        else:
+        if rep is None or not _still_current(self._inventory, rep[0]):
             verdict = self._compute(request.pending, state, empty_key=(shape, hardware))
-            self._by_signature[(shape, signature)] = (state, verdict)
-        request.by_signature[signature] = (state, verdict)
-        return verdict
+            rep = self._by_signature[(shape, signature)] = (state, verdict)
+            request.by_signature[signature] = rep
+            return verdict
+        request.by_signature[signature] = rep
+        rep_state, rep_verdict = rep
+        if rep_state.view is state.view:
+            return rep_verdict
+        assert rep_verdict.outcome is not None
+        if rep_verdict.feasible:
+            return _Verdict(feasible=True, outcome=rep_verdict.outcome,
+                            priority=rep_verdict.priority, claim_keys=rep_verdict.claim_keys,
+                            source=rep_state.view, target=state.view)
+        return _from_outcome(map_outcome(rep_verdict.outcome, source=rep_state.view,
+                                         target=state.view),
+                             claim_keys=rep_verdict.claim_keys,
+                             unresolvable=rep_verdict.unresolvable)
 
     def _signature(self, request: _Request, state: NodeState) -> tuple[Hashable, Hashable]:
         """(full signature, hardware signature), both including the selector matches."""
