@@ -27,7 +27,6 @@ version; the rest is computed once per (shape, node version) by the caller.
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Final
@@ -107,16 +106,13 @@ class NodeSignature:
 class StaticSignatures:
     """The claim-independent part of node signatures, cached per node version.
 
-    What depends on a device alone (everything but string values, which are
-    relabelled per node) is computed once per device object, so a node whose
-    version changed because one device was allocated costs a few tuple builds.
+    The hardware part is rebuilt only when the node's slices or the Node
+    change; an allocation only rebuilds the usage part, a few tuples.
     """
 
-    __slots__ = ("_devices", "_hardware", "_interned", "_nodes")
+    __slots__ = ("_hardware", "_interned", "_nodes")
 
     def __init__(self) -> None:
-        # device id -> (device, fixed part, string attribute names, their values)
-        self._devices: dict[str, tuple[Device, Hashable, tuple[str, ...], tuple[Any, ...]]] = {}
         # Identical hardware yields equal tuples; sharing one copy keeps thousands of
         # nodes' signatures from costing thousands of copies.
         self._interned: dict[Hashable, Hashable] = {}
@@ -160,7 +156,7 @@ class StaticSignatures:
         for pool in view.pools:
             devices = []
             for d in pool.devices:
-                fixed, names, values = self._device(d, d.id)
+                fixed, names, values = self._device(d)
                 strings.append((names, values))
                 devices.append(fixed)
             pools.append((pool.driver, pool.complete, pool.invalid_reason,
@@ -172,11 +168,7 @@ class StaticSignatures:
                           tuple(devices)))
         return tuple(pools), _string_columns(strings)
 
-    def _device(self, d: Device, device_id: str
-                ) -> tuple[Hashable, tuple[str, ...], tuple[Any, ...]]:
-        hit = self._devices.get(device_id)
-        if hit is not None and hit[0] is d:
-            return hit[1], hit[2], hit[3]
+    def _device(self, d: Device) -> tuple[Hashable, tuple[str, ...], tuple[Any, ...]]:
         texts = sorted((name, v.value) for name, v in d.attributes.items()
                        if v.kind in ("string", "strings"))
         names = self._intern(tuple(name for name, _ in texts))
@@ -193,7 +185,6 @@ class StaticSignatures:
             d.node_name is not None, d.all_nodes, repr(d.node_selector),
         ))
         assert isinstance(names, tuple)
-        self._devices[sys.intern(device_id)] = (d, fixed, names, values)
         return fixed, names, values
 
 
