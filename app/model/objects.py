@@ -214,11 +214,12 @@ class Device:
     binding_conditions: tuple[str, ...] = ()
     binding_failure_conditions: tuple[str, ...] = ()
     allow_multiple_allocations: bool = False
+    # `<driver>/<pool>/<device>`, the device's identity across the cluster. Built
+    # once here because the allocator and the inventory key everything by it.
+    id: str = field(init=False, repr=False, compare=False)
 
-    @property
-    def id(self) -> str:
-        """`<driver>/<pool>/<device>`, the device's identity across the cluster."""
-        return f"{self.driver}/{self.pool}/{self.name}"
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "id", f"{self.driver}/{self.pool}/{self.name}")
 
     def attribute(self, qualified_name: str) -> AttributeValue | None:
         return self.attributes.get(qualified_name)
