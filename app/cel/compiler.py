@@ -9,7 +9,7 @@ evaluate in a few microseconds (no tree walking, no per-call dispatch when
 the types are known statically).
 
 Semantics that closures must get right, and where:
-- `&&` / `||` absorb errors and non-bool operands per cel-go (`_and` / `_or`);
+- `&&` / `||` absorb errors and non-bool operands per cel-go (`_logical`);
 - `all` / `exists` fold over those operators, so they absorb too;
 - every comprehension step is charged to the per-evaluation cost budget
   (one unit plus the static size of the loop body), as are size-dependent
@@ -415,8 +415,8 @@ class Compiler:
             if operand.type.name not in ("bool", "dyn"):
                 raise CheckError(f"found no matching overload for '{node.name}' applied to "
                                  f"'({left.type}, {right.type})'", node.pos)
-        maker = _and if node.name == "_&&_" else _or
-        return Compiled(BOOL, maker(left.fn, right.fn), 1 + left.cost + right.cost)
+        fn = _logical(left.fn, right.fn, absorbing=node.name == "_||_")
+        return Compiled(BOOL, fn, 1 + left.cost + right.cost)
 
     def _not(self, node: ast.Call) -> Compiled:
         operand = self.compile(node.args[0])
@@ -776,55 +776,27 @@ def contains(coll: Any, elem: Any) -> bool:
     raise EvalError("no such overload")
 
 
-def _and(left: Fn, right: Fn) -> Fn:
+def _logical(left: Fn, right: Fn, *, absorbing: bool) -> Fn:
+    """`&&` (absorbing False) and `||` (absorbing True) with CEL's commutative
+    error absorption: an operand equal to `absorbing` decides the result even
+    when the other one fails; a non-bool operand counts as a failure."""
+    identity = not absorbing
+
     def fn(c: Ctx) -> bool:
         err: EvalError | None = None
-        try:
-            lv = left(c)
-            if lv is False:
-                return False
-            if lv is not True:
+        for operand in (left, right):
+            try:
+                value = operand(c)
+            except EvalError as exc:
+                err = err or exc
+                continue
+            if value is absorbing:
+                return absorbing
+            if value is not identity and err is None:
                 err = EvalError("no such overload")
-        except EvalError as exc:
-            err = exc
-        try:
-            rv = right(c)
-            if rv is False:
-                return False
-            if rv is not True and err is None:
-                err = EvalError("no such overload")
-        except EvalError as exc:
-            if err is None:
-                err = exc
         if err is not None:
             raise err
-        return True
-    return fn
-
-
-def _or(left: Fn, right: Fn) -> Fn:
-    def fn(c: Ctx) -> bool:
-        err: EvalError | None = None
-        try:
-            lv = left(c)
-            if lv is True:
-                return True
-            if lv is not False:
-                err = EvalError("no such overload")
-        except EvalError as exc:
-            err = exc
-        try:
-            rv = right(c)
-            if rv is True:
-                return True
-            if rv is not False and err is None:
-                err = EvalError("no such overload")
-        except EvalError as exc:
-            if err is None:
-                err = exc
-        if err is not None:
-            raise err
-        return False
+        return identity
     return fn
 
 
