@@ -4,6 +4,8 @@ Contract (used by the allocator and the inventory):
 
     compile_selector(expression) -> CompiledSelector      # LRU-cached; raises CelCompileError
     CompiledSelector.matches(device: Device) -> bool      # raises CelEvalError
+    CompiledSelector.projection(device) -> Hashable | None
+        # devices with equal projections get equal results (None: not known)
 
 The engine is drax's own (parser -> checker/closure compiler); see
 `docs/decisions.md` ("CEL engine") for why not cel-python's evaluator.
@@ -15,6 +17,7 @@ the expression and the device and carry the cel-go text in `detail`.
 from __future__ import annotations
 
 import threading
+from collections.abc import Hashable
 from typing import Final
 
 from cachetools import LRUCache
@@ -30,6 +33,7 @@ from app.cel.errors import (
     EvalError,
     enhance_runtime_error,
 )
+from app.cel.footprint import Read, footprint, projection
 from app.cel.parser import CelSyntaxError, parse
 from app.cel.values import kind_of
 from app.model import Device
@@ -44,11 +48,19 @@ MAX_EXPRESSION_LENGTH: Final = 10 * 1024
 class CompiledSelector:
     """One compiled expression; `matches` is safe to call from any thread."""
 
-    __slots__ = ("_fn", "expression")
+    __slots__ = ("_fn", "_reads", "expression")
 
-    def __init__(self, expression: str, fn: Fn) -> None:
+    def __init__(self, expression: str, fn: Fn, reads: tuple[Read, ...] | None = None) -> None:
         self.expression = expression
         self._fn = fn
+        self._reads = reads
+
+    def projection(self, device: Device) -> Hashable | None:
+        """What of `device` this expression can read (see `app.cel.footprint`), or
+        None when that is not known and only the device itself determines the result."""
+        if self._reads is None:
+            return None
+        return projection(self._reads, device)
 
     def matches(self, device: Device) -> bool:
         view = device_view(device)
@@ -107,7 +119,8 @@ def compile_uncached(expression: str) -> CompiledSelector:
         raise CelCompileError(f"compilation failed: expression exceeds the maximum length of "
                               f"{MAX_EXPRESSION_LENGTH} characters")
     try:
-        compiled = Compiler().compile(parse(expression))
+        tree = parse(expression)
+        compiled = Compiler().compile(tree)
     except CelSyntaxError as exc:
         raise CelCompileError(_located(expression, exc.pos, exc.message)) from None
     except CheckError as exc:
@@ -119,7 +132,7 @@ def compile_uncached(expression: str) -> CompiledSelector:
     if compiled.type.name not in ("bool", "dyn"):
         raise CelCompileError(
             f"must evaluate to bool or the unknown type, not {compiled.type}")
-    return CompiledSelector(expression, compiled.fn)
+    return CompiledSelector(expression, compiled.fn, footprint(tree))
 
 
 def _located(expression: str, pos: int, message: str) -> str:

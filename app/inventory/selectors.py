@@ -8,6 +8,13 @@ involved: a new ResourceSlice or DeviceClass version is a new object, so a
 stale entry can never be returned. Entries for replaced devices and classes
 are dropped by the store when it replaces them.
 
+Behind the per-device entries, results are shared between devices by what
+the expression can read of them (`CompiledSelector.projection`): identical
+nodes publish devices that differ only in identity attributes, so a class or
+request selector is evaluated once per distinct projection, not once per
+device, and the first request of a claim shape over thousands of nodes costs
+dictionary lookups. Only true/false is shared: an error names its device.
+
 A CEL error is remembered like a result and raised again on every lookup, so
 an allocation that touches the device fails with the same error each time
 (upstream treats it as an error for the pod), while the event that brought the
@@ -17,23 +24,16 @@ device in is never affected.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable
-from typing import TypeAlias
+from collections.abc import Hashable, Iterable
+from typing import Final, TypeAlias
 
 from app.cel import CelCompileError, CelEvalError, compile_selector
 from app.model import Device, DeviceClass
 
 _Outcome: TypeAlias = bool | CelCompileError | CelEvalError
-
-
-def _evaluate(expressions: Iterable[str], device: Device) -> _Outcome:
-    try:
-        for expression in expressions:
-            if not compile_selector(expression).matches(device):
-                return False
-    except (CelCompileError, CelEvalError) as exc:
-        return exc
-    return True
+# distinct projections kept per expression; one that reads a per-device value
+# (a uuid) has as many as there are devices, and is then cleared and refilled
+_SHARED_LIMIT: Final = 1 << 16
 
 
 def _unwrap(outcome: _Outcome) -> bool:
@@ -45,13 +45,41 @@ def _unwrap(outcome: _Outcome) -> bool:
 class SelectorCache:
     """Class-selector and request-selector results per device (see module doc)."""
 
-    __slots__ = ("_by_class", "_by_expression")
+    __slots__ = ("_by_class", "_by_expression", "_shared")
 
     def __init__(self) -> None:
         # class name -> device id -> (class, device, outcome)
         self._by_class: dict[str, dict[str, tuple[DeviceClass, Device, _Outcome]]] = {}
         # expression -> device id -> (device, outcome)
         self._by_expression: dict[str, dict[str, tuple[Device, _Outcome]]] = {}
+        # expression -> projection of a device -> result (never stale: the
+        # projection holds everything the expression can read)
+        self._shared: dict[str, dict[Hashable, bool]] = {}
+
+    def _evaluate(self, expressions: Iterable[str], device: Device) -> _Outcome:
+        try:
+            for expression in expressions:
+                if not self._one(expression, device):
+                    return False
+        except (CelCompileError, CelEvalError) as exc:
+            return exc
+        return True
+
+    def _one(self, expression: str, device: Device) -> bool:
+        selector = compile_selector(expression)
+        key = selector.projection(device)
+        if key is None:
+            return selector.matches(device)
+        shared = self._shared.get(expression)
+        if shared is None:
+            shared = self._shared[expression] = {}
+        hit = shared.get(key)
+        if hit is None:
+            hit = selector.matches(device)
+            if len(shared) >= _SHARED_LIMIT:
+                shared.clear()
+            shared[key] = hit
+        return hit
 
     def class_matches(self, device_class: DeviceClass, device: Device) -> bool:
         """The `ClassMatcher` the allocator accepts: all class selectors hold."""
@@ -61,7 +89,7 @@ class SelectorCache:
         hit = per_device.get(device.id)
         if hit is not None and hit[0] is device_class and hit[1] is device:
             return _unwrap(hit[2])
-        outcome = _evaluate(device_class.selectors, device)
+        outcome = self._evaluate(device_class.selectors, device)
         per_device[sys.intern(device.id)] = (device_class, device, outcome)
         return _unwrap(outcome)
 
@@ -71,7 +99,7 @@ class SelectorCache:
         hit = per_device.get(device.id)
         if hit is not None and hit[0] is device:
             return _unwrap(hit[1])
-        outcome = _evaluate((expression,), device)
+        outcome = self._evaluate((expression,), device)
         per_device[sys.intern(device.id)] = (device, outcome)
         return _unwrap(outcome)
 

@@ -225,13 +225,13 @@ def count_cel_evaluations(monkeypatch: Any) -> list[str]:
     import app.inventory.selectors as selectors
 
     calls: list[str] = []
-    real = selectors._evaluate
+    real = selectors.SelectorCache._evaluate
 
-    def counting(expressions, device):
+    def counting(self, expressions, device):
         calls.append(device.id)
-        return real(expressions, device)
+        return real(self, expressions, device)
 
-    monkeypatch.setattr(selectors, "_evaluate", counting)
+    monkeypatch.setattr(selectors.SelectorCache, "_evaluate", counting)
     return calls
 
 

@@ -349,13 +349,13 @@ def test_class_selector_results_are_cached_per_class_and_device(monkeypatch) -> 
     import app.inventory.selectors as selectors
 
     calls: list[str] = []
-    real = selectors._evaluate
+    real = selectors.SelectorCache._evaluate
 
-    def counting(expressions, dev):
+    def counting(self, expressions, dev):
         calls.append(dev.name)
-        return real(expressions, dev)
+        return real(self, expressions, dev)
 
-    monkeypatch.setattr(selectors, "_evaluate", counting)
+    monkeypatch.setattr(selectors.SelectorCache, "_evaluate", counting)
     inv = inventory(device_class("gpu", "device.driver == 'gpu.example.com'"),
                     resource_slice("s1", node_name="n1", devices=[device("d")]))
     gpu_class = inv.classes["gpu"]
