@@ -13,6 +13,8 @@ exact wiring the scheduler talks to.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import gc
 import logging
 from collections import Counter
@@ -166,8 +168,29 @@ def build_runtime(settings: Settings, *,
                             topology_config=topology, file_mode=True)
     app = create_app(verbs=extender, ready=lambda: inventory.synced,
                      max_body_bytes=settings.max_body_bytes, url_prefix=settings.url_prefix,
-                     mode=settings.mode, info={"source": source}, lifespan=lifespan)
+                     mode=settings.mode, info={"source": source},
+                     lifespan=_warming(extender, lifespan))
     return Runtime(settings=settings, source=source, inventory=inventory, app=app)
+
+
+def _warming(extender: Extender, inner: Lifespan | None) -> Lifespan:
+    """`inner` plus `Extender.keep_warm` in the background, so the first request
+    of a claim shape (after start-up or a change) finds its answers computed."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        async with contextlib.AsyncExitStack() as stack:
+            if inner is not None:
+                await stack.enter_async_context(inner(app))
+            task = asyncio.get_running_loop().create_task(extender.keep_warm())
+            try:
+                yield
+            finally:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+    return lifespan
 
 
 def _kube_lifespan(settings: Settings, inventory: Inventory, binder: DeferredBinder | None,
