@@ -226,6 +226,8 @@ class Extender:
         # what the last warming pass covered: shapes, and each node's version then
         self._warmed_shapes: set[Hashable] = set()
         self._warmed_versions: dict[str, int] = {}
+        # claim key -> (its spec, the request for its shape), reused across passes
+        self._claim_shapes: dict[str, tuple[Any, _Request]] = {}
 
     # ------------------------------------------------------------------ verbs
 
@@ -375,15 +377,13 @@ class Extender:
             await asyncio.sleep(0 if more else idle_seconds)
 
     def _warm_steps(self) -> Iterator[None]:
+        """Nodes never answered for a known shape get their answer; a node that
+        merely changed (a bind) is left to the next request of each shape, which
+        recomputes it once however often it changed, instead of once per shape
+        per change here."""
         inv = self._inventory
-        known = [*(c for c in inv.claims() if c.allocation is None),
-                 *(ResourceClaim(namespace=t.namespace, name=t.name, spec=t.spec)
-                   for t in inv.templates())]
-        kinds = request_kinds(known)
-        shapes: dict[Hashable, _Request] = {}
-        for claim in known:
-            request = _request(self._resolver.of_claims([claim]))
-            shapes.setdefault(request.claims.shape, request)
+        shapes = self._known_shapes()
+        kinds = request_kinds([c for request in shapes.values() for c in request.pending])
         if set(shapes) != self._warmed_shapes:
             self._warmed_shapes = set(shapes)
             self._warmed_versions.clear()
@@ -395,7 +395,7 @@ class Extender:
                 continue
             self._static.of(state)
             for request in shapes.values():
-                answers = self._current_answers(request)
+                answers = self._answers(request.claims.shape)
                 if name not in answers.verdicts:
                     self._refresh(request, answers, name)
             devices = flat_devices(state.view)
@@ -409,17 +409,31 @@ class Extender:
             self._warmed_versions[name] = state.view.version
             yield
 
+    def _known_shapes(self) -> dict[Hashable, _Request]:
+        """One request per claim shape of the pending claims and the templates;
+        a claim's shape is worked out once per claim object."""
+        inv = self._inventory
+        known = [*(c for c in inv.claims() if c.allocation is None),
+                 *(ResourceClaim(namespace=t.namespace, name=t.name, spec=t.spec)
+                   for t in inv.templates())]
+        by_claim: dict[str, tuple[Any, _Request]] = {}
+        shapes: dict[Hashable, _Request] = {}
+        for claim in known:
+            hit = self._claim_shapes.get(claim.key)
+            spec = claim.spec
+            if hit is None or hit[0] is not spec:
+                hit = (spec, _request(self._resolver.of_claims([claim])))
+            by_claim[claim.key] = hit
+            shapes.setdefault(hit[1].claims.shape, hit[1])
+        self._claim_shapes = by_claim
+        return shapes
+
     # ------------------------------------------------------------------ per node
 
     def _current_answers(self, request: _Request) -> _Answers:
         """The shape's answers with every node that changed since the last call
         refreshed: a cycle costs work for changed nodes only."""
-        shape = request.claims.shape
-        answers = self._results.get(shape)
-        if answers is None:
-            if len(self._results) >= _SHAPES_CACHED:
-                self._results.clear()
-            answers = self._results[shape] = _Answers()
+        answers = self._answers(request.claims.shape)
         inv = self._inventory
         sequence = inv.sequence
         if answers.sequence == sequence:
@@ -435,6 +449,14 @@ class Extender:
                 if name in answers.verdicts:
                     self._refresh(request, answers, name)
         answers.sequence = sequence
+        return answers
+
+    def _answers(self, shape: Hashable) -> _Answers:
+        answers = self._results.get(shape)
+        if answers is None:
+            if len(self._results) >= _SHAPES_CACHED:
+                self._results.clear()
+            answers = self._results[shape] = _Answers()
         return answers
 
     def _refresh(self, request: _Request, answers: _Answers, name: str) -> None:

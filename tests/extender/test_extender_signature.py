@@ -274,19 +274,27 @@ async def test_keep_warm_runs_in_the_background() -> None:
     assert ext.warm() is False
 
 
-def test_warming_after_a_change_revisits_only_the_changed_node(monkeypatch) -> None:
+def test_a_changed_node_is_recomputed_once_by_the_next_request_not_by_warming(
+        monkeypatch) -> None:
     from tests.inventory.objects import template
 
     inv = load(GPU_CLASS, *[gpu_node(f"n{i}") for i in range(4)],
-               template("t", requests=[exactly("gpu", "gpu", count=2)]))
+               template("t", requests=[exactly("gpu", "gpu", count=2)]),
+               pod("p", templates={"c": "t"}))
     ext = extender(inv, file_mode=True)
     while ext.warm(budget_seconds=10):
         pass
     runs = count_allocator_runs(monkeypatch)
-    inv.apply("ResourceClaim", "ADDED", claim("x", results=[
-        result("gpu", "gpu.example.com/n2/gpu-0")]))
-    while ext.warm(budget_seconds=10):
-        pass
+    for device in ("gpu-0", "gpu-1"):
+        inv.apply("ResourceClaim", "ADDED", claim(f"x-{device}", results=[
+            result("gpu", f"gpu.example.com/n2/{device}")]))
+        while ext.warm(budget_seconds=10):
+            pass
+    assert runs == []
+    names = [f"n{i}" for i in range(4)]
+    ext.filter(inv.pod("default/p"), names)
+    assert runs == ["n2"]
+    ext.filter(inv.pod("default/p"), names)
     assert runs == ["n2"]
 
 
