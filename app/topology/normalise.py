@@ -7,9 +7,12 @@ table and, where missing, inferred from another device of the same node with
 the same PCIe root. A device with neither is neutral: it joins no group and is
 never scored against.
 
-The result depends only on the NodeView and the config, and objectives are
-created per pod per node, so it is computed once per (node, version) and kept
-in a small bounded cache.
+The result depends only on the node's devices (in order) and the config, and
+objectives are created per pod per node, so it is computed once per node and
+kept until one of its devices is replaced: an allocation, which bumps the
+node's version and rebuilds its NodeView, keeps the same Device objects and
+so reuses it. One entry per node and config, sized well above any cluster
+drax serves, so a full pass over the nodes cannot evict what it needs next.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from app.allocator.types import DeviceId, NodeView
 from app.model import AttributeValue, Device
 from app.topology.config import TopologyConfig
 
-_CACHE_SIZE = 4096
+_CACHE_SIZE = 1 << 17
 
 
 @dataclass(slots=True, frozen=True)
@@ -155,23 +158,25 @@ def build_node_topology(node_view: NodeView, config: TopologyConfig) -> NodeTopo
         numa_nodes={k: tuple(v) for k, v in numa_nodes.items()})
 
 
-_cache: LRUCache[tuple[str, int, TopologyConfig], tuple[object, NodeTopology]] = LRUCache(
-    maxsize=_CACHE_SIZE)
+_cache: LRUCache[tuple[str, TopologyConfig], tuple[tuple[Device, ...], NodeTopology]] = \
+    LRUCache(maxsize=_CACHE_SIZE)
 _cache_lock = threading.Lock()
 
 
 def node_topology(node_view: NodeView, config: TopologyConfig) -> NodeTopology:
-    """Cached by (node, version, config); a different NodeView object with the
-    same name and version (another inventory, a test) is recomputed, never
-    confused with the cached one."""
-    key = (node_view.node.name, node_view.version, config)
+    """Cached by (node, config) and reused while the node shows the very same
+    Device objects (devices are immutable; a changed one is a new object), so
+    another inventory or a test with equal names never reads a stale entry."""
+    key = (node_view.node.name, config)
+    devices = tuple(d for pool in node_view.pools for d in pool.devices)
     with _cache_lock:
         hit = _cache.get(key)
-    if hit is not None and hit[0] is node_view.pools:
+    if hit is not None and len(hit[0]) == len(devices) and all(
+            a is b for a, b in zip(hit[0], devices, strict=True)):
         return hit[1]
     built = build_node_topology(node_view, config)
     with _cache_lock:
-        _cache[key] = (node_view.pools, built)
+        _cache[key] = (devices, built)
     return built
 
 

@@ -74,10 +74,13 @@ def test_device_without_topology_is_neutral() -> None:
     assert topo.accelerators == frozenset()  # no root: not counted as an accelerator
 
 
-def test_cache_is_per_nodeview_object() -> None:
+def test_cache_follows_the_devices_not_the_version() -> None:
     first, _ = node(version=7)
     again = node_topology(first, TopologyConfig())
     assert node_topology(first, TopologyConfig()) is again
+    # an allocation rebuilds the view with a new version but the same devices
+    rebuilt = replace(first, version=8, pools=tuple(replace(p) for p in first.pools))
+    assert node_topology(rebuilt, TopologyConfig()) is again
     other = view([gpu("gpu-0", "pci0000:99")], version=7)  # same name and version
     assert node_topology(other, TopologyConfig()).roots.keys() == {"pci0000:99"}
 
