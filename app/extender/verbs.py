@@ -52,6 +52,7 @@ from app.topology import TopologyConfig, make_objective, priority
 _SHAPES_CACHED: Final = 256
 _SIGNATURE_CACHE_SIZE: Final = 4096
 _POD_CACHE_SIZE: Final = 10_000
+_WARM_SCAN: Final = 512  # node versions compared per warming step
 _POD_TTL_SECONDS: Final = 600.0
 DEFAULT_ASSUME_TTL_SECONDS: Final = 120.0
 NOT_SYNCED: Final = "inventory not synced yet"
@@ -361,8 +362,8 @@ class Extender:
         if self._warming is None:
             if self._warmed_at == self._inventory.sequence:
                 return False
-            self._warmed_at = self._inventory.sequence
-            self._warming = self._warm_steps()
+            since, self._warmed_at = self._warmed_at, self._inventory.sequence
+            self._warming = self._warm_steps(since)
         for _ in self._warming:
             if time.monotonic() >= deadline:
                 return True
@@ -376,18 +377,26 @@ class Extender:
             more = self.warm(budget_seconds=slice_seconds)
             await asyncio.sleep(0 if more else idle_seconds)
 
-    def _warm_steps(self) -> Iterator[None]:
+    def _warm_steps(self, since: int) -> Iterator[None]:
         """Nodes never answered for a known shape get their answer; a node that
         merely changed (a bind) is left to the next request of each shape, which
         recomputes it once however often it changed, instead of once per shape
-        per change here."""
+        per change here. Only nodes stamped since the last pass (`since`) are
+        visited, unless the shapes or something every node sees changed: a pass
+        after a bind must not walk 5,000 nodes to find one. One step is at most
+        one node's snapshot and selector matches, or one answer."""
         inv = self._inventory
         shapes = self._known_shapes()
         kinds = request_kinds([c for request in shapes.values() for c in request.pending])
+        changed = inv.changed_since(since)
         if set(shapes) != self._warmed_shapes:
             self._warmed_shapes = set(shapes)
             self._warmed_versions.clear()
-        for name in inv.node_names():
+            changed = None
+        names = inv.node_names() if changed is None else sorted(changed)
+        for scanned, name in enumerate(names):
+            if scanned % _WARM_SCAN == _WARM_SCAN - 1:
+                yield
             if self._warmed_versions.get(name) == inv.version(name):
                 continue
             state = inv.node_state(name)
@@ -398,6 +407,7 @@ class Extender:
                 answers = self._answers(request.claims.shape)
                 if name not in answers.verdicts:
                     self._refresh(request, answers, name)
+                    yield
             devices = flat_devices(state.view)
             match_signature(devices, kinds, classes=inv.classes,
                             class_matcher=inv.class_matcher,

@@ -27,7 +27,7 @@ import sys
 from collections.abc import Hashable, Iterable
 from typing import Final, TypeAlias
 
-from app.cel import CelCompileError, CelEvalError, compile_selector
+from app.cel import CelCompileError, CelEvalError, CompiledSelector, compile_selector
 from app.model import Device, DeviceClass
 
 _Outcome: TypeAlias = bool | CelCompileError | CelEvalError
@@ -45,7 +45,7 @@ def _unwrap(outcome: _Outcome) -> bool:
 class SelectorCache:
     """Class-selector and request-selector results per device (see module doc)."""
 
-    __slots__ = ("_by_class", "_by_expression", "_shared")
+    __slots__ = ("_by_class", "_by_expression", "_compiled", "_shared")
 
     def __init__(self) -> None:
         # class name -> device id -> (class, device, outcome)
@@ -55,6 +55,9 @@ class SelectorCache:
         # expression -> projection of a device -> result (never stale: the
         # projection holds everything the expression can read)
         self._shared: dict[str, dict[Hashable, bool]] = {}
+        # expression -> compiled form or its compile error; a first touch asks
+        # once per device, and the shared LRU behind compile_selector takes a lock
+        self._compiled: dict[str, CompiledSelector | str] = {}
 
     def _evaluate(self, expressions: Iterable[str], device: Device) -> _Outcome:
         try:
@@ -66,7 +69,16 @@ class SelectorCache:
         return True
 
     def _one(self, expression: str, device: Device) -> bool:
-        selector = compile_selector(expression)
+        selector = self._compiled.get(expression)
+        if selector is None:
+            if len(self._compiled) >= _SHARED_LIMIT:
+                self._compiled.clear()
+            try:
+                selector = self._compiled[expression] = compile_selector(expression)
+            except CelCompileError as exc:
+                selector = self._compiled[expression] = str(exc)
+        if isinstance(selector, str):
+            raise CelCompileError(selector)
         key = selector.projection(device)
         if key is None:
             return selector.matches(device)
