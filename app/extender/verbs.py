@@ -229,6 +229,7 @@ class Extender:
         self._warmed_versions: dict[str, int] = {}
         # claim key -> (its spec, the request for its shape), reused across passes
         self._claim_shapes: dict[str, tuple[Any, _Request]] = {}
+        self._full_pass_done = False  # the last warming pass visited every node
 
     # ------------------------------------------------------------------ verbs
 
@@ -370,11 +371,20 @@ class Extender:
         self._warming = None
         return self._warmed_at != self._inventory.sequence
 
-    async def keep_warm(self, *, slice_seconds: float = 0.002,
-                        idle_seconds: float = 0.5) -> None:
-        """Run `warm` in small slices between requests, forever (a background task)."""
+    async def keep_warm(self, *, slice_seconds: float = 0.002, idle_seconds: float = 0.5,
+                        on_settled: Callable[[], None] | None = None) -> None:
+        """Run `warm` in small slices between requests, forever (a background task).
+
+        `on_settled` runs when a pass over every node has finished (start-up, new
+        claim shapes, a change every node sees): the caches just built will live
+        long, and `drax serve` freezes them out of the cyclic collector there.
+        """
         while True:
             more = self.warm(budget_seconds=slice_seconds)
+            if not more and self._full_pass_done:
+                self._full_pass_done = False
+                if on_settled is not None:
+                    on_settled()
             await asyncio.sleep(0 if more else idle_seconds)
 
     def _warm_steps(self, since: int) -> Iterator[None]:
@@ -394,6 +404,7 @@ class Extender:
             self._warmed_versions.clear()
             changed = None
         names = inv.node_names() if changed is None else sorted(changed)
+        self._full_pass_done = False
         for scanned, name in enumerate(names):
             if scanned % _WARM_SCAN == _WARM_SCAN - 1:
                 yield
@@ -418,6 +429,7 @@ class Extender:
                         inv.class_matcher(device_class, device)
             self._warmed_versions[name] = state.view.version
             yield
+        self._full_pass_done = changed is None
 
     def _known_shapes(self) -> dict[Hashable, _Request]:
         """One request per claim shape of the pending claims and the templates;

@@ -26,7 +26,7 @@ from tests.extender.cluster import (
     shared_node,
     the_pod,
 )
-from tests.inventory.objects import claim, exactly, pod, result
+from tests.inventory.objects import claim, device_class, exactly, pod, result
 
 
 def count_allocator_runs(monkeypatch: Any) -> list[str]:
@@ -272,6 +272,27 @@ async def test_keep_warm_runs_in_the_background() -> None:
     await asyncio.sleep(0.05)
     task.cancel()
     assert ext.warm() is False
+
+
+async def test_keep_warm_reports_settling_after_full_passes_only() -> None:
+    import asyncio
+
+    inv = load(GPU_CLASS, gpu_node("n0"), gpu_node("n1"))
+    ext = extender(inv)
+    settled: list[int] = []
+    task = asyncio.create_task(ext.keep_warm(slice_seconds=0.001, idle_seconds=0.01,
+                                             on_settled=lambda: settled.append(inv.sequence)))
+    await asyncio.sleep(0.05)
+    assert len(settled) == 1
+    inv.apply("ResourceClaim", "ADDED", claim("x", results=[
+        result("gpu", "gpu.example.com/n1/gpu-0")]))
+    await asyncio.sleep(0.05)
+    assert len(settled) == 1  # one node changed: no full pass
+    inv.apply("DeviceClass", "MODIFIED",
+              device_class("gpu", "device.driver == 'gpu.example.com' && true"))
+    await asyncio.sleep(0.05)
+    task.cancel()
+    assert len(settled) == 2
 
 
 def test_a_changed_node_is_recomputed_once_by_the_next_request_not_by_warming(
