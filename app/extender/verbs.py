@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import time
-from collections.abc import Callable, Hashable, Iterator, Sequence
+from collections.abc import Callable, Generator, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -230,6 +231,7 @@ class Extender:
         # claim key -> (its spec, the request for its shape), reused across passes
         self._claim_shapes: dict[str, tuple[Any, _Request]] = {}
         self._full_pass_done = False  # the last warming pass visited every node
+        self._warmed_devices: dict[str, tuple[Device, ...]] = {}
 
     # ------------------------------------------------------------------ verbs
 
@@ -396,7 +398,7 @@ class Extender:
         after a bind must not walk 5,000 nodes to find one. One step is at most
         one node's snapshot and selector matches, or one answer."""
         inv = self._inventory
-        shapes = self._known_shapes()
+        shapes = yield from self._known_shapes()
         kinds = request_kinds([c for request in shapes.values() for c in request.pending])
         changed = inv.changed_since(since)
         if set(shapes) != self._warmed_shapes:
@@ -420,27 +422,40 @@ class Extender:
                     self._refresh(request, answers, name)
                     yield
             devices = flat_devices(state.view)
-            match_signature(devices, kinds, classes=inv.classes,
-                            class_matcher=inv.class_matcher,
-                            selector_matches=inv.selectors.selector_matches)
-            for device_class in list(inv.classes.values()):
-                for device in devices:
-                    with contextlib.suppress(CelCompileError, CelEvalError):
-                        inv.class_matcher(device_class, device)
+            # A bind changes the node, not its devices: their selector results
+            # (cached per device object) are already in, unless classes or
+            # shapes changed, which makes this a pass over every node.
+            if changed is None or not _same_objects(self._warmed_devices.get(name), devices):
+                self._warm_selectors(devices, kinds)
+                self._warmed_devices[name] = devices
             self._warmed_versions[name] = state.view.version
             yield
         self._full_pass_done = changed is None
 
-    def _known_shapes(self) -> dict[Hashable, _Request]:
-        """One request per claim shape of the pending claims and the templates;
-        a claim's shape is worked out once per claim object."""
+    def _warm_selectors(self, devices: Sequence[Device], kinds: Sequence[Any]) -> None:
         inv = self._inventory
-        known = [*(c for c in inv.claims() if c.allocation is None),
-                 *(ResourceClaim(namespace=t.namespace, name=t.name, spec=t.spec)
-                   for t in inv.templates())]
+        match_signature(devices, kinds, classes=inv.classes, class_matcher=inv.class_matcher,
+                        selector_matches=inv.selectors.selector_matches)
+        for device_class in list(inv.classes.values()):
+            for device in devices:
+                with contextlib.suppress(CelCompileError, CelEvalError):
+                    inv.class_matcher(device_class, device)
+
+    def _known_shapes(self) -> Generator[None, None, dict[Hashable, _Request]]:
+        """One request per claim shape of the pending claims and the templates;
+        a claim's shape is worked out once per claim spec. Yields between chunks
+        (a cluster may hold tens of thousands of claims)."""
+        inv = self._inventory
+        templates = [ResourceClaim(namespace=t.namespace, name=t.name, spec=t.spec)
+                     for t in inv.templates()]
         by_claim: dict[str, tuple[Any, _Request]] = {}
         shapes: dict[Hashable, _Request] = {}
-        for claim in known:
+        # a copy: binds change the claims between the steps of this generator
+        for scanned, claim in enumerate(itertools.chain(list(inv.claims()), templates)):
+            if scanned % _WARM_SCAN == _WARM_SCAN - 1:
+                yield
+            if claim.allocation is not None:
+                continue
             hit = self._claim_shapes.get(claim.key)
             spec = claim.spec
             if hit is None or hit[0] is not spec:
@@ -615,6 +630,10 @@ def _allocated_elsewhere(claims: PodClaims, state: NodeState) -> str | None:
             return (f"ResourceClaim {claim.key} is already allocated to devices that are "
                     f"not available on node {state.view.node.name}")
     return None
+
+
+def _same_objects(a: Sequence[Any] | None, b: Sequence[Any]) -> bool:
+    return a is not None and len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
 
 
 def _still_current(inventory: Inventory, state: NodeState) -> bool:
