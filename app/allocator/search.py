@@ -24,13 +24,13 @@ the first solution found.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Final
 
 from app.allocator.capacity import consumed_capacity
-from app.allocator.constraints import Constraint, applies, build_constraint
+from app.allocator.constraints import Constraint, applies, build_constraint, lookup_attribute
 from app.allocator.types import AllocatedState, NodeView, Objective
 from app.cel import CelError
 from app.features import FeatureGates
@@ -54,6 +54,7 @@ _BLOCKING_EFFECTS: Final = frozenset({"NoSchedule", "NoExecute"})
 FAIL: Final = 0
 DONE: Final = 1
 MAXED: Final = 2
+_UNSET: Final = object()
 
 
 class AllocationError(Exception):
@@ -156,6 +157,13 @@ class Search:
         self.chosen: dict[tuple[int, int], int] = {}
         self.frozen: dict[tuple[int, int], int] | None = None
         self.best: Solution | None = None
+        # Symmetry: when looking for a better allocation, a device that is a twin
+        # of one already tried in the same slot cannot lead anywhere new.
+        self._twin: Callable[[Device], Hashable | None] | None = (
+            getattr(objective, "twin_key", None) if self.best_mode else None)
+        self._twin_static: dict[int, Hashable | None] = {}
+        self._all_requests: list[Request] = []
+        self._constrained: tuple[str, ...] = ()
 
     # ------------------------------------------------------------------ setup
 
@@ -222,6 +230,12 @@ class Search:
             self.requests.append(per_request)
             self.constraints.append(trackers)
             self.rejections.append([0] * len(trackers))
+        self._all_requests = [r for per_claim in self.requests for subs in per_claim
+                              for r in subs]
+        self._constrained = tuple(sorted({name for specs in self.constraint_specs
+                                          for c in specs
+                                          for name in (c.match_attribute, c.distinct_attribute)
+                                          if name}))
 
     def _request(self, ci: int, ri: int, si: int, base: str, sub: str | None,
                  spec: ExactDeviceRequest) -> Request:
@@ -463,6 +477,39 @@ class Search:
         if pick.counted:
             self._take_counters(index, -1)
 
+    # ------------------------------------------------------------------ symmetry
+
+    def twin_key(self, index: int) -> Hashable | None:
+        """Equal keys: the two free devices are interchangeable in every
+        allocation of this search (same pool, selector results for every
+        request, constrained attribute values, capacity, taints, binding
+        fields, and the same to the objective). None: never treated as a twin
+        (shared or counter-consuming devices, selector results not all known)."""
+        static = self._twin_static.get(index, _UNSET)
+        if static is _UNSET:
+            static = self._twin_static[index] = self._static_twin_key(index)
+        if static is None:
+            return None
+        memos = tuple(r.memo[index] for r in self._all_requests)
+        if None in memos:
+            return None
+        return static, memos
+
+    def _static_twin_key(self, index: int) -> Hashable | None:
+        device = self.devices[index]
+        if self._twin is None or device.consumes_counters or device.allow_multiple_allocations:
+            return None
+        objective_key = self._twin(device)
+        if objective_key is None:
+            return None
+        return (self.device_pool[index], device.driver, self.node_ok[index], objective_key,
+                tuple(lookup_attribute(device, name) for name in self._constrained),
+                tuple(sorted((name, c.value.text or str(c.value), repr(c.request_policy))
+                             for name, c in device.capacity.items())),
+                tuple((t.key, t.value, t.effect) for t in device.taints),
+                device.binds_to_node, device.binding_conditions,
+                device.binding_failure_conditions)
+
     # ------------------------------------------------------------------ search
 
     def run(self) -> Solution | None:
@@ -513,10 +560,19 @@ class Search:
             return self._all_slot(request, si, di, in_sub)
         # Later slots of this request take later devices, so this slot must
         # leave enough devices after it.
+        twins: set[Hashable] | None = (
+            set() if self._twin is not None and not request.admin else None)
+        key = None
         for index in range(start, len(self.devices) - (request.num_devices - di) + 1):
             self._tick()
             if self.in_use(request, index, ci) or not self.selectable(request, index):
                 continue
+            if twins is not None:
+                key = self.twin_key(index)
+                # Only once a solution exists: an infeasible search stays
+                # exhaustive, so its rejection counts (the reason) are upstream's.
+                if key is not None and key in twins and self.best is not None:
+                    continue
             pick = self.try_pick(request, index, must=False)
             if pick is None:
                 continue
@@ -526,6 +582,11 @@ class Search:
             self.undo(pick)
             if outcome == MAXED:
                 return MAXED
+            if twins is not None:
+                # its selector results are all known now, whatever they were before
+                key = self.twin_key(index)
+                if key is not None:
+                    twins.add(key)
         return FAIL
 
     def _first_available(self, ci: int, ri: int, di: int, count: int) -> int:

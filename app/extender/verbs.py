@@ -616,6 +616,10 @@ class _LazyObjective:
     def is_perfect(self, score: float) -> bool:
         return self._objective().is_perfect(score)
 
+    def twin_key(self, device: Device) -> Hashable | None:
+        twin = getattr(self._objective(), "twin_key", None)
+        return None if twin is None else twin(device)
+
 
 def _request(claims: PodClaims) -> _Request:
     pending = claims.pending

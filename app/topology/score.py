@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Mapping, Sequence, Set
+from collections.abc import Hashable, Mapping, Sequence, Set
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -136,6 +136,18 @@ class TopologyObjective:
 
     def score(self, picks: Sequence[Device]) -> float:
         return self.evaluate(picks).score
+
+    def twin_key(self, device: Device) -> Hashable | None:
+        """Devices with equal keys change no score when swapped in any allocation:
+        same normalised topology, same role (accelerator, NIC), each its own
+        unit in the same used state. None for devices sharing a unit (MIG
+        partitions), whose swap changes which units an allocation touches."""
+        topo = self._topology
+        unit = topo.unit_of.get(device.id)
+        if unit is not None and len(topo.units[unit]) != 1:
+            return None
+        return (topo.of(device), device.id in topo.accelerators, device.id in topo.nics,
+                unit is not None, unit in self._used)
 
     def is_perfect(self, score: float) -> bool:
         """True when `score` reaches the upper bound for allocations shaped like
