@@ -373,9 +373,13 @@ class Extender:
         self._warming = None
         return self._warmed_at != self._inventory.sequence
 
-    async def keep_warm(self, *, slice_seconds: float = 0.002, idle_seconds: float = 0.5,
+    async def keep_warm(self, *, slice_seconds: float = 0.0005, idle_seconds: float = 0.5,
                         on_settled: Callable[[], None] | None = None) -> None:
         """Run `warm` in small slices between requests, forever (a background task).
+
+        A request that arrives during a slice waits for it: with 2 ms slices the
+        passes after binds showed as 4-5 ms p99 spikes of 1 ms verbs at 500
+        nodes, hence half a millisecond.
 
         `on_settled` runs when a pass over every node has finished (start-up, new
         claim shapes, a change every node sees): the caches just built will live
