@@ -274,6 +274,19 @@ async def test_keep_warm_runs_in_the_background() -> None:
     assert ext.warm() is False
 
 
+async def test_keep_warm_waits_while_verbs_are_being_called() -> None:
+    import asyncio
+
+    inv = load(GPU_CLASS, gpu_node("n0"), pod("p", claims={"c": "c"}),
+               claim("c", requests=[exactly("gpu", "gpu")]))
+    ext = extender(inv)
+    ext.prioritize(the_pod(inv), [])
+    task = asyncio.create_task(ext.keep_warm(slice_seconds=0.001, quiet_seconds=60))
+    await asyncio.sleep(0.05)
+    task.cancel()
+    assert ext.warm(budget_seconds=0) is True  # the pass had not started
+
+
 async def test_keep_warm_reports_settling_after_full_passes_only() -> None:
     import asyncio
 
