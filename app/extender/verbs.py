@@ -232,6 +232,7 @@ class Extender:
         self._claim_shapes: dict[str, tuple[Any, _Request]] = {}
         self._full_pass_done = False  # the last warming pass visited every node
         self._last_call = -float("inf")  # when a verb was last called (monotonic)
+        self._catching_up: set[asyncio.Task[None]] = set()
         self._warmed_devices: dict[str, tuple[Device, ...]] = {}
 
     # ------------------------------------------------------------------ verbs
@@ -351,7 +352,19 @@ class Extender:
         except BaseException:
             self._inventory.forget_assumed(pod=pod)
             raise
+        if claims.pending:
+            task = asyncio.get_running_loop().create_task(self._catch_up(_request(claims)))
+            self._catching_up.add(task)
+            task.add_done_callback(self._catching_up.discard)
         return None
+
+    async def _catch_up(self, request: _Request) -> None:
+        """After a bind, once its answer is out: bring the answers of the shape
+        just placed up to date. The next pod of a Deployment or Job usually has
+        that shape, and the bound node is the one its filter would otherwise
+        recompute while the scheduler waits."""
+        await asyncio.sleep(0)
+        self._current_answers(request)
 
     # ------------------------------------------------------------------ warming
 
