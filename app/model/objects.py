@@ -556,24 +556,48 @@ def parse_pod(obj: Mapping[str, Any]) -> Pod:
                node_name=str(spec.get("nodeName") or ""))
 
 
+# Identical attribute values (type "gpu", architecture "Hopper", numaNode 0, ...)
+# repeat on every device of a cluster: one shared object per value keeps the
+# parsed model small. Bounded, because unique values (uuids, MACs) never repeat.
+_SHARED_ATTRIBUTES: dict[AttributeValue, AttributeValue] = {}
+_SHARED_ATTRIBUTES_MAX: Final = 1 << 18
+_UNSUPPORTED: Final = AttributeValue("", None)
+
+
 def _attribute(raw: Any, what: str) -> AttributeValue:
     r = _map(raw, what)
     present = [k for k in ATTRIBUTE_KINDS if k in r and r[k] is not None]
     if len(present) != 1:
-        return AttributeValue("", None)
+        return _UNSUPPORTED
     kind = present[0]
     value = r[kind]
     if kind in ("ints", "bools", "strings", "versions"):
         if not isinstance(value, list) or not value:
-            return AttributeValue("", None)
-        return AttributeValue(kind, tuple(value))
-    if kind == "int" and (isinstance(value, bool) or not isinstance(value, int)):
-        return AttributeValue("", None)
-    if kind == "bool" and not isinstance(value, bool):
-        return AttributeValue("", None)
-    if kind in ("string", "version") and not isinstance(value, str):
-        return AttributeValue("", None)
-    return AttributeValue(kind, value)
+            return _UNSUPPORTED
+        value = tuple(value)
+    elif not _scalar_fits(kind, value):
+        return _UNSUPPORTED
+    return _shared_attribute(AttributeValue(kind, value))
+
+
+def _scalar_fits(kind: str, value: Any) -> bool:
+    if kind == "int":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind == "bool":
+        return isinstance(value, bool)
+    return isinstance(value, str)  # string, version
+
+
+def _shared_attribute(attribute: AttributeValue) -> AttributeValue:
+    try:
+        shared = _SHARED_ATTRIBUTES.get(attribute)
+    except TypeError:  # a list attribute holding unhashable JSON values
+        return attribute
+    if shared is not None:
+        return shared
+    if len(_SHARED_ATTRIBUTES) < _SHARED_ATTRIBUTES_MAX:
+        _SHARED_ATTRIBUTES[attribute] = attribute
+    return attribute
 
 
 def _request_policy(raw: Any, what: str) -> RequestPolicy | None:
