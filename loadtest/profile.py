@@ -27,6 +27,9 @@ from typing import Any
 
 from loadtest.bench import BenchmarkError
 
+ENTRY = ("app/__main__.py", "app/cli/")
+BACKGROUND = "keep_warm"  # Extender.keep_warm, the server's background task
+
 
 @contextmanager
 def recording(pid: int, out: Path, *, rate: int = 250) -> Iterator[Path]:
@@ -71,8 +74,9 @@ def summarize_collapsed(text: str, *, top: int = 25) -> dict[str, Any]:
     - `self`: the functions the samples land in (any code);
     - `inclusive`: drax's own functions (`app/...`) and the samples under them;
     - `by_area`: each sample charged to the drax package of its deepest `app/`
-      frame (so `fractions` under the allocator counts as the allocator);
-      samples with no drax frame below the event loop are the HTTP stack
+      frame (so `fractions` under the allocator counts as the allocator), marked
+      when it ran in the background warming task rather than in a request;
+      samples with no drax frame below the entry point are the HTTP stack
       (uvicorn, Starlette, FastAPI) and asyncio."""
     self_counts: Counter[str] = Counter()
     inclusive: Counter[str] = Counter()
@@ -90,13 +94,18 @@ def summarize_collapsed(text: str, *, top: int = 25) -> dict[str, Any]:
         total += count
         name, path = frames[-1]
         self_counts[f"{name} ({path})"] += count
-        # Below the request handler; the entry frames (app/__main__, cli) hold everything.
-        handler = next((i for i, (n, _) in enumerate(frames) if "ExtenderEdge" in n), None)
-        own = [] if handler is None else [
-            (n, p) for n, p in frames[handler:] if p.startswith("app/")]
+        # The entry frames (app/__main__, app/cli) sit under everything, the event
+        # loop included; drax's own work is what runs below them.
+        own = [(n, p) for n, p in frames if p.startswith("app/") and not p.startswith(ENTRY)]
         for key in {f"{n} ({p})" for n, p in own}:
             inclusive[key] += count
-        areas[_area(own[-1][1]) if own else "HTTP stack + asyncio"] += count
+        if not own:
+            area = "HTTP stack + asyncio"
+        elif any(n.endswith(BACKGROUND) for n, _ in own):
+            area = f"{_area(own[-1][1])} (background warming)"
+        else:
+            area = _area(own[-1][1])
+        areas[area] += count
 
     def share(counter: Counter[str], limit: int) -> list[dict[str, Any]]:
         return [{"function": name, "samples": n, "percent": round(100 * n / total, 1)}

@@ -81,3 +81,13 @@ def test_profile_summary_charges_samples_to_drax_packages():
     assert inclusive["ExtenderEdge._filter (app/server/app.py)"] == 90.0
     assert "main (app/__main__.py)" not in inclusive
     assert "| app/allocator | 60.0 |" in profile.markdown(summary)
+
+
+def test_profile_summary_marks_background_warming():
+    text = ("main (app/__main__.py:7);run (app/cli/serve.py:80);"
+            "Extender.keep_warm (app/extender/verbs.py:372);"
+            "class_matches (app/inventory/selectors.py:60) 4\n"
+            "main (app/__main__.py:7);run (app/cli/serve.py:80);send (uvicorn/h11.py:2) 1")
+    areas = {a["function"]: a["percent"]
+             for a in profile.summarize_collapsed(text)["by_area"]}
+    assert areas == {"app/inventory (background warming)": 80.0, "HTTP stack + asyncio": 20.0}
