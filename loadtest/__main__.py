@@ -21,6 +21,7 @@ import gc
 import os
 import platform
 import shlex
+import subprocess
 import sys
 import tempfile
 import time
@@ -203,6 +204,16 @@ def run_size(args: argparse.Namespace, nodes: int, workdir: Path) -> dict[str, A
     return result
 
 
+def _head_commit() -> str:
+    """The checked-out commit, so a stored result says which code it measured."""
+    try:
+        done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, timeout=10, check=False)
+    except OSError:
+        return ""
+    return done.stdout.strip()
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m loadtest", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -255,7 +266,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     doc: dict[str, Any] = {
         "machine": {"cores": os.cpu_count(), "python": platform.python_version(),
                     "platform": platform.platform()},
-        "command": command.strip(), "runs": []}
+        "command": command.strip(), "commit": _head_commit(), "runs": []}
     try:
         with tempfile.TemporaryDirectory(prefix="drax-loadtest-") as tmp:
             workdir = Path(args.workdir) if args.workdir else Path(tmp)

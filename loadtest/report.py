@@ -175,7 +175,8 @@ def _handler_cells(run: Mapping[str, Any], verb: str, who: str) -> list[str]:
 
 def markdown(doc: Mapping[str, Any]) -> str:
     lines = [f"Machine: {doc['machine']['cores']} cores, Python {doc['machine']['python']}, "
-             f"{doc['machine']['platform']}.", f"Command: `{doc['command']}`", ""]
+             f"{doc['machine']['platform']}.", f"Command: `{doc['command']}`"
+             + (f" at commit `{doc['commit']}`." if doc.get("commit") else ""), ""]
     lines += ["### Targets", "", _row(["target", "goal", "measured", "met", "note"]),
               _row(["---"] * 5)]
     for t in doc["targets"]:
