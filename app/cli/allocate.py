@@ -13,20 +13,19 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
-import orjson
-
+from app.cli.common import (
+    EXIT_INPUT,
+    InputError,
+    add_feature_gates_argument,
+    add_output_argument,
+    feature_gates,
+    inventory_from,
+    write_output,
+)
 from app.extender import Extender, NodeEvaluation
-from app.features import FeatureGates, parse_feature_gates
 from app.inventory import Inventory
-from app.model import InvalidObject
 from app.sources.files import SourceError, load_objects
 from app.topology import AllocationTopology, TopologyConfig, explain
-
-EXIT_INPUT = 2
-
-
-class _InputError(Exception):
-    """The objects or arguments cannot be used; exit 2 with the message."""
 
 
 def register(subparsers: Any) -> None:
@@ -41,12 +40,10 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--pod", required=True, metavar="NAMESPACE/NAME")
     parser.add_argument("--node", action="append", default=[], metavar="NAME",
                         help="evaluate only this node (repeatable)")
-    parser.add_argument("--feature-gates", default="", metavar="Name=true,...",
-                        help="DRA feature gates, as kube components take them")
+    add_feature_gates_argument(parser)
     parser.add_argument("--mode", choices=("allocator", "advisor"), default="allocator",
                         help="allocator: best allocation; advisor: upstream first fit")
-    parser.add_argument("-o", "--output", choices=("json", "table"), default=None,
-                        help="default: table on a terminal, JSON otherwise")
+    add_output_argument(parser)
     parser.set_defaults(func=run)
 
 
@@ -56,19 +53,16 @@ def run(args: argparse.Namespace, *, out: TextIO | None = None,
     err = err or sys.stderr
     try:
         extender, pod, nodes, inventory = _load(args)
-    except _InputError as exc:
+    except InputError as exc:
         print(f"drax allocate: {exc}", file=err)
         return EXIT_INPUT
     evaluations = extender.evaluate(pod, nodes)
     topologies = _topologies(inventory, evaluations)
-    output = args.output or ("table" if out.isatty() else "json")
-    if output == "json":
-        doc = {"pod": pod.key, "nodes": [
-            {**ev.to_dict(), "topology": t.to_dict() if (t := topologies.get(ev.node)) else None}
-            for ev in evaluations]}
-        out.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
-    else:
-        out.write(render_table(pod.key, evaluations, topologies))
+    document = {"pod": pod.key, "nodes": [
+        {**ev.to_dict(), "topology": t.to_dict() if (t := topologies.get(ev.node)) else None}
+        for ev in evaluations]}
+    write_output(out, args.output, document=document,
+                 table=lambda: render_table(pod.key, evaluations, topologies))
     return 0
 
 
@@ -85,38 +79,23 @@ def _topologies(inventory: Inventory, evaluations: Sequence[NodeEvaluation]
 
 
 def _load(args: argparse.Namespace) -> tuple[Extender, Any, list[str], Inventory]:
-    try:
-        features = FeatureGates().with_overrides(parse_feature_gates(args.feature_gates))
-    except ValueError as exc:
-        raise _InputError(f"--feature-gates: {exc}") from None
+    features = feature_gates(args.feature_gates)
     namespace, sep, name = args.pod.partition("/")
     if not sep or not namespace or not name:
-        raise _InputError(f"--pod: expected NAMESPACE/NAME, got {args.pod!r}")
+        raise InputError(f"--pod: expected NAMESPACE/NAME, got {args.pod!r}")
     try:
         objects = load_objects(args.objects)
     except SourceError as exc:
-        raise _InputError(str(exc)) from None
-    inventory = Inventory()
-    for obj in objects:
-        kind = obj.get("kind")
-        if kind not in _KINDS:
-            continue
-        try:
-            inventory.apply(kind, "ADDED", obj)
-        except InvalidObject as exc:
-            raise _InputError(str(exc)) from None
-    for kind in _KINDS:
-        inventory.mark_synced(kind)
+        raise InputError(str(exc)) from None
+    inventory = inventory_from(objects)
     pod = inventory.pod(f"{namespace}/{name}")
     if pod is None:
-        raise _InputError(f"pod {namespace}/{name} is not among the objects")
+        raise InputError(f"pod {namespace}/{name} is not among the objects")
     nodes = list(args.node) or inventory.node_names()
     extender = Extender(inventory, features=features, mode=args.mode, file_mode=True)
     return extender, pod, nodes, inventory
 
 
-_KINDS = ("Node", "DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate",
-          "Pod")
 
 
 def render_table(pod_key: str, evaluations: Sequence[NodeEvaluation],

@@ -20,13 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-import orjson
-
 from app.cel import CelCompileError, CelEvalError, compile_selector
+from app.cli.common import EXIT_INPUT, add_output_argument, write_output
 from app.model import Device, InvalidObject, ResourceSlice, parse_object
 from app.sources.files import SUFFIXES, SourceError, load_objects
-
-EXIT_INPUT = 2
 
 
 @dataclass(slots=True)
@@ -54,8 +51,7 @@ def register(subparsers: Any) -> None:
                              "are ignored)")
     parser.add_argument("expressions", nargs="*", metavar="EXPRESSION",
                         help="CEL expressions, evaluated against the variable `device`")
-    parser.add_argument("-o", "--output", choices=("json", "table"), default=None,
-                        help="default: table on a terminal, JSON otherwise")
+    add_output_argument(parser)
     parser.set_defaults(func=run)
 
 
@@ -76,12 +72,8 @@ def run(args: argparse.Namespace, *, out: TextIO | None = None,
         print(f"drax selector: {exc}", file=err)
         return EXIT_INPUT
     reports = [evaluate(expression, devices) for expression in expressions]
-    output = args.output or ("table" if out.isatty() else "json")
-    if output == "json":
-        doc = [r.to_dict() for r in reports]
-        out.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
-    else:
-        out.write(render_table(reports, device_count=len(devices)))
+    write_output(out, args.output, document=[r.to_dict() for r in reports],
+                 table=lambda: render_table(reports, device_count=len(devices)))
     return 0
 
 

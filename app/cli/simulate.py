@@ -27,11 +27,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, TextIO
 
-import orjson
-
 from app.allocator.types import ClaimAllocation
+from app.cli.common import (
+    EXIT_INPUT,
+    InputError,
+    add_feature_gates_argument,
+    add_output_argument,
+    feature_gates,
+    inventory_from,
+    write_output,
+)
 from app.extender import Extender, NodeEvaluation
-from app.features import FeatureGates, parse_feature_gates
+from app.features import FeatureGates
 from app.inventory import Inventory
 from app.model import InvalidObject, Pod, parse_object
 from app.sources.files import SourceError, load_objects
@@ -39,16 +46,9 @@ from app.topology import TopologyConfig, explain, node_topology
 from app.topology.plot import node_cells, render_png
 
 POLICIES: Final = ("drax", "advisor", "first-fit")
-EXIT_INPUT: Final = 2
 EXIT_IO: Final = 1
-_SETUP_KINDS: Final = ("Node", "DeviceClass", "ResourceSlice", "ResourceClaim",
-                       "ResourceClaimTemplate", "Pod")
 _TIER_NAMES: Final = ("span", "numa", "root")
 _REASONS_SHOWN: Final = 3
-
-
-class _InputError(Exception):
-    """The objects, the workload or the arguments cannot be used (exit 2)."""
 
 
 def register(subparsers: Any) -> None:
@@ -70,10 +70,8 @@ def register(subparsers: Any) -> None:
                         help="random seed for tie-breaks and first-fit's node choice")
     parser.add_argument("--packing", choices=("binpack", "spread"), default=None,
                         help="packing policy (default: the topology config's, binpack)")
-    parser.add_argument("--feature-gates", default="", metavar="Name=true,...",
-                        help="DRA feature gates, as kube components take them")
-    parser.add_argument("-o", "--output", choices=("json", "table"), default=None,
-                        help="default: table on a terminal, JSON otherwise")
+    add_feature_gates_argument(parser)
+    add_output_argument(parser)
     parser.add_argument("--plot", metavar="FILE.png",
                         help="draw each node's devices, grouped by NUMA node and PCIe root, "
                              "coloured by the pod holding them (one row per node)")
@@ -110,18 +108,14 @@ def run(args: argparse.Namespace, *, out: TextIO | None = None,
     err = err or sys.stderr
     try:
         inventory, pods, features, config = _load(args)
-    except _InputError as exc:
+    except InputError as exc:
         print(f"drax simulate: {exc}", file=err)
         return EXIT_INPUT
     simulation = Simulation(inventory, features=features, config=config, policy=args.policy,
                             seed=args.seed)
     results = asyncio.run(simulation.run(pods))
     report = simulation.report(results)
-    output = args.output or ("table" if out.isatty() else "json")
-    if output == "json":
-        out.write(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode() + "\n")
-    else:
-        out.write(render_table(report, results))
+    write_output(out, args.output, document=report, table=lambda: render_table(report, results))
     if args.plot:
         try:
             Path(args.plot).write_bytes(simulation.plot(results))
@@ -133,39 +127,24 @@ def run(args: argparse.Namespace, *, out: TextIO | None = None,
 
 def _load(args: argparse.Namespace) -> tuple[Inventory, list[Pod], FeatureGates,
                                              TopologyConfig]:
-    try:
-        features = FeatureGates().with_overrides(parse_feature_gates(args.feature_gates))
-    except ValueError as exc:
-        raise _InputError(f"--feature-gates: {exc}") from None
+    features = feature_gates(args.feature_gates)
     config = TopologyConfig() if args.packing is None else TopologyConfig(packing=args.packing)
     try:
         cluster = load_objects(args.objects)
         workload = load_objects([args.workload])
     except SourceError as exc:
-        raise _InputError(str(exc)) from None
-    inventory = Inventory()
+        raise InputError(str(exc)) from None
+    inventory = inventory_from([*cluster, *(o for o in workload if o.get("kind") != "Pod")])
     pods: list[Pod] = []
-    for obj in [*cluster, *(o for o in workload if o.get("kind") != "Pod")]:
-        if obj.get("kind") in _SETUP_KINDS:
-            _apply(inventory, obj)
     for obj in workload:
         if obj.get("kind") == "Pod":
             try:
                 pods.append(parse_object("Pod", obj))
             except InvalidObject as exc:
-                raise _InputError(f"{args.workload}: {exc}") from None
+                raise InputError(f"{args.workload}: {exc}") from None
     if not pods:
-        raise _InputError(f"{args.workload}: no Pods to replay")
-    for kind in _SETUP_KINDS:
-        inventory.mark_synced(kind)
+        raise InputError(f"{args.workload}: no Pods to replay")
     return inventory, pods, features, config
-
-
-def _apply(inventory: Inventory, obj: dict[str, Any]) -> None:
-    try:
-        inventory.apply(obj["kind"], "ADDED", obj)
-    except InvalidObject as exc:
-        raise _InputError(str(exc)) from None
 
 
 class Simulation:
