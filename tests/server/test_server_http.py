@@ -115,8 +115,9 @@ def test_prioritize_both_forms(client: httpx.Client, form: str) -> None:
     body = r.json()
     assert isinstance(body, list)
     assert all(set(entry) == {"Host", "Score"} for entry in body)
-    assert sorted(e["Host"] for e in body) == sorted(GPU_NODES)
-    assert all(isinstance(e["Score"], int) and 0 <= e["Score"] <= 10 for e in body)
+    # a node scoring 0 may be left out (the scheduler reads a missing host as 0)
+    assert body and {e["Host"] for e in body} <= set(GPU_NODES)
+    assert all(isinstance(e["Score"], int) and 0 < e["Score"] <= 10 for e in body)
 
 
 def test_lower_case_keys_are_accepted(client: httpx.Client) -> None:
