@@ -17,7 +17,6 @@ full-`Nodes` form can echo the passing ones back unchanged.
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +24,7 @@ from typing import Any
 import orjson
 
 from app.model import InvalidObject, Pod, parse_object
+from app.server.collector import collector_paused
 
 
 class BadRequest(Exception):
@@ -64,20 +64,11 @@ class MetaVictims:
 def decode(body: bytes) -> Any:
     if not body:
         raise BadRequest("empty request body; expected a JSON object", status=400)
-    # Decoding builds a large tree of fresh containers (a full-`Nodes` body
-    # has thousands); with the collector on, every few hundred of them
-    # trigger a young-generation pass over the growing tree, which made
-    # decoding several times slower. The tree holds no cycles, so nothing
-    # is lost by collecting after it is built.
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        return orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        raise BadRequest(f"malformed JSON: {exc}", status=400) from None
-    finally:
-        if collecting:
-            gc.enable()
+    with collector_paused():
+        try:
+            return orjson.loads(body)
+        except orjson.JSONDecodeError as exc:
+            raise BadRequest(f"malformed JSON: {exc}", status=400) from None
 
 
 def encode(value: Any) -> bytes:
