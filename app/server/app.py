@@ -108,8 +108,10 @@ Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
 class ExtenderEdge:
     """The four verbs bound to one extender, with limits, metrics and error policy."""
 
-    def __init__(self, *, verbs: Verbs, ready: Callable[[], bool], max_body_bytes: int) -> None:
+    def __init__(self, *, verbs: Verbs, ready: Callable[[], bool], max_body_bytes: int,
+                 on_request: Callable[[], None] | None = None) -> None:
         self.verbs = verbs
+        self.on_request = on_request
         self.ready = ready
         self.max_body_bytes = max_body_bytes
         self._passed = metrics.FILTERED_NODES.labels(result="passed")
@@ -123,6 +125,8 @@ class ExtenderEdge:
 
         async def serve(request: Request) -> Response:
             start = time.perf_counter()
+            if self.on_request is not None:
+                self.on_request()
             doc: Any = None
             try:
                 if not _json_content_type(request):
@@ -203,15 +207,18 @@ VERBS: Final = ("filter", "prioritize", "bind", "preempt")
 
 def create_app(*, verbs: Verbs, ready: Callable[[], bool], max_body_bytes: int,
                url_prefix: str = "/scheduler", mode: str = "allocator",
-               info: Mapping[str, Any] | None = None, lifespan: Lifespan | None = None
-               ) -> FastAPI:
+               info: Mapping[str, Any] | None = None, lifespan: Lifespan | None = None,
+               on_request: Callable[[], None] | None = None) -> FastAPI:
     """The ASGI app: verbs at `/<verb>` and `<url_prefix>/<verb>`, plus the probes.
 
-    `lifespan` runs around serving (the kube source starts its watches there).
+    `lifespan` runs around serving (the kube source starts its watches there);
+    `on_request` is called as each verb request arrives, before its body is
+    read (background work steps aside for it).
     """
     app = FastAPI(title="drax", version=__version__, docs_url=None, redoc_url=None,
                   openapi_url=None, lifespan=lifespan)
-    edge = ExtenderEdge(verbs=verbs, ready=ready, max_body_bytes=max_body_bytes)
+    edge = ExtenderEdge(verbs=verbs, ready=ready, max_body_bytes=max_body_bytes,
+                        on_request=on_request)
     prefixes = [""] + ([url_prefix.rstrip("/")] if url_prefix.strip("/") else [])
     for verb in VERBS:
         endpoint = edge.endpoint(verb)

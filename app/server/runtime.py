@@ -187,7 +187,7 @@ def build_runtime(settings: Settings, *,
     app = create_app(verbs=extender, ready=lambda: inventory.synced,
                      max_body_bytes=settings.max_body_bytes, url_prefix=settings.url_prefix,
                      mode=settings.mode, info={"source": source},
-                     lifespan=_warming(extender, lifespan))
+                     lifespan=_warming(extender, lifespan), on_request=extender.note_request)
     return Runtime(settings=settings, source=source, inventory=inventory, app=app)
 
 

@@ -294,6 +294,25 @@ async def test_after_a_bind_the_next_pod_of_the_shape_finds_the_bound_node_answe
     assert runs != []  # the fresh extender did compute
 
 
+async def test_no_catch_up_after_a_bind_once_the_next_request_has_arrived(
+        monkeypatch) -> None:
+    import asyncio
+
+    inv = load(GPU_CLASS, *[gpu_node(f"n{i}") for i in range(3)],
+               *[claim(f"c{i}", requests=[exactly("gpu", "gpu", count=2)]) for i in range(2)],
+               *[pod(f"p{i}", claims={"c": f"c{i}"}) for i in range(2)])
+    ext = extender(inv, file_mode=True)
+    names = [f"n{i}" for i in range(3)]
+    first, second = the_pod(inv, "default/p0"), the_pod(inv, "default/p1")
+    assert ext.filter(first, names).passed == names
+    assert await ext.bind(namespace="default", name="p0", uid=first.uid, node="n1") is None
+    ext.note_request()  # the next request arrived before the catch-up's turn
+    await asyncio.sleep(0.01)
+    runs = count_allocator_runs(monkeypatch)
+    ext.prioritize(second, names)
+    assert runs == ["n1"]  # the request refreshed the bound node itself
+
+
 async def test_keep_warm_waits_while_verbs_are_being_called() -> None:
     import asyncio
 

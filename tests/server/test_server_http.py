@@ -328,3 +328,17 @@ def test_url_prefix_is_configurable() -> None:
         assert c.post("/ext/v1/filter", json=args).json()["NodeNames"] == ["h100-node-1"]
         assert c.post("/filter", json=args).status_code == 200
         assert c.post("/scheduler/filter", json=args).status_code == 404
+
+
+def test_every_verb_request_is_announced_as_it_arrives() -> None:
+    inventory = Inventory()
+    extender = Extender(inventory, features=FeatureGates(), file_mode=True)
+    arrived: list[float] = []
+    app = create_app(verbs=extender, ready=lambda: inventory.synced, max_body_bytes=4096,
+                     on_request=lambda: arrived.append(time.monotonic()))
+    with running(app) as url, httpx.Client(base_url=url, timeout=30) as c:
+        assert c.get("/readyz").status_code == 503
+        assert arrived == []  # probes are not the scheduler
+        c.post("/filter", json=names_args(pod("infer-0"), ["h100-node-1"]))
+        c.post("/bind", content=b"{not json", headers={"Content-Type": "application/json"})
+    assert len(arrived) == 2  # even a request that turns out to be unusable
