@@ -9,9 +9,12 @@ a dictionary read. On a miss, nodes with the same signature (see `signature`)
 share one allocator run, so a first cycle over 500 identical fresh nodes runs
 the allocator once. `warm` does the same work between requests.
 
-`bind` never uses the answers: it recomputes the allocation from the current
-inventory, assumes it immediately (so concurrent filters see the devices as
-taken), then hands it to the binder and forgets the assumption if that fails.
+`bind` takes the allocation from the answers only when the node's version is
+the one that answer was computed at (the answer is a deterministic function of
+that version, so this is not trusting a stale cache); otherwise it recomputes
+it from the current inventory. It assumes it immediately (so concurrent filters
+see the devices as taken), then hands it to the binder and forgets the
+assumption if that fails.
 """
 
 from __future__ import annotations
@@ -340,7 +343,8 @@ class Extender:
         return answers, _wording(tuple(c.key for c in request.pending)), request
 
     async def bind(self, *, namespace: str, name: str, uid: str, node: str) -> str | None:
-        """Allocate afresh on `node`, assume it, and write it; None or the error text."""
+        """Allocate on `node` (see the module doc), assume it, and write it; None or
+        the error text."""
         self._last_call = time.monotonic()
         pod = self._pod(namespace=namespace, name=name, uid=uid)
         if pod is None:
@@ -359,7 +363,8 @@ class Extender:
             elsewhere = _allocated_elsewhere(claims, state)
             if elsewhere is not None:
                 return elsewhere
-            outcome = self._allocate(claims.pending, state, state.allocated)
+            outcome = (self._answered(claims, node, state)
+                       or self._allocate(claims.pending, state, state.allocated))
             if outcome.error is not None:
                 return f"cannot allocate on node {node}: {outcome.error}"
             if not outcome.feasible:
@@ -392,6 +397,17 @@ class Extender:
         await asyncio.sleep(0)
         if self._last_call == bound_at:
             self._current_answers(request)
+
+    def _answered(self, claims: PodClaims, node: str, state: NodeState
+                  ) -> AllocationOutcome | None:
+        """The allocation filter or prioritize found for this claim shape on `node`,
+        if the node is still at the version it was found at."""
+        answers = self._results.get(claims.shape)
+        entry = answers.verdicts.get(node) if answers is not None else None
+        if entry is None or entry[0] != state.view.version or not entry[1].feasible:
+            return None
+        outcome = entry[1].node_outcome()
+        return None if outcome is None else _with_claim_keys(outcome, claims.pending)
 
     def note_request(self) -> None:
         """A request has arrived (the server calls this before reading its body):

@@ -163,6 +163,23 @@ async def test_bind_recomputes_instead_of_trusting_the_filter_cache() -> None:
     assert [r.device for r in bound.allocation.results] == ["gpu-1", "gpu-2"]
 
 
+async def test_bind_on_an_unchanged_node_writes_what_filter_found_without_a_search(
+        monkeypatch) -> None:
+    from tests.extender.test_extender_signature import count_allocator_runs
+
+    inv = load(GPU_CLASS, gpu_node("n1", roots=["r0", "r1", "r0"]),
+               claim("c", requests=TWO_GPUS), pod("p", uid="u", claims={"g": "c"}))
+    ext = extender(inv, file_mode=True)
+    found = ext.evaluate(the_pod(inv), ["n1"])[0]
+    runs = count_allocator_runs(monkeypatch)
+    assert await ext.bind(namespace="default", name="p", uid="u", node="n1") is None
+    assert runs == []
+    bound = inv.claim("default/c")
+    assert bound is not None and bound.allocation is not None
+    assert bound.allocation.results == found.claims[0].allocation.results
+    assert [r.device for r in bound.allocation.results] == ["gpu-0", "gpu-2"]
+
+
 class FailingBinder:
     def __init__(self) -> None:
         self.calls: list[tuple[str, list[str]]] = []
