@@ -152,9 +152,10 @@ def _schedule(state: _State, pod: dict[str, Any], claim: dict[str, Any], shape: 
     passed = result.passed
     node = passed[0] if passed else None
     if len(passed) > 1:
-        scores = state.extender.prioritize(parsed, passed)
-        top = max(score for _, score in scores)
-        node = next(name for name, score in scores if score == top)
+        # A node left out of the answer scores 0, as in kube-scheduler.
+        scores = dict(state.extender.prioritize(parsed, passed))
+        top = max(scores.values(), default=0)
+        node = next(name for name in passed if scores.get(name, 0) == top)
     state.cycles.append(time.perf_counter() - start)
     if node is None:
         return
