@@ -347,6 +347,26 @@ async def test_keep_warm_reports_settling_after_full_passes_only() -> None:
     assert len(settled) == 2
 
 
+async def test_a_shape_whose_last_claim_was_allocated_needs_no_pass_over_every_node(
+        ) -> None:
+    import asyncio
+
+    one, two = [exactly("gpu", "gpu")], [exactly("gpu", "gpu", count=2)]
+    inv = load(GPU_CLASS, gpu_node("n0"), gpu_node("n1"), claim("a", requests=one),
+               claim("b", requests=two))
+    ext = extender(inv)
+    settled: list[int] = []
+    task = asyncio.create_task(ext.keep_warm(slice_seconds=0.001, idle_seconds=0.01,
+                                             on_settled=lambda: settled.append(inv.sequence)))
+    await asyncio.sleep(0.05)
+    assert len(settled) == 1
+    inv.apply("ResourceClaim", "MODIFIED", claim("b", requests=two, results=[
+        result("gpu", "gpu.example.com/n1/gpu-0"), result("gpu", "gpu.example.com/n1/gpu-1")]))
+    await asyncio.sleep(0.05)
+    task.cancel()
+    assert len(settled) == 1  # shape b is gone: only n1 was visited
+
+
 def test_a_changed_node_is_recomputed_once_by_the_next_request_not_by_warming(
         monkeypatch) -> None:
     from tests.inventory.objects import template
