@@ -146,13 +146,11 @@ class KubeBinder:
                 finalizers = list(meta.get("finalizers") or [])
                 if FINALIZER not in finalizers:
                     meta["finalizers"] = [*finalizers, FINALIZER]
-                    code, body = await self._call(self._claims.replace_namespaced_resource_claim(
-                        rec.name, rec.namespace, claim, _preload_content=False,
-                        _request_timeout=self._timeout))
-                    if code == 409:
-                        self._metrics.conflicts.inc()
+                    body = await self._put_claim(
+                        rec, claim, status=False,
+                        what=f"adding the finalizer to resourceclaim {rec.key}")
+                    if body is None:
                         continue
-                    _expect_ok(code, body, f"adding the finalizer to resourceclaim {rec.key}")
                     rec.finalizer_added = True
                     _remember(written, rec)
                     claim = body
@@ -164,14 +162,10 @@ class KubeBinder:
                 raise BindError(f"resourceclaim {rec.key} is already reserved for "
                                 f"{RESERVED_FOR_MAX} consumers, the maximum")
             status["reservedFor"] = [*reserved, _consumer(pod)]
-            code, body = await self._call(self._claims.replace_namespaced_resource_claim_status(
-                rec.name, rec.namespace, claim, _preload_content=False,
-                _request_timeout=self._timeout))
-            if code == 409:
-                self._metrics.conflicts.inc()
-                continue
             what = "allocation and reservation" if allocation is not None else "reservation"
-            _expect_ok(code, body, f"writing the {what} of resourceclaim {rec.key}")
+            if await self._put_claim(rec, claim, status=True,
+                                     what=f"writing the {what} of resourceclaim {rec.key}") is None:
+                continue
             rec.allocated = allocation is not None
             _remember(written, rec)
             return
@@ -243,14 +237,11 @@ class KubeBinder:
                     status["reservedFor"] = keep
                 else:
                     status.pop("reservedFor", None)
-                code, body = await self._call(
-                    self._claims.replace_namespaced_resource_claim_status(
-                        rec.name, rec.namespace, claim, _preload_content=False,
-                        _request_timeout=self._timeout))
-                if code == 409:
-                    self._metrics.conflicts.inc()
+                body = await self._put_claim(
+                    rec, claim, status=True,
+                    what=f"restoring the status of resourceclaim {rec.key}")
+                if body is None:
                     continue
-                _expect_ok(code, body, f"restoring the status of resourceclaim {rec.key}")
                 claim = body
                 meta = claim.setdefault("metadata", {})
                 status = claim.get("status") or {}
@@ -258,16 +249,28 @@ class KubeBinder:
             if rec.finalizer_added and status.get("allocation") is None \
                     and FINALIZER in finalizers:
                 meta["finalizers"] = [f for f in finalizers if f != FINALIZER]
-                code, body = await self._call(self._claims.replace_namespaced_resource_claim(
-                    rec.name, rec.namespace, claim, _preload_content=False,
-                    _request_timeout=self._timeout))
-                if code == 409:
-                    self._metrics.conflicts.inc()
+                if await self._put_claim(
+                        rec, claim, status=False,
+                        what=f"removing the finalizer of resourceclaim {rec.key}") is None:
                     continue
-                _expect_ok(code, body, f"removing the finalizer of resourceclaim {rec.key}")
             return
         raise BindError(f"resourceclaim {rec.key}: still conflicting after "
                         f"{self._max_attempts} attempts")
+
+    async def _put_claim(self, rec: _Written, claim: dict[str, Any], *, status: bool,
+                         what: str) -> dict[str, Any] | None:
+        """PUT the claim (or its status subresource), guarded by the resourceVersion
+        it carries: the server's copy, or None on a conflict (re-read and retry)."""
+        replace = (self._claims.replace_namespaced_resource_claim_status if status
+                   else self._claims.replace_namespaced_resource_claim)
+        code, body = await self._call(replace(rec.name, rec.namespace, claim,
+                                              _preload_content=False,
+                                              _request_timeout=self._timeout))
+        if code == 409:
+            self._metrics.conflicts.inc()
+            return None
+        _expect_ok(code, body, what)
+        return body
 
     @staticmethod
     async def _call(request: Awaitable[Any]) -> tuple[int, dict[str, Any]]:
