@@ -205,9 +205,10 @@ class Simulation:
     def _choose(self, pod: Pod, passed: Sequence[str]) -> str:
         if self._policy == "first-fit":
             return self._rng.choice(list(passed))
-        scores = self._extender.prioritize(pod, passed)
-        best = max(score for _, score in scores)
-        return self._rng.choice([name for name, score in scores if score == best])
+        # prioritize leaves out nodes scoring 0, as kube-scheduler reads them
+        scores = dict(self._extender.prioritize(pod, passed))
+        best = max(scores.get(name, 0) for name in passed)
+        return self._rng.choice([name for name in passed if scores.get(name, 0) == best])
 
     def _written_claims(self, node: str, planned: Sequence[ClaimAllocation]
                         ) -> list[dict[str, Any]]:
