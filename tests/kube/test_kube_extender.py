@@ -48,6 +48,19 @@ def rack_slice(name: str, rack: str, count: int) -> dict[str, Any]:
     return s
 
 
+async def one_gpu_passing_pod(h: KubeHarness) -> tuple[Extender, Pod]:
+    """One free GPU on node-a and pod p1 (claim c1) that filter passes there."""
+    ext = extender_for(h)
+    h.server.create("resourceslices", gpu_slice("node-a", 1))
+    h.server.create("deviceclasses", device_class())
+    h.server.create("resourceclaims", claim("c1"))
+    p1 = add_pod(h, pod("p1", "c1"))
+    h.watch()
+    await h.synced()
+    assert ext.filter(p1, ["node-a"]).passed == ["node-a"]
+    return ext, p1
+
+
 def allocated_to(h: KubeHarness, name: str) -> Any:
     return (h.server.get("resourceclaims", name, "default").get("status") or {}).get(
         "allocation")
@@ -209,14 +222,7 @@ async def test_bind_writes_exactly_the_best_allocation_filter_found(tmp_path: Pa
 
 async def test_a_conflict_during_bind_is_retried(tmp_path: Path) -> None:
     async with KubeHarness(tmp_path) as h:
-        ext = extender_for(h)
-        h.server.create("resourceslices", gpu_slice("node-a", 1))
-        h.server.create("deviceclasses", device_class())
-        h.server.create("resourceclaims", claim("c1"))
-        p1 = add_pod(h, pod("p1", "c1"))
-        h.watch()
-        await h.synced()
-        assert ext.filter(p1, ["node-a"]).passed == ["node-a"]
+        ext, _ = await one_gpu_passing_pod(h)
         h.server.faults.status_conflicts = 1
         assert await ext.bind(namespace="default", name="p1", uid="uid-p1", node="node-a") \
             is None
@@ -250,14 +256,7 @@ async def test_two_pods_racing_for_the_last_device_only_one_gets_it(tmp_path: Pa
 async def test_failed_binding_rolls_the_claim_back_and_frees_the_device(tmp_path: Path
                                                                         ) -> None:
     async with KubeHarness(tmp_path) as h:
-        ext = extender_for(h)
-        h.server.create("resourceslices", gpu_slice("node-a", 1))
-        h.server.create("deviceclasses", device_class())
-        h.server.create("resourceclaims", claim("c1"))
-        p1 = add_pod(h, pod("p1", "c1"))
-        h.watch()
-        await h.synced()
-        assert ext.filter(p1, ["node-a"]).passed == ["node-a"]
+        ext, p1 = await one_gpu_passing_pod(h)
         h.server.faults.binding_failures = 1
         error = await ext.bind(namespace="default", name="p1", uid="uid-p1", node="node-a")
         assert error is not None and "HTTP 500" in error and "undone" in error
