@@ -62,7 +62,10 @@ def allocate(
         search.prepare()
         solution = search.run()
         if solution is None:
-            return AllocationOutcome(feasible=False, reason=explain(search), steps=search.steps)
+            return AllocationOutcome(feasible=False, reason=explain(search), steps=search.steps,
+                                     invalid_pools=tuple(
+                                         f"{p.driver}/{p.name}" for p in node_view.pools
+                                         if p.invalid_reason is not None))
         share_id = new_share_id or _new_share_id
         allocations = tuple(
             ClaimAllocation(claim_key=claim.key, allocation=claim_allocation(

@@ -17,8 +17,13 @@ tested in a slot is one step of the budget.
 
 With an objective that is not first-fit, the search does not stop at the first
 solution but keeps enumerating (same order, same pruning) and keeps the best
-score; `firstAvailable` keeps its meaning by freezing the subrequest choice of
-the first solution found.
+score. `firstAvailable` keeps its meaning there: the subrequest choices are
+fixed first, to the earliest ones any valid allocation can have (compared in
+the pod's claim and request order), then the best topology under them is
+searched. Upstream's first fit settles a choice before it sees later claims,
+so it can give a later claim its second choice although its first one fits
+next to another choice for an earlier claim; a user listing subrequests by
+preference wants the first one.
 """
 
 from __future__ import annotations
@@ -522,9 +527,17 @@ class Search:
                     for requests in self.requests)
         if depth + 200 > sys.getrecursionlimit():
             sys.setrecursionlimit(depth + 200 + sys.getrecursionlimit())
+        fallback: Solution | None = None
         try:
-            outcome = self._one(0, 0, 0, 0, False, 0)
+            outcome = DONE
+            if self.best_mode and any(subs[0].sub is not None for requests in self.requests
+                                      for subs in requests):
+                outcome, fallback = self._earliest_choices()
+            if outcome == DONE:
+                outcome = self._one(0, 0, 0, 0, False, 0)
         except BudgetExhausted:
+            if self.best is None:
+                self.best = fallback
             if self.best is None:
                 raise
             return self.best
@@ -533,6 +546,42 @@ class Search:
             raise AllocationError(f"allocation max size exceeded: no combination of "
                                   f"subrequests fits in {RESULTS_MAX} devices per claim")
         return self.best
+
+    def _earliest_choices(self) -> tuple[int, Solution | None]:
+        """Freeze, per firstAvailable request in pod order, the earliest
+        subrequest that still leaves a valid allocation, probing with first-fit
+        searches. Returns the first probe's outcome when nothing fits, else DONE
+        and an allocation with those choices (kept in case the budget runs out
+        in the best search that follows)."""
+        outcome, witness = self._probe({})
+        if witness is None:
+            return outcome, None
+        fixed: dict[tuple[int, int], int] = {}
+        try:
+            for key in sorted(witness.chosen):
+                for si in range(witness.chosen[key]):
+                    found = self._probe({**fixed, key: si})[1]
+                    if found is not None:
+                        witness = found
+                        break
+                fixed[key] = witness.chosen[key]
+        except BudgetExhausted:
+            fixed = witness.chosen
+        self.frozen = dict(fixed)
+        return DONE, witness
+
+    def _probe(self, fixed: dict[tuple[int, int], int]) -> tuple[int, Solution | None]:
+        """One first-fit search with the subrequests in `fixed` frozen; leaves
+        the search state as it found it."""
+        self.frozen, self.best_mode, self.best = fixed, False, None
+        try:
+            outcome = self._one(0, 0, 0, 0, False, 0)
+            return outcome, self.best if outcome == DONE else None
+        finally:
+            self.best_mode, self.best = True, None
+            for claim_picks in reversed(self.picks):
+                for pick in reversed(list(claim_picks)):
+                    self.undo(pick)
 
     def _tick(self) -> None:
         if self.steps >= self.budget:
@@ -592,7 +641,7 @@ class Search:
     def _first_available(self, ci: int, ri: int, di: int, count: int) -> int:
         all_maxed = True
         for si in range(count):
-            if self.frozen is not None and self.frozen[(ci, ri)] != si:
+            if self.frozen is not None and self.frozen.get((ci, ri), si) != si:
                 continue
             self.chosen[(ci, ri)] = si
             outcome = self._one(ci, ri, si, di, True, 0)

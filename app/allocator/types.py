@@ -121,6 +121,10 @@ class AllocationOutcome:
     order) and `picks` (every allocated device, for scoring); not feasible with
     a user-actionable `reason`; or `error` (CEL runtime error, invalid input,
     feature off...), which upstream treats as an error, not as "does not fit".
+    `invalid_pools` names the invalid pools of an infeasible node: upstream's
+    Allocate then returns "invalid resource pools were encountered", an error
+    wrapping ErrFailedAllocationOnNode that the in-tree Filter reports as the
+    node failing, so drax reports a failed node too (docs/decisions.md).
     """
 
     feasible: bool
@@ -130,3 +134,4 @@ class AllocationOutcome:
     reason: str | None = None
     error: str | None = None
     steps: int = 0
+    invalid_pools: tuple[str, ...] = ()

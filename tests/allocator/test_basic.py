@@ -375,10 +375,13 @@ CASES = [
     Case("invalid-pool-is-ok-if-devices-can-be-allocated-from-other",
          claims=[claim("c", req("r"))],
          slices=[sl("s-1", [dev("d"), dev("d")], pool="bad"), sl("s-2", [dev("x")], pool="good")],
-         expect=[["r:good/x"]]),
+         expect=[["r:good/x"]], check=lambda o: o.invalid_pools == ()),
+    # Upstream: an error wrapping ErrFailedAllocationOnNode, a failed node in
+    # the in-tree Filter; drax: a failed node that names the pool, flagged.
     Case("invalid-pool-is-error-if-no-other-device-can-be-allocated",
          claims=[claim("c", req("r"))], slices=[sl("s-1", [dev("d"), dev("d")])],
-         expect=INFEASIBLE, reason=["invalid resource pool driver-a/pool-1 was encountered"]),
+         expect=INFEASIBLE, reason=["invalid resource pool driver-a/pool-1 was encountered"],
+         check=lambda o: o.invalid_pools == ("driver-a/pool-1",)),
     Case("no-allocation-from-incomplete-pools", claims=[claim("c", req("r"))],
          slices=[sl("s-1", [dev("d")], count=2)], expect=INFEASIBLE,
          reason=["resource pool driver-a/pool-1 is currently being updated"]),

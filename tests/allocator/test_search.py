@@ -223,3 +223,45 @@ def test_thirty_two_claims_of_thirty_two_devices() -> None:
                           expect=[[f"r:pool-1/d-{i * 32 + j:04}" for j in range(32)]
                                   for i in range(32)]))
     assert outcome.steps == 32 * 32
+
+
+# The scenario of issue 11: claim-0 wants any 2 devices, claim-1 prefers all
+# devices on PCIe root pci-2, else any 1. First fit hands claim-0 the pci-2
+# devices (published first) and claim-1 its second choice.
+PCI = sl("s", [dev(f"g-{i}", {"weight": 1, "pcieRoot": root})
+               for i, root in enumerate(["pci-2", "pci-2", "pci-1", "pci-1"])])
+PCI_CLAIMS = [claim("claim-0", req("r", count=2)),
+              claim("claim-1", first("r", sub("all-pci-2", mode="All",
+                                              selectors=['device.attributes["driver-a"]'
+                                                         '.pcieRoot == "pci-2"']),
+                                     sub("any")))]
+
+
+def test_first_fit_leaves_claim_1_its_second_choice_as_upstream() -> None:
+    verify(Case("x", claims=PCI_CLAIMS, slices=[PCI], objective=ByWeight(first_fit=True),
+                expect=[["r:pool-1/g-0", "r:pool-1/g-1"], ["r/any:pool-1/g-2"]]))
+
+
+def test_best_mode_gives_claim_1_its_first_choice() -> None:
+    verify(Case("x", claims=PCI_CLAIMS, slices=[PCI], objective=ByWeight(),
+                expect=[["r:pool-1/g-2", "r:pool-1/g-3"],
+                        ["r/all-pci-2:pool-1/g-0", "r/all-pci-2:pool-1/g-1"]]))
+
+
+def test_best_mode_prefers_earlier_claims_choices_first() -> None:
+    # claim-0's first choice (any 3) and claim-1's first choice (2 on pci-2)
+    # cannot both fit in 4 devices: claim-0, earlier in the pod, keeps its first.
+    claims = [claim("claim-0", first("r", sub("three", count=3), sub("one"))),
+              claim("claim-1", first("r", sub("two", count=2), sub("one")))]
+    verify(Case("x", claims=claims, slices=[PCI], objective=ByWeight(),
+                expect=[["r/three:pool-1/g-0", "r/three:pool-1/g-1", "r/three:pool-1/g-2"],
+                        ["r/one:pool-1/g-3"]]))
+
+
+def test_best_mode_ranks_topology_under_the_earliest_choices() -> None:
+    weighted = sl("s", [dev(f"g-{i}", {"weight": w, "pcieRoot": root}) for i, (w, root) in
+                        enumerate([(1, "pci-2"), (1, "pci-2"), (1, "pci-1"), (9, "pci-1"),
+                                   (5, "pci-1")])])
+    verify(Case("x", claims=PCI_CLAIMS, slices=[weighted], objective=ByWeight(),
+                expect=[["r:pool-1/g-3", "r:pool-1/g-4"],
+                        ["r/all-pci-2:pool-1/g-0", "r/all-pci-2:pool-1/g-1"]]))
