@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import app.extender.verbs as verbs
+import app.extender.answers as answers
 from app.allocator import AllocatedState, allocate
 from app.features import FeatureGates
 from app.topology import TopologyConfig, make_objective, priority
@@ -31,13 +31,13 @@ from tests.inventory.objects import claim, device_class, exactly, pod, result
 
 def count_allocator_runs(monkeypatch: Any) -> list[str]:
     runs: list[str] = []
-    real = verbs.allocate
+    real = answers.allocate
 
     def counting(claims, **kwargs):
         runs.append(kwargs["node_view"].node.name)
         return real(claims, **kwargs)
 
-    monkeypatch.setattr(verbs, "allocate", counting)
+    monkeypatch.setattr(answers, "allocate", counting)
     return runs
 
 

@@ -1,0 +1,344 @@
+"""Answer caching: what the verbs know about one claim shape on each node.
+
+A verdict (`Verdict`) is one claim shape's answer on one node, computed at
+that node's inventory version. `AnswerBook` keeps, per claim shape, a verdict
+for every node asked about (`Answers`), and brings them up to date lazily: a
+call catches up on the nodes the inventory stamped since the previous call and
+computes a verdict only for those and for nodes never seen. On a miss, nodes
+with the same signature (see `signature`) share one allocator run, so a first
+cycle over 500 identical fresh nodes runs the allocator once; the borrowed
+answer is re-expressed for the node only when its devices are read.
+
+Kept apart from the verbs because this is the part that decides when an
+answer may be reused; the verbs only read it, and warming only fills it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from cachetools import LRUCache
+
+from app.allocator import DEFAULT_STEP_BUDGET, allocate
+from app.allocator.types import (
+    AllocatedState,
+    AllocationOutcome,
+    ClaimAllocation,
+    NodeView,
+    Objective,
+)
+from app.extender.claims import PodClaims
+from app.extender.signature import (
+    StaticSignatures,
+    flat_devices,
+    map_outcome,
+    match_signature,
+    rename_words,
+    request_kinds,
+)
+from app.features import FeatureGates
+from app.inventory import Inventory, NodeState
+from app.model import Device, ResourceClaim
+from app.topology import TopologyConfig, make_objective, priority
+
+_SHAPES_CACHED: Final = 256
+_SIGNATURE_CACHE_SIZE: Final = 4096
+
+
+@dataclass(slots=True, frozen=True)
+class Verdict:
+    """One claim shape on one node, everything the verbs read, computed once.
+
+    `outcome` is the allocator's answer (None when the node was decided
+    without it); its claim keys are those of the pod that asked first. A
+    feasible answer borrowed from a node with the same signature keeps that
+    node's outcome plus both views, and is re-expressed for this node only
+    when someone asks for the devices (`node_outcome`): filter and prioritize
+    never do, and thousands of copied allocations would cost memory.
+    """
+
+    feasible: bool
+    outcome: AllocationOutcome | None = None
+    priority: int = 0
+    reason: str | None = None
+    error: str | None = None
+    unresolvable: bool = False
+    claim_keys: tuple[str, ...] = ()  # the pending claims `reason` and `error` name
+    source: NodeView | None = None  # the node `outcome` was computed on, if not this one
+    target: NodeView | None = None
+
+    def node_outcome(self) -> AllocationOutcome | None:
+        if self.outcome is None or self.source is None or self.target is None:
+            return self.outcome
+        return map_outcome(self.outcome, source=self.source, target=self.target)
+
+
+NO_CLAIMS: Final = Verdict(feasible=True)
+
+
+def from_outcome(outcome: AllocationOutcome, *, claim_keys: tuple[str, ...],
+                 unresolvable: bool = False) -> Verdict:
+    if outcome.error is not None:
+        return Verdict(feasible=False, outcome=outcome, error=outcome.error, unresolvable=True,
+                       claim_keys=claim_keys)
+    if not outcome.feasible:
+        return Verdict(feasible=False, outcome=outcome, unresolvable=unresolvable,
+                       reason=outcome.reason or "cannot allocate all claims",
+                       claim_keys=claim_keys)
+    return Verdict(feasible=True, outcome=outcome, priority=priority(outcome.score),
+                    claim_keys=claim_keys)
+
+
+def refused(reason: str) -> Verdict:
+    return Verdict(feasible=False, reason=reason, unresolvable=True)
+
+
+@dataclass(slots=True)
+class Answers:
+    """Every node's verdict for one claim shape, as of inventory `sequence`.
+    `passed`: the feasible nodes and their priority, for the verbs' fast path."""
+
+    sequence: int = -1
+    verdicts: dict[str, tuple[int, Verdict]] = field(default_factory=dict)
+    passed: dict[str, int] = field(default_factory=dict)
+
+
+Wording = Callable[[Verdict], tuple[str | None, str | None]]
+
+
+def wording(keys: tuple[str, ...]) -> Wording:
+    """A verdict's reason and error as the pod with pending claims `keys` reads them.
+
+    Cached texts name the claims of the pod that asked first; many nodes share
+    one text, so each distinct text is reworded once per call.
+    """
+    reworded: dict[tuple[str | None, str | None, tuple[str, ...]],
+                   tuple[str | None, str | None]] = {}
+
+    def words(verdict: Verdict) -> tuple[str | None, str | None]:
+        reason, error = verdict.reason, verdict.error
+        if not (reason or error) or not verdict.claim_keys or verdict.claim_keys == keys:
+            return reason, error
+        text_key = (reason, error, verdict.claim_keys)
+        hit = reworded.get(text_key)
+        if hit is None:
+            names = dict(zip(verdict.claim_keys, keys, strict=True))
+            hit = reworded[text_key] = (rename_words(reason, names), rename_words(error, names))
+        return hit
+
+    return words
+
+
+@dataclass(slots=True)
+class Request:
+    """Per-call state: the resolved claims and the signatures met in this call."""
+
+    claims: PodClaims
+    pending: tuple[ResourceClaim, ...] = ()
+    kinds: tuple[Any, ...] = ()
+    by_signature: dict[Hashable, tuple[NodeState, Verdict]] = field(default_factory=dict)
+
+
+class AnswerBook:
+    """Per claim shape, every asked node's verdict, kept current (see module doc)."""
+
+    def __init__(self, inventory: Inventory, *, features: FeatureGates, mode: str,
+                 topology_config: TopologyConfig, step_budget: int = DEFAULT_STEP_BUDGET
+                 ) -> None:
+        self._inventory = inventory
+        self._features = features
+        self._mode = mode
+        self._topology = topology_config
+        self._step_budget = step_budget
+        # claim shape -> answers; emptied when too many shapes pile up.
+        self._results: dict[Hashable, Answers] = {}
+        self._by_signature: LRUCache[tuple[Hashable, Hashable], tuple[NodeState, Verdict]] = \
+            LRUCache(maxsize=_SIGNATURE_CACHE_SIZE)
+        self.static = StaticSignatures()
+        self._unfit_when_empty: LRUCache[Hashable, bool] = LRUCache(
+            maxsize=_SIGNATURE_CACHE_SIZE)
+
+    def current(self, request: Request) -> Answers:
+        """The shape's answers with every node that changed since the last call
+        refreshed: a cycle costs work for changed nodes only."""
+        answers = self.of_shape(request.claims.shape)
+        inv = self._inventory
+        sequence = inv.sequence
+        if answers.sequence == sequence:
+            return answers
+        changed = inv.changed_since(answers.sequence)
+        if changed is None:
+            names = list(answers.verdicts)
+            for name, version in zip(names, inv.versions(names), strict=True):
+                if answers.verdicts[name][0] != version:
+                    self.refresh(request, answers, name)
+        else:
+            for name in changed:
+                if name in answers.verdicts:
+                    self.refresh(request, answers, name)
+        answers.sequence = sequence
+        return answers
+
+    def of_shape(self, shape: Hashable) -> Answers:
+        answers = self._results.get(shape)
+        if answers is None:
+            if len(self._results) >= _SHAPES_CACHED:
+                self._results.clear()
+            answers = self._results[shape] = Answers()
+        return answers
+
+    def refresh(self, request: Request, answers: Answers, name: str) -> None:
+        version = self._inventory.version(name)
+        verdict = self._verdict_for(request, name)
+        answers.verdicts[name] = (version, verdict)
+        if verdict.feasible:
+            answers.passed[name] = verdict.priority
+        else:
+            answers.passed.pop(name, None)
+
+    def _verdict_for(self, request: Request, name: str) -> Verdict:
+        state = self._inventory.node_state(name)
+        if state is None:
+            return refused(f"node {name} is unknown to drax: no Node object and no "
+                           "ResourceSlice names it")
+        elsewhere = allocated_elsewhere(request.claims, state)
+        if elsewhere is not None:
+            return refused(elsewhere)
+        if not request.pending:
+            return NO_CLAIMS
+        return self._shared_or_computed(request, state)
+
+    def _shared_or_computed(self, request: Request, state: NodeState) -> Verdict:
+        shape = request.claims.shape
+        signature, hardware = self._signature(request, state)
+        rep = request.by_signature.get(signature) or self._by_signature.get((shape, signature))
+        if rep is None or not _still_current(self._inventory, rep[0]):
+            verdict = self._compute(request.pending, state, empty_key=(shape, hardware))
+            rep = self._by_signature[(shape, signature)] = (state, verdict)
+            request.by_signature[signature] = rep
+            return verdict
+        request.by_signature[signature] = rep
+        rep_state, rep_verdict = rep
+        if rep_state.view is state.view:
+            return rep_verdict
+        assert rep_verdict.outcome is not None
+        if rep_verdict.feasible:
+            return Verdict(feasible=True, outcome=rep_verdict.outcome,
+                           priority=rep_verdict.priority, claim_keys=rep_verdict.claim_keys,
+                           source=rep_state.view, target=state.view)
+        return from_outcome(map_outcome(rep_verdict.outcome, source=rep_state.view,
+                                        target=state.view),
+                            claim_keys=rep_verdict.claim_keys,
+                            unresolvable=rep_verdict.unresolvable)
+
+    def _signature(self, request: Request, state: NodeState) -> tuple[Hashable, Hashable]:
+        """(full signature, hardware signature), both including the selector matches."""
+        static = self.static.of(state)
+        matches = match_signature(flat_devices(state.view), request.kinds,
+                                  classes=self._inventory.classes,
+                                  class_matcher=self._inventory.class_matcher,
+                                  selector_matches=self._inventory.selectors.selector_matches)
+        return (static.full, matches), (static.hardware, matches)
+
+    def _compute(self, claims: Sequence[ResourceClaim], state: NodeState, *,
+                 empty_key: Hashable) -> Verdict:
+        keys = tuple(c.key for c in claims)
+        outcome = self.allocate(claims, state, state.allocated)
+        if outcome.feasible or outcome.error is not None:
+            return from_outcome(outcome, claim_keys=keys)
+        # Evicting pods frees devices; if the claims do not fit even on an empty
+        # node, the scheduler must not try preemption here. A search cut short by
+        # the step budget proves nothing, so that node stays resolvable. The answer
+        # depends on the hardware only, so nodes of one kind share it.
+        unresolvable = self._unfit_when_empty.get(empty_key)
+        if unresolvable is None:
+            on_empty = self.allocate(claims, state, AllocatedState())
+            settled = on_empty.error is None and on_empty.steps < self._step_budget
+            unresolvable = not on_empty.feasible and settled
+            self._unfit_when_empty[empty_key] = unresolvable
+        return from_outcome(outcome, claim_keys=keys, unresolvable=unresolvable)
+
+    def allocate(self, claims: Sequence[ResourceClaim], state: NodeState,
+                 allocated: AllocatedState) -> AllocationOutcome:
+        objective = _LazyObjective(lambda: make_objective(
+            node_view=state.view, allocated=allocated, config=self._topology, mode=self._mode),
+            first_fit=self._mode == "advisor")
+        return allocate(claims, node_view=state.view, classes=self._inventory.classes,
+                        allocated=allocated, features=self._features,
+                        class_matcher=self._inventory.class_matcher,
+                        selector_matches=self._inventory.selectors.selector_matches,
+                        objective=objective, step_budget=self._step_budget)
+
+    def answered(self, claims: PodClaims, node: str, state: NodeState
+                 ) -> AllocationOutcome | None:
+        """The allocation filter or prioritize found for this claim shape on `node`,
+        if the node is still at the version it was found at."""
+        answers = self._results.get(claims.shape)
+        entry = answers.verdicts.get(node) if answers is not None else None
+        if entry is None or entry[0] != state.view.version or not entry[1].feasible:
+            return None
+        outcome = entry[1].node_outcome()
+        return None if outcome is None else with_claim_keys(outcome, claims.pending)
+
+
+class _LazyObjective:
+    """The topology objective, built on first use: a node where nothing fits never
+    asks for a score, so it never pays for its topology."""
+
+    __slots__ = ("_build", "_built", "first_fit")
+
+    def __init__(self, build: Callable[[], Objective], *, first_fit: bool) -> None:
+        self._build = build
+        self._built: Objective | None = None
+        self.first_fit = first_fit
+
+    def _objective(self) -> Objective:
+        if self._built is None:
+            self._built = self._build()
+        return self._built
+
+    def score(self, picks: Sequence[Device]) -> float:
+        return self._objective().score(picks)
+
+    def is_perfect(self, score: float) -> bool:
+        return self._objective().is_perfect(score)
+
+    def twin_key(self, device: Device) -> Hashable | None:
+        twin = getattr(self._objective(), "twin_key", None)
+        return None if twin is None else twin(device)
+
+
+def request_of(claims: PodClaims) -> Request:
+    pending = claims.pending
+    return Request(claims=claims, pending=pending, kinds=request_kinds(pending))
+
+
+def allocated_elsewhere(claims: PodClaims, state: NodeState) -> str | None:
+    """Why an already-allocated claim rules the node out, if it does."""
+    for claim in claims.allocated:
+        selector = claim.allocation.node_selector if claim.allocation else None
+        if selector is not None and not selector.matches(state.view.node):
+            return (f"ResourceClaim {claim.key} is already allocated to devices that are "
+                    f"not available on node {state.view.node.name}")
+    return None
+
+
+def _still_current(inventory: Inventory, state: NodeState) -> bool:
+    """A representative is only trusted while its own snapshot is current: the
+    allocator reads classes and selector results besides the snapshot."""
+    return inventory.version(state.view.node.name) == state.view.version
+
+
+def with_claim_keys(outcome: AllocationOutcome, claims: Sequence[ResourceClaim]
+                    ) -> AllocationOutcome:
+    """Re-key a (possibly shared) outcome to this pod's pending claims, in order."""
+    keys = [c.key for c in claims]
+    if [ca.claim_key for ca in outcome.claims] == keys[:len(outcome.claims)]:
+        return outcome
+    return AllocationOutcome(
+        feasible=outcome.feasible, picks=outcome.picks, score=outcome.score,
+        reason=outcome.reason, error=outcome.error, steps=outcome.steps,
+        claims=tuple(ClaimAllocation(claim_key=k, allocation=ca.allocation)
+                     for k, ca in zip(keys, outcome.claims, strict=False)))
