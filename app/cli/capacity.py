@@ -1,0 +1,200 @@
+"""`drax capacity`: how many more pods of one shape fit now, per node and in total.
+
+The shape is the device claims one more pod would bring: a ResourceClaim's or
+ResourceClaimTemplate's spec, a Pod's claims (through its claims and
+templates), or `--gpus N [--nics M --same-root]`. Each node's number comes
+from `app.allocator.fits.count_fits`, the exact count of disjoint copies the
+metrics' capacity gauges also use; a number the search could not prove exact
+(step budget) is marked `>=`. The objects come from files, as `drax allocate`
+takes them, or from a live cluster listed once through `--kubeconfig`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any, Final, TextIO
+
+from app.allocator.fits import FitCount, count_fits, gpu_shape
+from app.cli.common import (
+    EXIT_INPUT,
+    InputError,
+    add_feature_gates_argument,
+    feature_gates,
+    inventory_from,
+    write_output,
+)
+from app.extender import ClaimResolver
+from app.features import FeatureGates
+from app.inventory import Inventory
+from app.model import ResourceClaim
+from app.sources.files import SourceError, load_objects
+
+SYNC_TIMEOUT_SECONDS: Final = 60.0
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "capacity", help="how many more pods of a shape fit, per node and in total",
+        description="Count, per node, the maximum number of disjoint allocations of a "
+                    "claim shape next to what is allocated now (exact search, not a greedy "
+                    "guess), and their total.")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--objects", nargs="+", metavar="PATH",
+                        help="YAML/JSON files or folders with the objects")
+    source.add_argument("--kubeconfig", metavar="PATH", help="list a live cluster once")
+    shape = parser.add_mutually_exclusive_group(required=True)
+    shape.add_argument("--claim", metavar="NAMESPACE/NAME", help="a ResourceClaim's spec")
+    shape.add_argument("--template", metavar="NAMESPACE/NAME",
+                       help="a ResourceClaimTemplate's spec")
+    shape.add_argument("--pod", metavar="NAMESPACE/NAME", help="a Pod's claims")
+    shape.add_argument("--gpus", type=int, metavar="N", help="N GPUs of class --gpu-class")
+    parser.add_argument("--nics", type=int, default=0, metavar="M",
+                        help="with --gpus: M NICs of class --nic-class")
+    parser.add_argument("--same-root", action="store_true",
+                        help="with --nics: GPUs and NICs on one PCIe root")
+    parser.add_argument("--gpu-class", default="gpu.nvidia.com")
+    parser.add_argument("--nic-class", default="rdma.dra.net")
+    parser.add_argument("--node", action="append", default=[], metavar="NAME",
+                        help="count only this node (repeatable)")
+    add_feature_gates_argument(parser)
+    parser.add_argument("-o", "--output", choices=("json", "table"), default="table")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace, *, out: TextIO | None = None,
+        err: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    err = err or sys.stderr
+    try:
+        features = feature_gates(args.feature_gates)
+        inventory = _inventory(args)
+        shape = shape_of(args, inventory)
+        nodes = list(args.node) or inventory.node_names()
+        unknown = [n for n in nodes if inventory.node_state(n) is None]
+        if unknown:
+            raise InputError(f"unknown node(s): {', '.join(unknown)}")
+    except InputError as exc:
+        print(f"drax capacity: {exc}", file=err)
+        return EXIT_INPUT
+    counts = capacity(inventory, shape, nodes=nodes, features=features)
+    errors = {n: c.error for n, c in counts.items() if c.error}
+    if errors and len(errors) == len(counts):
+        print(f"drax capacity: {next(iter(errors.values()))}", file=err)
+        return EXIT_INPUT
+    document = {"total": sum(c.count for c in counts.values()),
+                "nodes": {n: c.count for n, c in counts.items()}}
+    write_output(out, args.output, document=document, table=lambda: render_table(counts))
+    return 0
+
+
+def capacity(inventory: Inventory, shape: Sequence[ResourceClaim], *, nodes: Sequence[str],
+             features: FeatureGates) -> dict[str, FitCount]:
+    out = {}
+    for name in nodes:
+        state = inventory.node_state(name)
+        assert state is not None
+        out[name] = count_fits(shape, state.view, classes=inventory.classes,
+                               allocated=state.allocated, features=features,
+                               class_matcher=inventory.class_matcher,
+                               selector_matches=inventory.selectors.selector_matches)
+    return out
+
+
+def shape_of(args: argparse.Namespace, inventory: Inventory) -> list[ResourceClaim]:
+    """The claims one more pod of the asked shape would bring, none allocated."""
+    if args.gpus is not None:
+        try:
+            return [gpu_shape(gpus=args.gpus, nics=args.nics, same_root=args.same_root,
+                              gpu_class=args.gpu_class, nic_class=args.nic_class)]
+        except ValueError as exc:
+            raise InputError(f"--gpus: {exc}") from None
+    if args.nics or args.same_root:
+        raise InputError("--nics and --same-root go with --gpus")
+    if args.claim:
+        claim = inventory.claim(_key(args.claim, "--claim"))
+        if claim is None:
+            raise InputError(f"ResourceClaim {args.claim} is not among the objects")
+        return [_fresh(claim)]
+    if args.template:
+        key = _key(args.template, "--template")
+        template = next((t for t in inventory.templates() if f"{t.namespace}/{t.name}" == key),
+                        None)
+        if template is None:
+            raise InputError(f"ResourceClaimTemplate {args.template} is not among the objects")
+        return [ResourceClaim(namespace=template.namespace, name=template.name,
+                              spec=template.spec)]
+    pod = inventory.pod(_key(args.pod, "--pod"))
+    if pod is None:
+        raise InputError(f"pod {args.pod} is not among the objects")
+    claims = ClaimResolver(inventory, generate=True).resolve(pod)
+    if claims.problem is not None:
+        raise InputError(f"pod {args.pod}: {claims.problem}")
+    return [_fresh(c) for c in claims.claims]
+
+
+def _fresh(claim: ResourceClaim) -> ResourceClaim:
+    return replace(claim, allocation=None, reserved_for=(), uid="")
+
+
+def _key(text: str, flag: str) -> str:
+    namespace, sep, name = text.partition("/")
+    if not sep or not namespace or not name:
+        raise InputError(f"{flag}: expected NAMESPACE/NAME, got {text!r}")
+    return text
+
+
+def _inventory(args: argparse.Namespace) -> Inventory:
+    if args.objects:
+        try:
+            return inventory_from(load_objects(args.objects))
+        except SourceError as exc:
+            raise InputError(str(exc)) from None
+    return asyncio.run(_listed(args.kubeconfig))
+
+
+async def _listed(kubeconfig: str) -> Inventory:
+    """The cluster's objects, listed once by the informers `drax serve` runs."""
+    from prometheus_client import CollectorRegistry
+
+    from app.sources.kube import (
+        WATCHED_KINDS,
+        KubeConfigError,
+        KubeSource,
+        WatchMetrics,
+        api_client,
+    )
+
+    try:
+        api = await api_client(kubeconfig=kubeconfig)
+    except KubeConfigError as exc:
+        raise InputError(str(exc)) from None
+    inventory = Inventory()
+    metrics = WatchMetrics(CollectorRegistry(), kinds=[w.kind for w in WATCHED_KINDS])
+    source = KubeSource(api, inventory, metrics=metrics)
+    source.start()
+    try:
+        async with asyncio.timeout(SYNC_TIMEOUT_SECONDS):
+            while not inventory.synced:
+                await asyncio.sleep(0.05)
+    except TimeoutError:
+        raise InputError(f"{kubeconfig}: the cluster was not listed within "
+                         f"{SYNC_TIMEOUT_SECONDS:.0f}s") from None
+    finally:
+        await source.stop()
+        await api.close()
+    return inventory
+
+
+def render_table(counts: Mapping[str, FitCount]) -> str:
+    rows = [("NODE", "FITS")]
+    for name, fit in counts.items():
+        text = f"error: {fit.error}" if fit.error else (
+            str(fit.count) if fit.exact else f">={fit.count}")
+        rows.append((name, text))
+    rows.append(("TOTAL", str(sum(c.count for c in counts.values()))))
+    width = max(len(r[0]) for r in rows)
+    return "".join(f"{a.ljust(width)}  {b}\n" for a, b in rows)
