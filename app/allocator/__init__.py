@@ -60,12 +60,23 @@ def allocate(
         selector_matches=matches, objective=objective, step_budget=step_budget)
     try:
         search.prepare()
-        solution = search.run()
+        try:
+            solution = search.run()
+        except AllocationError:
+            if not search.best_mode or objective is None:
+                raise
+            # Looking past the first fit reached a device whose selector fails
+            # at runtime; upstream never evaluates it, so its answer stands.
+            return allocate(claims, node_view=node_view, classes=classes,
+                            allocated=allocated, features=features,
+                            class_matcher=class_matcher, selector_matches=selector_matches,
+                            objective=_FirstFit(objective), step_budget=step_budget,
+                            new_share_id=new_share_id)
         if solution is None:
             return AllocationOutcome(feasible=False, reason=explain(search), steps=search.steps,
                                      invalid_pools=tuple(
                                          f"{p.driver}/{p.name}" for p in node_view.pools
-                                         if p.invalid_reason is not None))
+                                         if p.complete and p.invalid_reason is not None))
         share_id = new_share_id or _new_share_id
         allocations = tuple(
             ClaimAllocation(claim_key=claim.key, allocation=claim_allocation(
@@ -80,6 +91,22 @@ def allocate(
                   for p in claim_picks)
     return AllocationOutcome(feasible=True, claims=allocations, picks=picks,
                              score=solution.score, steps=search.steps)
+
+
+class _FirstFit:
+    """An objective's scores, with upstream's first fit as the search."""
+
+    __slots__ = ("_objective",)
+    first_fit = True
+
+    def __init__(self, objective: Objective) -> None:
+        self._objective = objective
+
+    def score(self, picks: Sequence[Device]) -> float:
+        return self._objective.score(picks)
+
+    def is_perfect(self, score: float) -> bool:
+        return self._objective.is_perfect(score)
 
 
 def _cel_matches(expression: str, device: Device) -> bool:

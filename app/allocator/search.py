@@ -607,12 +607,13 @@ class Search:
             return MAXED
         if request.all_devices is not None:
             return self._all_slot(request, si, di, in_sub)
-        # Later slots of this request take later devices, so this slot must
-        # leave enough devices after it.
+        # Every later device is tried, even where too few remain for the
+        # request's later slots: upstream evaluates their selectors, and a CEL
+        # runtime error there is its answer.
         twins: set[Hashable] | None = (
             set() if self._twin is not None and not request.admin else None)
         key = None
-        for index in range(start, len(self.devices) - (request.num_devices - di) + 1):
+        for index in range(start, len(self.devices)):
             self._tick()
             if self.in_use(request, index, ci) or not self.selectable(request, index):
                 continue

@@ -265,3 +265,21 @@ def test_best_mode_ranks_topology_under_the_earliest_choices() -> None:
     verify(Case("x", claims=PCI_CLAIMS, slices=[weighted], objective=ByWeight(),
                 expect=[["r:pool-1/g-3", "r:pool-1/g-4"],
                         ["r/all-pci-2:pool-1/g-0", "r/all-pci-2:pool-1/g-1"]]))
+
+
+def test_best_mode_keeps_the_first_fit_when_a_later_device_errors() -> None:
+    # Upstream's first fit stops at d-0 and never evaluates the selector on
+    # d-3; best mode would, so it falls back to the first fit, not an error.
+    def errors_on_d3(expression: str, device: Device) -> bool:
+        if device.name == "d-3":
+            raise CelEvalError(f"selector {expression!r} on device {device.id}: no such key")
+        return True
+
+    claims = [parse_object("ResourceClaim", claim("c", req("r", "any", selectors=["e"])))]
+    common = dict(node_view=node_view([WEIGHTED], node_obj()),
+                  classes=parse_classes(DEFAULT_CLASSES), allocated=AllocatedState(),
+                  features=FeatureGates(), selector_matches=errors_on_d3)
+    best = allocate(claims, objective=ByWeight(), **common)  # type: ignore[arg-type]
+    first = allocate(claims, objective=ByWeight(first_fit=True), **common)  # type: ignore[arg-type]
+    assert best.feasible and best.claims == first.claims
+    assert [r.device for r in best.claims[0].allocation.results] == ["d-0"]
