@@ -4,7 +4,7 @@ Precedence, lowest first: built-in defaults < a YAML file (`--config`, shaped
 like `config/drax.yaml`) < environment variables `DRAX_<KEY>` < command-line
 flags. One flat table of keys (`FIELDS`) drives the file, the environment and
 the validation, so a key added here is settable everywhere with one edit and
-`config/drax.yaml` documents the same names. Nested sections (`topology`)
+`config/drax.yaml` documents the same names. Nested sections (`topology`, `capacity`)
 are handed to their owner's parser untouched.
 
 Bad settings raise `ConfigError` naming the layer and the key: a typo in a
@@ -46,6 +46,8 @@ class Settings:
     mode: str = "allocator"
     feature_gates: Mapping[str, bool] = field(default_factory=dict)
     topology: Mapping[str, Any] = field(default_factory=dict)
+    # Claim shapes whose remaining capacity /metrics reports (app.observability).
+    capacity: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def features(self) -> FeatureGates:
@@ -110,7 +112,7 @@ def _as_section(value: Any, key: str) -> dict[str, Any]:
 
 
 # Setting name -> converter. The file uses these names; the environment uses
-# DRAX_<NAME upper-cased>; `topology` only exists in files (it is nested).
+# DRAX_<NAME upper-cased>; `topology` and `capacity` only exist in files (nested).
 FIELDS: Final[dict[str, Callable[[Any, str], Any]]] = {
     "host": _as_str,
     "port": _as_int,
@@ -123,8 +125,9 @@ FIELDS: Final[dict[str, Callable[[Any, str], Any]]] = {
     "mode": _as_str,
     "feature_gates": _as_gates,
     "topology": _as_section,
+    "capacity": _as_section,
 }
-ENV_FIELDS: Final = tuple(k for k in FIELDS if k != "topology")
+ENV_FIELDS: Final = tuple(k for k in FIELDS if k not in ("topology", "capacity"))
 
 
 def _convert(raw: Mapping[str, Any], where: str) -> dict[str, Any]:

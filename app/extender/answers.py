@@ -41,6 +41,7 @@ from app.extender.signature import (
 from app.features import FeatureGates
 from app.inventory import Inventory, NodeState
 from app.model import Device, ResourceClaim
+from app.observability.stats import SearchStats
 from app.topology import TopologyConfig, make_objective, priority
 
 _SHAPES_CACHED: Final = 256
@@ -145,9 +146,10 @@ class AnswerBook:
     """Per claim shape, every asked node's verdict, kept current (see module doc)."""
 
     def __init__(self, inventory: Inventory, *, features: FeatureGates, mode: str,
-                 topology_config: TopologyConfig, step_budget: int = DEFAULT_STEP_BUDGET
-                 ) -> None:
+                 topology_config: TopologyConfig, step_budget: int = DEFAULT_STEP_BUDGET,
+                 stats: SearchStats | None = None) -> None:
         self._inventory = inventory
+        self.stats = stats or SearchStats()
         self._features = features
         self._mode = mode
         self._topology = topology_config
@@ -190,6 +192,7 @@ class AnswerBook:
         return answers
 
     def refresh(self, request: Request, answers: Answers, name: str) -> None:
+        self.stats.answers_computed += 1
         version = self._inventory.version(name)
         verdict = self._verdict_for(request, name)
         answers.verdicts[name] = (version, verdict)
@@ -265,11 +268,14 @@ class AnswerBook:
         objective = _LazyObjective(lambda: make_objective(
             node_view=state.view, allocated=allocated, config=self._topology, mode=self._mode),
             first_fit=self._mode == "advisor")
-        return allocate(claims, node_view=state.view, classes=self._inventory.classes,
-                        allocated=allocated, features=self._features,
-                        class_matcher=self._inventory.class_matcher,
-                        selector_matches=self._inventory.selectors.selector_matches,
-                        objective=objective, step_budget=self._step_budget)
+        outcome = allocate(claims, node_view=state.view, classes=self._inventory.classes,
+                           allocated=allocated, features=self._features,
+                           class_matcher=self._inventory.class_matcher,
+                           selector_matches=self._inventory.selectors.selector_matches,
+                           objective=objective, step_budget=self._step_budget)
+        self.stats.searched(outcome.steps, cut=outcome.steps >= self._step_budget
+                            and not outcome.feasible and outcome.error is None)
+        return outcome
 
     def answered(self, claims: PodClaims, node: str, state: NodeState
                  ) -> AllocationOutcome | None:

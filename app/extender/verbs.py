@@ -44,6 +44,7 @@ from app.extender.warming import Warmer
 from app.features import FeatureGates
 from app.inventory import Inventory
 from app.model import Pod
+from app.observability.stats import SearchStats
 from app.topology import TopologyConfig
 
 _POD_CACHE_SIZE: Final = 10_000
@@ -278,6 +279,16 @@ class Extender:
         if self._warmer.last_call == bound_at:
             self._book.current(request)
 
+
+    @property
+    def stats(self) -> SearchStats:
+        """Counters of the allocator searches and answers this extender computed."""
+        return self._book.stats
+
+    @property
+    def last_request(self) -> float:
+        """When a verb request last arrived (time.monotonic)."""
+        return self._warmer.last_call
 
     def note_request(self) -> None:
         """A request has arrived (the server calls this before reading its body):

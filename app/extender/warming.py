@@ -127,7 +127,9 @@ class Warmer:
         self._warmed_shapes = set(shapes)
         names = inv.node_names() if changed is None else sorted(changed)
         self._full_pass_done = False
+        stats = self._book.stats
         for scanned, name in enumerate(names):
+            stats.warming_backlog = len(names) - scanned
             if scanned % _WARM_SCAN == _WARM_SCAN - 1:
                 yield
             if self._warmed_versions.get(name) == inv.version(name):
@@ -150,6 +152,7 @@ class Warmer:
                 self._warmed_devices[name] = devices
             self._warmed_versions[name] = state.view.version
             yield
+        stats.warming_backlog = 0
         self._full_pass_done = changed is None
 
     def _warm_selectors(self, devices: Sequence[Device], kinds: Sequence[Any]) -> None:

@@ -17,6 +17,7 @@ scheduler ignores while keeping the other scores.
 
 from __future__ import annotations
 
+import collections
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -29,6 +30,7 @@ from starlette.responses import Response
 
 from app import __version__
 from app.model import Pod
+from app.observability.reasons import bind_cause, filter_reason
 from app.server import metrics, wire
 from app.server.wire import BadRequest
 
@@ -117,23 +119,42 @@ class ExtenderEdge:
         self._passed = metrics.FILTERED_NODES.labels(result="passed")
         self._failed = metrics.FILTERED_NODES.labels(result="failed")
         self._unresolvable = metrics.FILTERED_NODES.labels(result="unresolvable")
+        self._scores = {int(s): metrics.PRIORITIZE_SCORES.labels(score=s)
+                        for s in metrics.SCORES}
+        self._bound = metrics.PODS_BOUND
+        self._stats = getattr(verbs, "stats", None)
 
     def endpoint(self, verb: str) -> Callable[[Request], Awaitable[Response]]:
         handler: Handler = getattr(self, f"_{verb}")
         latency = metrics.REQUEST_SECONDS.labels(verb=verb)
         counts = {o: metrics.REQUESTS.labels(verb=verb, outcome=o) for o in metrics.OUTCOMES}
+        in_flight = metrics.IN_FLIGHT.labels(verb=verb)
+        request_bytes = metrics.REQUEST_BYTES.labels(verb=verb)
+        response_bytes = metrics.RESPONSE_BYTES.labels(verb=verb)
 
         async def serve(request: Request) -> Response:
             start = time.perf_counter()
             if self.on_request is not None:
                 self.on_request()
+            in_flight.inc()
+            try:
+                response = await answer(request)
+            finally:
+                in_flight.dec()
+            response_bytes.observe(len(response.body))
+            latency.observe(time.perf_counter() - start)
+            return response
+
+        async def answer(request: Request) -> Response:
             doc: Any = None
             try:
                 if not _json_content_type(request):
                     raise BadRequest(f"unsupported Content-Type "
                                      f"{request.headers.get('content-type')!r}; send {JSON}",
                                      status=415)
-                doc = wire.decode(await read_body(request, limit=self.max_body_bytes))
+                body = await read_body(request, limit=self.max_body_bytes)
+                request_bytes.observe(len(body))
+                doc = wire.decode(body)
                 payload = await handler(doc)
                 response = _json(payload)
                 outcome = "error" if isinstance(payload, dict) and payload.get("Error") else "ok"
@@ -149,7 +170,6 @@ class ExtenderEdge:
                             "whole body", verb)
                 response, outcome = _json({"error": "incomplete body"}, 400), "bad_request"
             counts[outcome].inc()
-            latency.observe(time.perf_counter() - start)
             return response
 
         return serve
@@ -158,6 +178,7 @@ class ExtenderEdge:
         args = wire.parse_extender_args(doc)
         if not self.ready():
             return wire.error_filter_result(NOT_SYNCED)
+        computed = self._computed()
         try:
             result = self.verbs.filter(args.pod, args.node_names)
         except Exception as exc:
@@ -166,6 +187,8 @@ class ExtenderEdge:
         self._passed.inc(len(result.passed))
         self._failed.inc(len(result.failed))
         self._unresolvable.inc(len(result.unresolvable))
+        _count_rejections(result.failed, result.unresolvable)
+        self._count_hits(len(args.node_names), since=computed)
         return wire.filter_result(args, passed=result.passed, failed=result.failed,
                                   unresolvable=result.unresolvable, error=result.error)
 
@@ -175,16 +198,37 @@ class ExtenderEdge:
         # prioritize call and keeps the other scores, which is what a 503 gets.
         if not self.ready():
             raise InternalError(NOT_SYNCED)
+        computed = self._computed()
         try:
             scores = self.verbs.prioritize(args.pod, args.node_names)
         except Exception as exc:
             log.exception("prioritize failed for pod %s", args.pod.key)
             raise InternalError(f"drax prioritize failed: {exc}") from None
+        self._count_hits(len(args.node_names), since=computed)
+        # Counted per distinct score (C-level Counter), not per node: at 5,000
+        # nodes a per-node observation would cost more than the answer.
+        by_score = collections.Counter(score for _, score in scores)
+        by_score[0] += len(args.node_names) - len(scores)
+        for score, n in by_score.items():
+            counter = self._scores.get(score)
+            if counter is not None and n > 0:
+                counter.inc(n)
         return wire.host_priority_list(scores)
+
+    def _computed(self) -> int:
+        return self._stats.answers_computed if self._stats is not None else 0
+
+    def _count_hits(self, nodes: int, *, since: int) -> None:
+        # The verbs run without awaiting, so every verdict computed meanwhile
+        # was computed for this call: the other nodes were answered from cache.
+        hits = nodes - (self._computed() - since)
+        if hits > 0:
+            metrics.ANSWER_CACHE_HITS.inc(hits)
 
     async def _bind(self, doc: Any) -> Any:
         args = wire.parse_binding_args(doc)
         if not self.ready():
+            metrics.BIND_FAILURES.labels(cause="not_synced").inc()
             return wire.binding_result(NOT_SYNCED)
         try:
             error = await self.verbs.bind(namespace=args.namespace, name=args.name,
@@ -192,6 +236,10 @@ class ExtenderEdge:
         except Exception as exc:
             log.exception("bind failed for pod %s/%s", args.namespace, args.name)
             error = f"drax bind failed: {exc}"
+        if error is None:
+            self._bound.inc()
+        else:
+            metrics.BIND_FAILURES.labels(cause=bind_cause(error)).inc()
         return wire.binding_result(error)
 
     async def _preempt(self, doc: Any) -> Any:
@@ -200,6 +248,19 @@ class ExtenderEdge:
         # scheduler's own DynamicResources plugin does not simulate either.
         _, victims = wire.parse_preemption_args(doc)
         return wire.preemption_result(victims)
+
+
+def _count_rejections(*by_node: Mapping[str, str]) -> None:
+    # One Counter over the texts, then one classification per distinct text:
+    # thousands of failed nodes share a handful of reasons.
+    texts: collections.Counter[str] = collections.Counter()
+    for reasons in by_node:
+        texts.update(reasons.values())
+    per_category: collections.Counter[str] = collections.Counter()
+    for text, n in texts.items():
+        per_category[filter_reason(text)] += n
+    for category, n in per_category.items():
+        metrics.FILTER_REJECTIONS.labels(reason=category).inc(n)
 
 
 VERBS: Final = ("filter", "prioritize", "bind", "preempt")

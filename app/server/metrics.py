@@ -14,11 +14,14 @@ from typing import Final
 from prometheus_client import (
     CollectorRegistry,
     Counter,
+    Gauge,
     GCCollector,
     Histogram,
     ProcessCollector,
 )
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+
+from app.observability.reasons import BIND_CAUSES, FILTER_REASONS
 
 REGISTRY: Final = CollectorRegistry(auto_describe=True)
 # Memory, CPU and collector activity: the inventory's size and the GC tuning
@@ -44,8 +47,60 @@ FILTERED_NODES: Final = Counter(
     "Nodes judged by filter: passed, failed (preemption may help), unresolvable.",
     ["result"], registry=REGISTRY)
 
+# 256 B (a filter for a few nodes with nodeCacheCapable) .. 16 MiB (max_body_bytes).
+SIZE_BUCKETS: Final = tuple(float(4 ** k * 256) for k in range(9))
+
+IN_FLIGHT: Final = Gauge(
+    "drax_requests_in_flight", "Extender calls being answered now, by verb.",
+    ["verb"], registry=REGISTRY)
+
+REQUEST_BYTES: Final = Histogram(
+    "drax_request_body_bytes", "Size of the request body of an extender call, by verb.",
+    ["verb"], buckets=SIZE_BUCKETS, registry=REGISTRY)
+
+RESPONSE_BYTES: Final = Histogram(
+    "drax_response_body_bytes", "Size of drax's answer to an extender call, by verb.",
+    ["verb"], buckets=SIZE_BUCKETS, registry=REGISTRY)
+
+FILTER_REJECTIONS: Final = Counter(
+    "drax_filter_node_rejections_total",
+    "Nodes filter ruled out, by reason category (docs/metrics.md lists them).",
+    ["reason"], registry=REGISTRY)
+
+PRIORITIZE_SCORES: Final = Counter(
+    "drax_prioritize_node_scores_total",
+    "Node scores prioritize answered (0..10; a node left out counts as 0).",
+    ["score"], registry=REGISTRY)
+
+PODS_BOUND: Final = Counter(
+    "drax_pods_bound_total", "Pods bind placed (claims allocated and reserved, pod bound).",
+    registry=REGISTRY)
+
+BIND_FAILURES: Final = Counter(
+    "drax_bind_failures_total", "Bind calls that answered with an error, by cause.",
+    ["cause"], registry=REGISTRY)
+
+TIER_NAMES: Final = ("spanning", "one_numa", "one_pcie_root")
+PLACEMENTS: Final = Counter(
+    "drax_bound_placements_total",
+    "Pods bound with devices, by claim shape and the locality tier of all their devices "
+    "(one_pcie_root, one_numa, spanning; no_topology when none publishes a topology).",
+    ["shape", "tier"], registry=REGISTRY)
+
+BOUND_GPUS: Final = Counter(
+    "drax_bound_gpus_total",
+    "Accelerators bound, by claim shape and NIC pairing: same_root (a NIC of the pod on "
+    "its PCIe root), other_root (the pod has NICs, none on its root), no_nic.",
+    ["shape", "nic"], registry=REGISTRY)
+
+ANSWER_CACHE_HITS: Final = Counter(
+    "drax_answer_cache_hits_total",
+    "Nodes filter or prioritize answered from a kept, current verdict "
+    "(misses: drax_answer_cache_misses_total).", registry=REGISTRY)
+
 OUTCOMES: Final = ("ok", "error", "bad_request")
 VERBS: Final = ("filter", "prioritize", "bind", "preempt")
+SCORES: Final = tuple(str(s) for s in range(11))
 
 
 def _prefill() -> None:
@@ -55,8 +110,18 @@ def _prefill() -> None:
         REQUEST_SECONDS.labels(verb=verb)
         for outcome in OUTCOMES:
             REQUESTS.labels(verb=verb, outcome=outcome)
+    for verb in VERBS:
+        IN_FLIGHT.labels(verb=verb)
+        REQUEST_BYTES.labels(verb=verb)
+        RESPONSE_BYTES.labels(verb=verb)
     for result in ("passed", "failed", "unresolvable"):
         FILTERED_NODES.labels(result=result)
+    for reason in FILTER_REASONS:
+        FILTER_REJECTIONS.labels(reason=reason)
+    for score in SCORES:
+        PRIORITIZE_SCORES.labels(score=score)
+    for cause in BIND_CAUSES:
+        BIND_FAILURES.labels(cause=cause)
 
 
 _prefill()

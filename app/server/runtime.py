@@ -27,13 +27,17 @@ from typing import Any, Final
 
 from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
+from prometheus_client.registry import Collector
 
 from app.allocator.types import ClaimAllocation
 from app.binder import BindMetrics, KubeBinder
 from app.config import ConfigError, Settings
 from app.extender import Binder, BindError, Extender
+from app.extender.binder import MemoryBinder
 from app.inventory import KINDS, Inventory
 from app.model import InvalidObject, Pod, ResourceClaim
+from app.observability.inventory import CapacityShape, InventoryObserver, parse_capacity
+from app.observability.placement import PlacementRecorder
 from app.server import metrics
 from app.server.app import Lifespan, create_app
 from app.server.collector import collector_paused
@@ -152,6 +156,26 @@ class DeferredBinder:
         await self.target.bind(pod=pod, node=node, allocations=allocations, reserve=reserve)
 
 
+def capacity_shapes(settings: Settings) -> tuple[CapacityShape, ...]:
+    try:
+        return parse_capacity(settings.capacity)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+# Collectors a previous `build_runtime` put on a registry: a process (a test
+# session) may build several runtimes over the one default registry.
+_installed: dict[int, list[Collector]] = {}
+
+
+def _install(registry: CollectorRegistry, collectors: list[Collector]) -> None:
+    for old in _installed.pop(id(registry), []):
+        registry.unregister(old)
+    for collector in collectors:
+        registry.register(collector)
+    _installed[id(registry)] = collectors
+
+
 def build_runtime(settings: Settings, *,
                   registry: CollectorRegistry = metrics.REGISTRY) -> Runtime:
     """Everything `drax serve` runs; file sources are fully loaded on return.
@@ -160,6 +184,7 @@ def build_runtime(settings: Settings, *,
     """
     source = choose_source(settings)
     topology = topology_config(settings)
+    shapes = capacity_shapes(settings)
     if settings.kubeconfig and not Path(settings.kubeconfig).is_file():
         # Caught here, not when the lifespan connects, so the error is one line.
         raise ConfigError(f"kubeconfig: {settings.kubeconfig}: no such file")
@@ -168,7 +193,9 @@ def build_runtime(settings: Settings, *,
         inventory = Inventory(expected_kinds=[w.kind for w in WATCHED_KINDS])
         binder = DeferredBinder() if settings.mode == "allocator" else None
         extender = Extender(inventory, features=settings.features, mode=settings.mode,
-                            topology_config=topology, binder=binder)
+                            topology_config=topology,
+                            binder=None if binder is None else PlacementRecorder(
+                                binder, inventory=inventory, config=topology))
         lifespan = _kube_lifespan(settings, inventory, binder, registry)
     else:
         inventory = Inventory()
@@ -177,13 +204,44 @@ def build_runtime(settings: Settings, *,
         log.info("loaded %d objects from %s (%d invalid, skipped)", report.applied,
                  ", ".join(map(str, paths)), report.invalid)
         extender = Extender(inventory, features=settings.features, mode=settings.mode,
-                            topology_config=topology, file_mode=True)
+                            topology_config=topology, file_mode=True,
+                            binder=PlacementRecorder(MemoryBinder(inventory),
+                                                     inventory=inventory, config=topology))
         warm_fully(extender)
+    observer = InventoryObserver(inventory, config=topology, features=settings.features,
+                                 shapes=shapes, stats=extender.stats)
+    extra: list[Collector] = [observer]
+    if source != "kube":
+        extra.append(InventorySizes(inventory))  # kube mode registers its own
+    _install(registry, extra)
+    lifespan = _observing(observer, extender, lifespan)
     app = create_app(verbs=extender, ready=lambda: inventory.synced,
                      max_body_bytes=settings.max_body_bytes, url_prefix=settings.url_prefix,
                      mode=settings.mode, info={"source": source},
                      lifespan=_warming(extender, lifespan), on_request=extender.note_request)
     return Runtime(settings=settings, source=source, inventory=inventory, app=app)
+
+
+def _observing(observer: InventoryObserver, extender: Extender,
+               inner: Lifespan | None) -> Lifespan:
+    """`inner` plus the background inventory walk behind the inventory and
+    capacity metrics; it waits for the scheduler to be quiet, like warming."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        async with contextlib.AsyncExitStack() as stack:
+            if inner is not None:
+                await stack.enter_async_context(inner(app))
+            task = asyncio.get_running_loop().create_task(
+                observer.run(quiet=lambda: time.monotonic() - extender.last_request > 0.005))
+            try:
+                yield
+            finally:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+    return lifespan
 
 
 def _warming(extender: Extender, inner: Lifespan | None) -> Lifespan:

@@ -1,0 +1,363 @@
+"""Inventory, fragmentation and capacity gauges, computed in the background.
+
+Walking every node (device states, PCIe roots, how many more pods of each
+configured shape fit) costs milliseconds per node for capacity, far too much
+for a verb or even a scrape at 5,000 nodes. `InventoryObserver.run` does it
+in slices on the event loop between requests, only for nodes whose version
+changed since their last visit, and `collect` serves the last complete
+snapshot. Capacity uses `app.allocator.fits.max_fits`, the same exact count
+`drax capacity` prints, never a second formula.
+
+Shared (non-node-local) pools are seen from many nodes; their devices and
+pools are counted once. Capacity is per node, so a shared device may be
+counted by every node that can reach it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+)
+from prometheus_client.registry import Collector
+
+from app.allocator.fits import GPU_CLASS, NIC_CLASS, ROOT_ATTRIBUTE, gpu_shape, max_fits
+from app.allocator.types import AllocatedState, NodeView
+from app.features import FeatureGates
+from app.inventory import Inventory, NodeState
+from app.model import Device, ResourceClaim
+from app.observability.stats import STEP_BUCKETS, SearchStats
+from app.topology import TopologyConfig, node_topology
+
+DEVICE_STATES: Final = ("free", "allocated", "partly_consumed", "tainted")
+POOL_STATES: Final = ("valid", "invalid", "incomplete")
+FREE_BUCKETS: Final = (0.0, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0)
+TOP_FRAGMENTED: Final = 10
+_SLICE_SECONDS: Final = 0.002  # one slice of the walk before yielding the loop
+
+
+@dataclass(slots=True, frozen=True)
+class CapacityShape:
+    """One entry of `capacity.shapes`: a pod asking for `gpus` GPUs and `nics` NICs."""
+
+    name: str
+    gpus: int
+    nics: int = 0
+    same_root: bool = False
+    gpu_class: str = GPU_CLASS
+    nic_class: str = NIC_CLASS
+
+    def claim(self) -> ResourceClaim:
+        return gpu_shape(gpus=self.gpus, nics=self.nics, same_root=self.same_root,
+                         gpu_class=self.gpu_class, nic_class=self.nic_class,
+                         root_attribute=ROOT_ATTRIBUTE)
+
+
+DEFAULT_SHAPES: Final = (
+    CapacityShape(name="1-gpu", gpus=1),
+    CapacityShape(name="2-gpu-1-nic-same-root", gpus=2, nics=1, same_root=True),
+    CapacityShape(name="8-gpu", gpus=8),
+)
+_SHAPE_KEYS: Final = ("name", "gpus", "nics", "same_root", "gpu_class", "nic_class")
+
+
+def parse_capacity(section: Mapping[str, Any]) -> tuple[CapacityShape, ...]:
+    """The `capacity:` config section; ValueError names the bad entry."""
+    unknown = sorted(set(section) - {"shapes"})
+    if unknown:
+        raise ValueError(f"capacity: unknown key(s) {', '.join(unknown)}; known: shapes")
+    raw = section.get("shapes")
+    if raw is None:
+        return DEFAULT_SHAPES
+    if not isinstance(raw, list):
+        raise ValueError(f"capacity.shapes: expected a list, got {raw!r}")
+    shapes = []
+    for i, entry in enumerate(raw):
+        where = f"capacity.shapes[{i}]"
+        if not isinstance(entry, Mapping):
+            raise ValueError(f"{where}: expected a mapping, got {entry!r}")
+        bad = sorted(set(entry) - set(_SHAPE_KEYS))
+        if bad:
+            raise ValueError(f"{where}: unknown key(s) {', '.join(bad)}; "
+                             f"known: {', '.join(_SHAPE_KEYS)}")
+        name, gpus, nics = entry.get("name"), entry.get("gpus"), entry.get("nics", 0)
+        same_root = entry.get("same_root", False)
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"{where}.name: expected a non-empty string, got {name!r}")
+        if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
+            raise ValueError(f"{where}.gpus: expected an integer >= 1, got {gpus!r}")
+        if isinstance(nics, bool) or not isinstance(nics, int) or nics < 0:
+            raise ValueError(f"{where}.nics: expected an integer >= 0, got {nics!r}")
+        if not isinstance(same_root, bool) or (same_root and not nics):
+            raise ValueError(f"{where}.same_root: expected true (with nics) or false, "
+                             f"got {same_root!r}")
+        shapes.append(CapacityShape(
+            name=name, gpus=gpus, nics=nics, same_root=same_root,
+            gpu_class=str(entry.get("gpu_class", GPU_CLASS)),
+            nic_class=str(entry.get("nic_class", NIC_CLASS))))
+    if len({s.name for s in shapes}) != len(shapes):
+        raise ValueError("capacity.shapes: shape names must be unique")
+    return tuple(shapes)
+
+
+@dataclass(slots=True, frozen=True)
+class NodeStats:
+    """One node at one version: its devices' states, roots, capacity per shape."""
+
+    version: int
+    devices: Mapping[str, tuple[str, str]]  # device id -> (driver, state)
+    pools: Mapping[tuple[str, str], str]  # pool key -> state
+    free: int  # free devices of node-local pools
+    stranded: int  # free GPU units whose root has NICs, none of them free
+    fragmented: int  # free GPU units on roots that are partly used
+    capacity: Mapping[str, int]
+
+
+@dataclass(slots=True)
+class Snapshot:
+    devices: Counter[tuple[str, str]] = field(default_factory=Counter)
+    pools: Counter[str] = field(default_factory=Counter)
+    stranded: int = 0
+    free_per_node: list[int] = field(default_factory=list)
+    fragmented: list[tuple[str, int]] = field(default_factory=list)
+    capacity: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0  # how long the walk that built it took, loop yields included
+    complete: bool = False
+
+
+def _device_state(device: Device, pool: tuple[str, str], allocated: AllocatedState) -> str:
+    if device.id in allocated.devices:
+        return "allocated"
+    if device.id in allocated.multi_allocated or device.id in allocated.consumed_capacity:
+        return "partly_consumed"
+    # A partition's own piece of hardware is the first counter set it draws
+    # on (app.topology's unit); a pool-wide set would mark every device.
+    consumed = allocated.consumed_counters.get(pool)
+    if consumed and device.consumes_counters:
+        own = device.consumes_counters[0].counter_set
+        if any(key[0] == own and value for key, value in consumed.items()):
+            return "partly_consumed"
+    if device.taints:
+        return "tainted"
+    return "free"
+
+
+def node_stats(state: NodeState, *, config: TopologyConfig, shapes: Sequence[CapacityShape],
+               claims: Sequence[ResourceClaim], classes: Mapping[str, Any],
+               features: FeatureGates, class_matcher: Callable[..., bool],
+               selector_matches: Callable[[str, Device], bool]) -> NodeStats:
+    view, allocated = state.view, state.allocated
+    devices: dict[str, tuple[str, str]] = {}
+    pools: dict[tuple[str, str], str] = {}
+    free = 0
+    for pool in view.pools:
+        pools[pool.key] = ("incomplete" if not pool.complete else
+                           "invalid" if pool.invalid_reason is not None else "valid")
+        local = all(s.node_name == view.node.name for s in pool.slices)
+        for device in pool.devices:
+            st = _device_state(device, pool.key, allocated)
+            devices[device.id] = (pool.driver, st)
+            free += local and st == "free"
+    stranded, fragmented = _roots(view, config, devices)
+    capacity = {shape.name: max_fits(
+        [claim], view, classes=classes, allocated=allocated, features=features,
+        class_matcher=class_matcher, selector_matches=selector_matches)
+        for shape, claim in zip(shapes, claims, strict=True)}
+    return NodeStats(version=view.version, devices=devices, pools=pools, free=free,
+                     stranded=stranded, fragmented=fragmented, capacity=capacity)
+
+
+def _roots(view: NodeView, config: TopologyConfig,
+           devices: Mapping[str, tuple[str, str]]) -> tuple[int, int]:
+    """(stranded, fragmented) free GPU units of the node, counted per PCIe root."""
+    topo = node_topology(view, config)
+    free_units: dict[str, set[str]] = {}
+    used_units: dict[str, set[str]] = {}
+    nics: dict[str, list[bool]] = {}
+    for device_id, (_, st) in devices.items():
+        root = topo.devices[device_id].pcie_root if device_id in topo.devices else None
+        if root is None:
+            continue
+        if device_id in topo.nics:
+            nics.setdefault(root, []).append(st == "free")
+        elif device_id in topo.accelerators:
+            unit = topo.unit_of.get(device_id, device_id)
+            (free_units if st == "free" else used_units).setdefault(root, set()).add(unit)
+    stranded = fragmented = 0
+    for root, units in free_units.items():
+        whole = units - used_units.get(root, set())
+        root_nics = nics.get(root)
+        if root_nics and not any(root_nics):
+            stranded += len(whole)
+        if root in used_units:
+            fragmented += len(whole)
+    return stranded, fragmented
+
+
+class InventoryObserver(Collector):
+    """Background walk of the inventory (see module doc) and its metrics."""
+
+    def __init__(self, inventory: Inventory, *, config: TopologyConfig,
+                 features: FeatureGates, shapes: Sequence[CapacityShape] = DEFAULT_SHAPES,
+                 stats: SearchStats | None = None) -> None:
+        self.inventory = inventory
+        self._config = config
+        self._features = features
+        self._shapes = tuple(shapes)
+        self._claims = [s.claim() for s in self._shapes]
+        self.stats = stats
+        self._nodes: dict[str, NodeStats] = {}
+        self._walked_at = -1
+        self.snapshot = Snapshot(capacity={s.name: 0 for s in self._shapes})
+        self.walks = 0
+
+    def refresh(self) -> None:
+        """One whole walk now (tests, and file mode before serving)."""
+        for _ in self._walk():
+            pass
+
+    async def run(self, *, quiet: Callable[[], bool] = lambda: True,
+                  interval_seconds: float = 2.0) -> None:
+        """Walk whenever the inventory changed, at most every `interval_seconds`;
+        a slice of the walk runs only while `quiet()` (no verb just arrived)."""
+        while True:
+            deadline = time.monotonic() + _SLICE_SECONDS
+            for _ in self._walk():
+                if time.monotonic() >= deadline:
+                    await asyncio.sleep(0)
+                    while not quiet():
+                        await asyncio.sleep(0.005)
+                    deadline = time.monotonic() + _SLICE_SECONDS
+            await asyncio.sleep(interval_seconds)
+
+    def _walk(self) -> Iterator[None]:
+        inv = self.inventory
+        if not inv.synced or inv.sequence == self._walked_at:
+            return
+        started, sequence = time.monotonic(), inv.sequence
+        names = inv.node_names()
+        for name in names:
+            state = inv.node_state(name)
+            if state is None:
+                self._nodes.pop(name, None)
+                continue
+            cached = self._nodes.get(name)
+            if cached is None or cached.version != state.view.version:
+                self._nodes[name] = node_stats(
+                    state, config=self._config, shapes=self._shapes, claims=self._claims,
+                    classes=inv.classes, features=self._features,
+                    class_matcher=inv.class_matcher,
+                    selector_matches=inv.selectors.selector_matches)
+                yield
+        for gone in set(self._nodes) - set(names):
+            del self._nodes[gone]
+        self.snapshot = self._summarise(time.monotonic() - started)
+        self._walked_at = sequence
+        self.walks += 1
+
+    def _summarise(self, seconds: float) -> Snapshot:
+        snap = Snapshot(capacity={s.name: 0 for s in self._shapes}, seconds=seconds,
+                        complete=True)
+        devices: dict[str, tuple[str, str]] = {}
+        pools: dict[tuple[str, str], str] = {}
+        fragmented = []
+        for name, node in self._nodes.items():
+            devices.update(node.devices)
+            pools.update(node.pools)
+            snap.stranded += node.stranded
+            snap.free_per_node.append(node.free)
+            if node.fragmented:
+                fragmented.append((name, node.fragmented))
+            for shape, count in node.capacity.items():
+                snap.capacity[shape] += count
+        snap.devices = Counter(devices.values())
+        snap.pools = Counter(pools.values())
+        fragmented.sort(key=lambda item: (-item[1], item[0]))
+        snap.fragmented = fragmented[:TOP_FRAGMENTED]
+        return snap
+
+    def collect(self) -> Iterator[Any]:
+        snap = self.snapshot
+        devices = GaugeMetricFamily(
+            "drax_devices", "Devices by driver and state (free, allocated, partly_consumed, "
+            "tainted), each device counted once.", labels=["driver", "state"])
+        drivers = sorted({driver for driver, _ in snap.devices}) or ["none"]
+        for driver in drivers:
+            for st in DEVICE_STATES:
+                devices.add_metric([driver, st], snap.devices.get((driver, st), 0))
+        yield devices
+        pools = GaugeMetricFamily("drax_resource_pools",
+                                  "Resource pools by state (valid, invalid, incomplete).",
+                                  labels=["state"])
+        for st in POOL_STATES:
+            pools.add_metric([st], snap.pools.get(st, 0))
+        yield pools
+        yield GaugeMetricFamily(
+            "drax_stranded_gpus", "Free GPUs whose PCIe root has NICs but none of them free "
+            "(a GPU+NIC pod cannot use them aligned).", value=snap.stranded)
+        yield _histogram("drax_node_free_devices",
+                         "Free devices of node-local pools, one observation per node.",
+                         snap.free_per_node, FREE_BUCKETS)
+        frag = GaugeMetricFamily(
+            "drax_node_fragmented_gpus",
+            f"Free GPUs on partly used PCIe roots, for the {TOP_FRAGMENTED} most fragmented "
+            "nodes only (bounded label set).", labels=["node"])
+        for name, count in snap.fragmented:
+            frag.add_metric([name], count)
+        yield frag
+        capacity = GaugeMetricFamily(
+            "drax_capacity_pods", "How many more pods of each capacity.shapes entry fit now "
+            "(per node, the largest number of disjoint allocations; summed).",
+            labels=["shape"])
+        for shape in self._shapes:
+            capacity.add_metric([shape.name], snap.capacity.get(shape.name, 0))
+        yield capacity
+        yield GaugeMetricFamily("drax_inventory_walk_seconds",
+                                "Duration of the last background inventory walk.",
+                                value=snap.seconds)
+        yield CounterMetricFamily("drax_inventory_walks", "Background inventory walks done.",
+                                  value=self.walks)
+        if self.stats is not None:
+            yield from _search_metrics(self.stats)
+
+
+def _histogram(name: str, doc: str, values: Sequence[float],
+               bounds: Sequence[float]) -> HistogramMetricFamily:
+    cumulative = []
+    for bound in bounds:
+        cumulative.append((_le(bound), sum(1 for v in values if v <= bound)))
+    cumulative.append(("+Inf", len(values)))
+    return HistogramMetricFamily(name, doc, buckets=cumulative, sum_value=float(sum(values)))
+
+
+def _le(bound: float) -> str:
+    return str(float(bound))
+
+
+def _search_metrics(stats: SearchStats) -> Iterator[Any]:
+    running = 0
+    buckets = []
+    for bound, n in zip(STEP_BUCKETS, stats.steps_buckets, strict=False):
+        running += n
+        buckets.append((_le(bound), running))
+    buckets.append(("+Inf", stats.searches))
+    yield HistogramMetricFamily("drax_allocator_search_steps",
+                                "Steps of each allocator search drax ran.",
+                                buckets=buckets, sum_value=float(stats.steps_sum))
+    yield CounterMetricFamily("drax_allocator_searches_cut",
+                              "Allocator searches stopped by the step budget.",
+                              value=stats.cut_by_budget)
+    yield CounterMetricFamily("drax_answer_cache_misses",
+                              "Node verdicts computed because no current answer was kept.",
+                              value=stats.answers_computed)
+    yield GaugeMetricFamily("drax_warming_backlog",
+                            "Nodes left in the background warming pass under way.",
+                            value=stats.warming_backlog)
