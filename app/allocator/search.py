@@ -283,9 +283,11 @@ class Search:
                 raise AllocationError(f"{where}: asks for all devices, but resource pool "
                                       f"{pool_id} is currently invalid")
             for index in self.pool_ranges[pool_index]:
+                # Only the device's own capacity decides membership: one that
+                # other allocations filled stays in the set and fails it, as upstream.
                 if self.selectable(request, index) and (
                         not self.features.consumable_capacity
-                        or self.capacity_fits(request, index)):
+                        or self.capacity_fits(request, index, alone=True)):
                     out.append(index)
         return out
 
@@ -340,14 +342,15 @@ class Search:
                                                         self.devices[index])
         return request.capacity[index]
 
-    def capacity_fits(self, request: Request, index: int) -> bool:
-        """Already consumed + consumed in this attempt + this request within every capacity."""
+    def capacity_fits(self, request: Request, index: int, *, alone: bool = False) -> bool:
+        """Already consumed + consumed in this attempt + this request within every
+        capacity; with `alone`, this request on the empty device."""
         amounts = self.consumed(request, index)
         if amounts is None:
             return False
         device = self.devices[index]
-        static = self._capacity_static(index)
-        used = self.capacity_used.get(index)
+        static = {} if alone else self._capacity_static(index)
+        used = None if alone else self.capacity_used.get(index)
         for name, amount in amounts.items():
             total = amount.value + static.get(name, 0)
             if used:
@@ -435,8 +438,6 @@ class Search:
             return None
         if self.features.device_taints and not self.tolerated(request, device):
             return None
-        if self.features.consumable_capacity and not self.capacity_fits(request, index):
-            return None
         trackers = self.constraints[ci]
         for n, k in enumerate(request.constraints):
             if not trackers[k].add(device):
@@ -448,6 +449,12 @@ class Search:
                         f"claim {self.claims[ci].key}, request {request.name}: cannot add "
                         f"device {device.id} because a claim constraint would not be satisfied")
                 return None
+        # Capacity after the constraints, as upstream: for `All` a constraint
+        # rejection is an error even when the capacity would not fit either.
+        if self.features.consumable_capacity and not self.capacity_fits(request, index):
+            for k in request.constraints:
+                trackers[k].remove()
+            return None
         consumed = None
         if multi:
             consumed = self.consumed(request, index)

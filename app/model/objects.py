@@ -753,7 +753,10 @@ def _tolerations(raw: Any, what: str) -> tuple[DeviceToleration, ...]:
     return tuple(out)
 
 
-def _exact(raw: Any, what: str) -> ExactDeviceRequest:
+def _exact(raw: Any, what: str, *, subrequest: bool = False) -> ExactDeviceRequest:
+    """`exactly` or one `firstAvailable` entry; a DeviceSubRequest has no
+    `adminAccess` field in resource.k8s.io/v1, so there it is ignored like any
+    unknown field (the allocator never sees it upstream)."""
     m = _map(raw, what)
     mode = _str(m.get("allocationMode"), f"{what}.allocationMode") or ALLOCATION_MODE_EXACT_COUNT
     count_default = 1 if mode == ALLOCATION_MODE_EXACT_COUNT else 0
@@ -763,7 +766,7 @@ def _exact(raw: Any, what: str) -> ExactDeviceRequest:
         selectors=_selectors(m.get("selectors"), f"{what}.selectors"),
         allocation_mode=mode,
         count=_int(m.get("count"), f"{what}.count", default=count_default),
-        admin_access=bool(m.get("adminAccess")),
+        admin_access=not subrequest and bool(m.get("adminAccess")),
         tolerations=_tolerations(m.get("tolerations"), f"{what}.tolerations"),
         capacity_requests={str(k): _quantity(v, f"{what}.capacity.requests[{k}]")
                            for k, v in _map(capacity.get("requests"),
@@ -784,7 +787,7 @@ def parse_claim_spec(raw: Any, where: str) -> ResourceClaimSpec:
             DeviceSubRequest(
                 name=_str(_map(s, f"{what}.firstAvailable[{j}]").get("name"),
                           f"{what}.firstAvailable[{j}].name", required=True),
-                request=_exact(s, f"{what}.firstAvailable[{j}]"))
+                request=_exact(s, f"{what}.firstAvailable[{j}]", subrequest=True))
             for j, s in enumerate(_list(m.get("firstAvailable"), f"{what}.firstAvailable")))
         if (exactly is None) == (not subs):
             raise InvalidObject(f"{what}: exactly one of exactly, firstAvailable must be set")

@@ -97,6 +97,21 @@ def test_claim_with_allocation_and_first_available() -> None:
         "nodeSelector"]
 
 
+def test_subrequest_has_no_admin_access() -> None:
+    # resource.k8s.io/v1 DeviceSubRequest has no adminAccess field: upstream
+    # never sees one there (found by the differential run against upstream).
+    raw = {"kind": "ResourceClaim", "metadata": {"name": "c"},
+           "spec": {"devices": {"requests": [
+               {"name": "a", "exactly": {"deviceClassName": "gpu", "adminAccess": True}},
+               {"name": "b", "firstAvailable": [
+                   {"name": "s", "deviceClassName": "gpu", "adminAccess": True}]}]}}}
+    claim = parse_object("ResourceClaim", raw)
+    assert isinstance(claim, ResourceClaim)
+    first, second = claim.spec.requests
+    assert first.exactly is not None and first.exactly.admin_access
+    assert not second.first_available[0].request.admin_access
+
+
 def test_request_needs_exactly_or_first_available() -> None:
     raw = {"kind": "ResourceClaim", "metadata": {"name": "c"},
            "spec": {"devices": {"requests": [{"name": "r"}]}}}
