@@ -48,6 +48,15 @@ class Settings:
     topology: Mapping[str, Any] = field(default_factory=dict)
     # Claim shapes whose remaining capacity /metrics reports (app.observability).
     capacity: Mapping[str, Any] = field(default_factory=dict)
+    # TLS for the verbs; with a client CA every connection must present a
+    # certificate it signed (kube-scheduler's extender tlsConfig).
+    tls_cert_file: str = ""
+    tls_private_key_file: str = ""
+    client_ca_file: str = ""
+    # Health, readiness and metrics also on this plain-HTTP port (0: only on `port`),
+    # so probes and Prometheus need no client certificate.
+    metrics_port: int = 0
+    metrics_host: str = ""  # empty: the same address as `host`
 
     @property
     def features(self) -> FeatureGates:
@@ -126,6 +135,11 @@ FIELDS: Final[dict[str, Callable[[Any, str], Any]]] = {
     "feature_gates": _as_gates,
     "topology": _as_section,
     "capacity": _as_section,
+    "tls_cert_file": _as_str,
+    "tls_private_key_file": _as_str,
+    "client_ca_file": _as_str,
+    "metrics_port": _as_int,
+    "metrics_host": _as_str,
 }
 ENV_FIELDS: Final = tuple(k for k in FIELDS if k not in ("topology", "capacity"))
 
@@ -166,6 +180,19 @@ def read_environment(environ: Mapping[str, str]) -> dict[str, Any]:
 def _validate(settings: Settings) -> Settings:
     if not 0 <= settings.port <= 65535:
         raise ConfigError(f"port: {settings.port} is not a TCP port")
+    if not 0 <= settings.metrics_port <= 65535:
+        raise ConfigError(f"metrics_port: {settings.metrics_port} is not a TCP port")
+    if settings.metrics_port and settings.metrics_port == settings.port:
+        raise ConfigError(f"metrics_port: {settings.metrics_port} is also the verbs' port")
+    if bool(settings.tls_cert_file) != bool(settings.tls_private_key_file):
+        raise ConfigError("tls_cert_file and tls_private_key_file: set both or neither")
+    if settings.client_ca_file and not settings.tls_cert_file:
+        raise ConfigError("client_ca_file: client certificates need TLS; "
+                          "set tls_cert_file and tls_private_key_file too")
+    for key in ("tls_cert_file", "tls_private_key_file", "client_ca_file"):
+        path = getattr(settings, key)
+        if path and not Path(path).is_file():
+            raise ConfigError(f"{key}: {path}: no such file")
     if settings.max_body_bytes < 1:
         raise ConfigError(f"max_body_bytes: must be positive, got {settings.max_body_bytes}")
     if settings.mode not in MODES:

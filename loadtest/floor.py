@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 import uvicorn
 from fastapi import FastAPI
 
-from app.cli.serve import KEEP_ALIVE_SECONDS
 from app.config import Settings
 from app.model import Pod
 from app.server.app import create_app
+from app.server.serving import KEEP_ALIVE_SECONDS
 
 
 @dataclass(slots=True)

@@ -10,22 +10,19 @@ and one event loop answers kube-scheduler's one-pod-at-a-time calls fastest.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import gc
 import logging
 import sys
-from typing import Any, Final
-
-import uvicorn
+from typing import Any
 
 from app.config import LOG_LEVELS, MODES, ConfigError, Settings, load_settings
-from app.server.runtime import build_runtime
+from app.server.runtime import Runtime, build_runtime
+from app.server.serving import Listener, ListenerSpec, listener, serve_all
+from app.server.tls import ReloadingContext, TLSError, TLSFiles
 from app.sources.files import SourceError
 
 log = logging.getLogger("app.cli.serve")
-
-# kube-scheduler keeps connections alive (Go's idle timeout is 90 s); closing
-# them sooner only adds reconnects to the scheduling path.
-KEEP_ALIVE_SECONDS: Final = 75
 
 
 def register(subparsers: Any) -> None:
@@ -47,13 +44,22 @@ def register(subparsers: Any) -> None:
     p.add_argument("--mode", choices=MODES, help="allocator (default) or advisor")
     p.add_argument("--feature-gates", metavar="Name=bool,...",
                    help="DRA feature gates, as given to kube-scheduler")
+    p.add_argument("--tls-cert-file", help="serve the verbs over HTTPS with this certificate "
+                                           "(PEM, re-read when it changes)")
+    p.add_argument("--tls-private-key-file", help="the certificate's private key (PEM)")
+    p.add_argument("--client-ca-file", help="require client certificates signed by this CA "
+                                            "(kube-scheduler's extender tlsConfig)")
+    p.add_argument("--metrics-port", type=int, help="also serve /healthz, /readyz, /metrics "
+                                                    "over plain HTTP on this port (default: off)")
+    p.add_argument("--metrics-host", help="address of --metrics-port (default: --host)")
     p.set_defaults(func=run)
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
     overrides = {key: getattr(args, key) for key in (
         "host", "port", "inventory", "kubeconfig", "log_level", "access_log",
-        "max_body_bytes", "url_prefix", "mode", "feature_gates")}
+        "max_body_bytes", "url_prefix", "mode", "feature_gates", "tls_cert_file",
+        "tls_private_key_file", "client_ca_file", "metrics_port", "metrics_host")}
     return load_settings(config_path=args.config, overrides=overrides)
 
 
@@ -74,12 +80,33 @@ def run(args: argparse.Namespace) -> int:
     # every young-generation pass over request garbage.
     gc.collect()
     gc.freeze()
-    log.info("drax %s serving %s inventory on http://%s:%d (verbs also under %s)",
-             runtime.settings.mode, runtime.source, settings.host, settings.port,
-             settings.url_prefix or "/")
-    config = uvicorn.Config(runtime.app, host=settings.host, port=settings.port,
-                            log_level=settings.log_level, access_log=settings.access_log,
-                            workers=1, timeout_keep_alive=KEEP_ALIVE_SECONDS,
-                            server_header=False, log_config=None)
-    uvicorn.Server(config).run()
-    return 0
+    try:
+        listeners = listeners_for(runtime)
+    except TLSError as exc:
+        print(f"drax serve: {exc}", file=sys.stderr)
+        return 2
+    scheme = "https" if settings.tls_cert_file else "http"
+    log.info("drax %s serving %s inventory on %s://%s:%d (verbs also under %s)%s",
+             runtime.settings.mode, runtime.source, scheme, settings.host, settings.port,
+             settings.url_prefix or "/",
+             ", client certificates required" if settings.client_ca_file else "")
+    if settings.metrics_port:
+        log.info("probes and metrics on http://%s:%d", settings.metrics_host or settings.host,
+                 settings.metrics_port)
+    started = asyncio.run(serve_all(listeners))
+    return 0 if started else 1
+
+
+def listeners_for(runtime: Runtime) -> list[Listener]:
+    """The verbs' listener (with TLS when configured), then the probe listener if any."""
+    s = runtime.settings
+    tls = None
+    if s.tls_cert_file:
+        tls = ReloadingContext(TLSFiles(cert_file=s.tls_cert_file,
+                                        key_file=s.tls_private_key_file,
+                                        client_ca_file=s.client_ca_file))
+    specs = [ListenerSpec(runtime.app, host=s.host, port=s.port, tls=tls)]
+    if s.metrics_port:
+        specs.append(ListenerSpec(runtime.probes, host=s.metrics_host or s.host,
+                                  port=s.metrics_port, lifespan="off"))
+    return [listener(spec, log_level=s.log_level, access_log=s.access_log) for spec in specs]

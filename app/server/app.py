@@ -286,8 +286,21 @@ def create_app(*, verbs: Verbs, ready: Callable[[], bool], max_body_bytes: int,
         for prefix in prefixes:
             app.router.add_route(f"{prefix}/{verb}", endpoint, methods=["POST"])
 
-    version = {"version": __version__, "mode": mode, **(info or {})}
+    add_probes(app, ready=ready, version={"version": __version__, "mode": mode, **(info or {})})
+    return app
 
+
+def create_probe_app(*, ready: Callable[[], bool], mode: str = "allocator",
+                     info: Mapping[str, Any] | None = None) -> FastAPI:
+    """Health, readiness, metrics and version alone, for the plain-HTTP `metrics_port`:
+    kubelet probes and Prometheus hold no client certificate."""
+    app = FastAPI(title="drax probes", version=__version__, docs_url=None, redoc_url=None,
+                  openapi_url=None)
+    add_probes(app, ready=ready, version={"version": __version__, "mode": mode, **(info or {})})
+    return app
+
+
+def add_probes(app: FastAPI, *, ready: Callable[[], bool], version: Mapping[str, Any]) -> None:
     async def healthz(request: Request) -> Response:
         return _json({"status": "ok"})
 
@@ -301,10 +314,9 @@ def create_app(*, verbs: Verbs, ready: Callable[[], bool], max_body_bytes: int,
         return Response(content=body, media_type=content_type)
 
     async def version_endpoint(request: Request) -> Response:
-        return _json(version)
+        return _json(dict(version))
 
     app.router.add_route("/healthz", healthz, methods=["GET"])
     app.router.add_route("/readyz", readyz, methods=["GET"])
     app.router.add_route("/metrics", metrics_endpoint, methods=["GET"])
     app.router.add_route("/version", version_endpoint, methods=["GET"])
-    return app

@@ -39,7 +39,7 @@ from app.model import InvalidObject, Pod, ResourceClaim
 from app.observability.inventory import CapacityShape, InventoryObserver, parse_capacity
 from app.observability.placement import PlacementRecorder
 from app.server import metrics
-from app.server.app import Lifespan, create_app
+from app.server.app import Lifespan, create_app, create_probe_app
 from app.server.collector import collector_paused
 from app.sources.files import iter_objects
 from app.sources.kube import (
@@ -70,6 +70,7 @@ class Runtime:
     source: str  # "files", "sample" or "kube", for /version and the start-up log
     inventory: Inventory
     app: FastAPI
+    probes: FastAPI  # health, readiness, metrics alone, for `metrics_port`
 
 
 def load_files(inventory: Inventory, paths: Iterable[str | Path]) -> LoadReport:
@@ -219,7 +220,10 @@ def build_runtime(settings: Settings, *,
                      max_body_bytes=settings.max_body_bytes, url_prefix=settings.url_prefix,
                      mode=settings.mode, info={"source": source},
                      lifespan=_warming(extender, lifespan), on_request=extender.note_request)
-    return Runtime(settings=settings, source=source, inventory=inventory, app=app)
+    probes = create_probe_app(ready=lambda: inventory.synced, mode=settings.mode,
+                              info={"source": source})
+    return Runtime(settings=settings, source=source, inventory=inventory, app=app,
+                   probes=probes)
 
 
 def _observing(observer: InventoryObserver, extender: Extender,

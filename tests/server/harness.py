@@ -19,6 +19,7 @@ import uvicorn
 
 from app.config import Settings
 from app.server.runtime import Runtime, build_runtime
+from app.server.tls import ReloadingContext
 
 START_TIMEOUT_SECONDS = 20.0
 
@@ -29,13 +30,19 @@ def sample_runtime(**settings: Any) -> Runtime:
 
 
 @contextmanager
-def running(app: Any, *, host: str = "127.0.0.1") -> Iterator[str]:
+def running(app: Any, *, host: str = "127.0.0.1",
+            tls: ReloadingContext | None = None) -> Iterator[str]:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, 0))
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False,
-                                           log_config=None, lifespan="on"))
+    config = uvicorn.Config(app, log_level="warning", access_log=False, log_config=None,
+                            lifespan="on")
+    if tls is not None:
+        # As `drax serve` does: uvicorn's own context would never re-read the files.
+        config.load()
+        config.ssl = tls.context
+    server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True,
                               name=f"drax-test-server-{port}")
     thread.start()
@@ -45,7 +52,7 @@ def running(app: Any, *, host: str = "127.0.0.1") -> Iterator[str]:
             raise RuntimeError("test server did not start")
         time.sleep(0.01)
     try:
-        yield f"http://{host}:{port}"
+        yield f"{'https' if tls else 'http'}://{host}:{port}"
     finally:
         server.should_exit = True
         thread.join(timeout=START_TIMEOUT_SECONDS)

@@ -59,8 +59,7 @@ def test_drax_serve_process_answers_and_stops_on_sigterm(tmp_path: Path) -> None
         code = proc.wait(timeout=30)
     log.seek(0)
     output = log.read()
-    # uvicorn shuts down gracefully, then re-raises the signal it caught.
-    assert code in (0, -signal.SIGTERM), output
+    assert code == 0, output
     assert "serving sample inventory" in output
     assert "Application shutdown complete" in output
 

@@ -58,6 +58,11 @@ def test_config_path_from_environment(tmp_path: Path) -> None:
     ("port: [\n", "cannot parse"),
     ("max_body_bytes: 0\n", "must be positive"),
     ("url_prefix: ext\n", "must start with '/'"),
+    ("tls_cert_file: a.crt\n", "set both or neither"),
+    ("client_ca_file: ca.crt\n", "client certificates need TLS"),
+    ("tls_cert_file: no.crt\ntls_private_key_file: no.key\n", "tls_cert_file: no.crt: no such"),
+    ("metrics_port: 8888\n", "also the verbs' port"),
+    ("metrics_port: -1\n", "metrics_port: -1 is not a TCP port"),
 ])
 def test_bad_config_file_names_the_key(tmp_path: Path, text: str, fragment: str) -> None:
     cfg = tmp_path / "drax.yaml"
@@ -72,3 +77,13 @@ def test_bad_environment_and_missing_file() -> None:
         load_settings(environ={"DRAX_PORT": "x"})
     with pytest.raises(ConfigError, match=r"no-such\.yaml"):
         load_settings(config_path="no-such.yaml", environ={})
+
+
+def test_tls_settings_from_the_environment(tmp_path: Path) -> None:
+    for name in ("tls.crt", "tls.key", "ca.crt"):
+        (tmp_path / name).write_text("x")
+    s = load_settings(environ={"DRAX_TLS_CERT_FILE": str(tmp_path / "tls.crt"),
+                               "DRAX_TLS_PRIVATE_KEY_FILE": str(tmp_path / "tls.key"),
+                               "DRAX_CLIENT_CA_FILE": str(tmp_path / "ca.crt"),
+                               "DRAX_METRICS_PORT": "9090"})
+    assert s.client_ca_file.endswith("ca.crt") and s.metrics_port == 9090

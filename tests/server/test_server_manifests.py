@@ -34,3 +34,19 @@ def test_scheduler_config_uses_drax_for_filter_prioritize_bind() -> None:
     assert (ext["filterVerb"], ext["prioritizeVerb"], ext["bindVerb"]) == (
         "filter", "prioritize", "bind")
     assert ext["nodeCacheCapable"] is True and ext["weight"] > 0
+
+
+def test_https_scheduler_config_matches_the_plain_one_and_the_certificates() -> None:
+    https: dict[str, Any] = yaml.safe_load(
+        (MANIFESTS / "tls" / "scheduler-config-https.yaml").read_text())
+    plain = scheduler_config()
+    assert https["profiles"] == plain["profiles"]
+    (ext,), (plain_ext,) = https["extenders"], plain["extenders"]
+    assert ext["enableHTTPS"] is True
+    assert ext["urlPrefix"] == plain_ext["urlPrefix"].replace("http://", "https://")
+    assert set(ext["tlsConfig"]) >= {"caFile", "certFile", "keyFile"}
+    certs = {d["metadata"]["name"]: d for d in
+             yaml.safe_load_all((MANIFESTS / "tls" / "certificate.yaml").read_text())}
+    serving = certs["drax-serving"]["spec"]
+    assert ext["tlsConfig"]["serverName"] in serving["dnsNames"]
+    assert "client auth" in certs["drax-scheduler-client"]["spec"]["usages"]
