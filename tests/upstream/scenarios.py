@@ -86,7 +86,7 @@ class _Gen:
         out = []
         devices_left = rng.randint(1, 6)
         names = [f"dev-{i}" for i in range(devices_left)]
-        if rng.random() < 0.05 and len(names) > 1 and n_slices == 1:
+        if rng.random() < 0.05 and len(names) > 1 and n_slices == 1 and where != "per-device":
             # invalid: duplicate device name (in one slice: drax judges names
             # over the whole pool, upstream over the slices a node sees)
             names[-1] = names[0]
