@@ -280,6 +280,8 @@ def create_app(*, verbs: Verbs, ready: Callable[[], bool], max_body_bytes: int,
                   openapi_url=None, lifespan=lifespan)
     edge = ExtenderEdge(verbs=verbs, ready=ready, max_body_bytes=max_body_bytes,
                         on_request=on_request)
+    # The newest app in the process answers for readiness (tests build several).
+    metrics.READY.set_function(lambda: 1.0 if ready() else 0.0)
     prefixes = [""] + ([url_prefix.rstrip("/")] if url_prefix.strip("/") else [])
     for verb in VERBS:
         endpoint = edge.endpoint(verb)
