@@ -274,8 +274,7 @@ class InventoryObserver(Collector):
             pools.update(node.pools)
             snap.stranded += node.stranded
             snap.free_per_node.append(node.free)
-            if node.fragmented:
-                fragmented.append((name, node.fragmented))
+            fragmented.append((name, node.fragmented))
             for shape, count in node.capacity.items():
                 snap.capacity[shape] += count
         snap.devices = Counter(devices.values())
@@ -309,7 +308,7 @@ class InventoryObserver(Collector):
         frag = GaugeMetricFamily(
             "drax_node_fragmented_gpus",
             f"Free GPUs on partly used PCIe roots, for the {TOP_FRAGMENTED} most fragmented "
-            "nodes only (bounded label set).", labels=["node"])
+            "nodes only (bounded label set; 0 when no node is).", labels=["node"])
         for name, count in snap.fragmented:
             frag.add_metric([name], count)
         yield frag
