@@ -14,6 +14,14 @@ after the default scheduler:
    to `status.reservedFor`;
 3. create the pod's `Binding` (pod UID as precondition).
 
+A pod's extended resources served by DRA (KEP-5004) add, before step 1, the
+special claim the scheduler creates: POST with `generateName`
+`<pod>-extended-resources-`, the `resource.kubernetes.io/extended-resource-claim`
+annotation and the pod as controller owner; it then goes through step 1 like
+any claim, and `pod.status.extendedResourceClaimStatus` (its name and the
+container -> request mapping) is patched before the Binding. A failed bind
+deletes that claim (finalizer first) and clears the pod status it wrote.
+
 Every write is a PUT carrying the resourceVersion just read, so the API server
 rejects it (409) if anyone changed the claim in between; the binder then
 re-reads and retries, at most `max_attempts` times. If the claim turns out to
@@ -24,7 +32,8 @@ nobody else reserved the claim meanwhile, and the finalizer if this bind
 added it), so the claim does not stay allocated to a pod that never ran.
 
 RBAC (see manifests/rbac.yaml): `get`, `update` on resourceclaims (the
-finalizer); `update` on resourceclaims/status and, since 1.36
+finalizer), `create`, `delete` on resourceclaims (the special claim), `patch` on
+pods/status; `update` on resourceclaims/status and, since 1.36
 (DRAResourceClaimGranularStatusAuthorization), on the synthetic
 resourceclaims/binding subresource (allocation and reservedFor); `create` on
 pods/binding.
@@ -32,6 +41,7 @@ pods/binding.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
@@ -44,6 +54,7 @@ from prometheus_client import CollectorRegistry, Counter
 
 from app.allocator.types import ClaimAllocation
 from app.extender import BindError
+from app.extender.extended import ExtendedClaim
 from app.model import Pod, ResourceClaim
 
 log = logging.getLogger(__name__)
@@ -77,6 +88,7 @@ class _Written:
     uid: str = ""
     finalizer_added: bool = False
     allocated: bool = False
+    created: bool = False  # the special claim for extended resources: delete it on undo
 
     @property
     def key(self) -> str:
@@ -97,14 +109,28 @@ class KubeBinder:
         self._timeout = aiohttp.ClientTimeout(total=request_timeout)
 
     async def bind(self, *, pod: Pod, node: str, allocations: Sequence[ClaimAllocation],
-                   reserve: Sequence[ResourceClaim]) -> None:
+                   reserve: Sequence[ResourceClaim],
+                   extended: ExtendedClaim | None = None) -> str | None:
         written: list[_Written] = []
         # `reserve` may list the claims being allocated too (the extender passes
         # all of the pod's claims); their uid still guards against a replaced claim.
         known = {c.key: c.uid for c in reserve}
         allocating = {ca.claim_key for ca in allocations}
+        special = extended.claim.key if extended is not None else None
+        created: str | None = None
+        status_written = False
         try:
+            if extended is not None:
+                rec = await self._create_extended_claim(pod, extended)
+                written.append(rec)
+                created = rec.name
+                allocation = next(ca.allocation for ca in allocations
+                                  if ca.claim_key == special)
+                await self._write_claim(rec, pod=pod, allocation=allocation.to_dict(),
+                                        written=written)
             for ca in allocations:
+                if ca.claim_key == special:
+                    continue
                 namespace, _, name = ca.claim_key.partition("/")
                 await self._write_claim(_Written(namespace, name, uid=known.get(ca.claim_key, "")),
                                         pod=pod, allocation=ca.allocation.to_dict(),
@@ -113,17 +139,60 @@ class KubeBinder:
                 if claim.key not in allocating:
                     await self._write_claim(_Written(claim.namespace, claim.name, uid=claim.uid),
                                             pod=pod, allocation=None, written=written)
+            if extended is not None and created is not None:
+                status_written = True
+                await self._patch_extended_status(pod, {
+                    "resourceClaimName": created,
+                    "requestMappings": [m.to_dict() for m in extended.mappings]})
             await self._create_binding(pod, node)
         except (BindError, aiohttp.ClientError, TimeoutError, OSError) as exc:
             self._metrics.attempts.labels(result="error").inc()
             message = str(exc) if isinstance(exc, BindError) else \
                 f"API request failed: {type(exc).__name__}: {exc}"
+            if status_written:
+                with contextlib.suppress(BindError, aiohttp.ClientError, TimeoutError, OSError):
+                    await self._patch_extended_status(pod, None)
             if written:
                 undone = await self._rollback(pod, written)
                 message += "; claim writes undone" if undone else \
                     "; undoing the claim writes failed (see the log)"
             raise BindError(message) from exc
         self._metrics.attempts.labels(result="ok").inc()
+        return created
+
+    # ------------------------------------------------------------------ extended resources
+
+    async def _create_extended_claim(self, pod: Pod, extended: ExtendedClaim) -> _Written:
+        claim = extended.claim
+        body = {
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {
+                "generateName": f"{pod.name}-extended-resources-",
+                "namespace": pod.namespace,
+                "annotations": dict(claim.annotations),
+                "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": pod.name,
+                                     "uid": pod.uid, "controller": True}]},
+            "spec": {"devices": {"requests": [
+                {"name": r.name, "exactly": {
+                    "deviceClassName": r.exactly.device_class_name,
+                    "allocationMode": r.exactly.allocation_mode, "count": r.exactly.count}}
+                for r in claim.spec.requests if r.exactly is not None]}},
+        }
+        code, answer = await self._call(self._claims.create_namespaced_resource_claim(
+            pod.namespace, body, _preload_content=False, _request_timeout=self._timeout))
+        if code not in (200, 201):
+            raise BindError(f"creating the claim for the extended resources of pod {pod.key}: "
+                            f"HTTP {code}: {_message(answer)}")
+        meta = answer.get("metadata") or {}
+        return _Written(pod.namespace, str(meta.get("name") or ""),
+                        uid=str(meta.get("uid") or ""), created=True)
+
+    async def _patch_extended_status(self, pod: Pod, value: dict[str, Any] | None) -> None:
+        code, answer = await self._call(self._core.patch_namespaced_pod_status(
+            pod.name, pod.namespace, {"status": {"extendedResourceClaimStatus": value}},
+            _content_type="application/merge-patch+json", _preload_content=False,
+            _request_timeout=self._timeout))
+        _expect_ok(code, answer, f"writing status.extendedResourceClaimStatus of pod {pod.key}")
 
     # ------------------------------------------------------------------ claims
 
@@ -217,6 +286,9 @@ class KubeBinder:
         return ok
 
     async def _undo(self, pod: Pod, rec: _Written) -> None:
+        if rec.created:
+            await self._delete_created(rec)
+            return
         for _ in range(self._max_attempts):
             try:
                 claim = await self._read_claim(rec)
@@ -253,6 +325,30 @@ class KubeBinder:
                         rec, claim, status=False,
                         what=f"removing the finalizer of resourceclaim {rec.key}") is None:
                     continue
+            return
+        raise BindError(f"resourceclaim {rec.key}: still conflicting after "
+                        f"{self._max_attempts} attempts")
+
+    async def _delete_created(self, rec: _Written) -> None:
+        """Remove the special claim this bind created: finalizer off, then delete."""
+        for _ in range(self._max_attempts):
+            try:
+                claim = await self._read_claim(rec)
+            except BindError:
+                return
+            meta = claim.setdefault("metadata", {})
+            finalizers = list(meta.get("finalizers") or [])
+            if FINALIZER in finalizers:
+                meta["finalizers"] = [f for f in finalizers if f != FINALIZER]
+                if await self._put_claim(rec, claim, status=False, what=(
+                        f"removing the finalizer of resourceclaim {rec.key}")) is None:
+                    continue
+            code, answer = await self._call(self._claims.delete_namespaced_resource_claim(
+                rec.name, rec.namespace, _preload_content=False,
+                _request_timeout=self._timeout))
+            if code not in (200, 202, 404):
+                raise BindError(f"deleting resourceclaim {rec.key}: HTTP {code}: "
+                                f"{_message(answer)}")
             return
         raise BindError(f"resourceclaim {rec.key}: still conflicting after "
                         f"{self._max_attempts} attempts")

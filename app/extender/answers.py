@@ -15,8 +15,9 @@ answer may be reused; the verbs only read it, and warming only fills it.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from cachetools import LRUCache
@@ -29,7 +30,15 @@ from app.allocator.types import (
     NodeView,
     Objective,
 )
+from app.cel import CelCompileError, CelEvalError
 from app.extender.claims import PodClaims
+from app.extender.extended import (
+    SPECIAL_CLAIM_NAME,
+    ExtendedClaim,
+    extended_claim,
+    requested_devices,
+    served_by_dra,
+)
 from app.extender.signature import (
     StaticSignatures,
     flat_devices,
@@ -40,7 +49,7 @@ from app.extender.signature import (
 )
 from app.features import FeatureGates
 from app.inventory import Inventory, NodeState
-from app.model import Device, ResourceClaim
+from app.model import Device, Node, Pod, ResourceClaim
 from app.observability.stats import SearchStats
 from app.topology import TopologyConfig, make_objective, priority
 
@@ -140,6 +149,10 @@ class Request:
     pending: tuple[ResourceClaim, ...] = ()
     kinds: tuple[Any, ...] = ()
     by_signature: dict[Hashable, tuple[NodeState, Verdict]] = field(default_factory=dict)
+    pod: Pod | None = None  # the pod, when its extended resources need a claim per node
+    special: ExtendedClaim | None = None  # this variant's claim for extended resources
+    # the resources DRA serves on a node -> the request with that node's special claim
+    variants: dict[tuple[str, ...], Request] = field(default_factory=dict)
 
 
 class AnswerBook:
@@ -209,9 +222,68 @@ class AnswerBook:
         elsewhere = allocated_elsewhere(request.claims, state)
         if elsewhere is not None:
             return refused(elsewhere)
+        if request.claims.extended is not None:
+            variant = self.variant(request, state.view.node)
+            if isinstance(variant, str):
+                return Verdict(feasible=False, reason=variant)
+            request = variant
         if not request.pending:
             return NO_CLAIMS
-        return self._shared_or_computed(request, state)
+        verdict = self._shared_or_computed(request, state)
+        if request.special is not None and not verdict.feasible and verdict.error is None:
+            verdict = self._extended_wording(verdict, request.special, state)
+        return verdict
+
+    def variant(self, request: Request, node: Node) -> Request | str:
+        """The request with the special claim for what DRA serves on `node`, or why
+        the node cannot hold the pod's extended resources."""
+        needs = request.claims.extended
+        assert needs is not None and request.pod is not None
+        served = served_by_dra(needs, node)
+        if isinstance(served, str):
+            return served
+        hit = request.variants.get(served)
+        if hit is None:
+            special = extended_claim(request.pod, needs, served) if served else None
+            claims = request.claims.claims + ((special.claim,) if special else ())
+            resolved = PodClaims(claims=claims, shape=(request.claims.shape, served),
+                                 extended=needs)
+            hit = request.variants[served] = Request(
+                claims=resolved, pending=resolved.pending,
+                kinds=request_kinds(resolved.pending), pod=request.pod, special=special)
+        return hit
+
+    def _extended_wording(self, verdict: Verdict, special: ExtendedClaim,
+                          state: NodeState) -> Verdict:
+        """Name the extended resource when its class has too few free devices."""
+        short = []
+        for resource in special.served:
+            wanted = requested_devices(special, resource)
+            class_name = next(r.exactly.device_class_name for r in special.claim.spec.requests
+                              if r.exactly is not None and any(
+                                  m.request_name == r.name and m.resource_name == resource
+                                  for m in special.mappings))
+            free = self._free_devices(class_name, state)
+            if wanted > free:
+                short.append(f"{resource}: {wanted} requested, {free} "
+                             f"device{'' if free == 1 else 's'} of class {class_name} "
+                             "free on this node")
+        if not short:
+            return verdict
+        return replace(verdict, reason="; ".join(short))
+
+    def _free_devices(self, class_name: str, state: NodeState) -> int:
+        device_class = self._inventory.classes.get(class_name)
+        if device_class is None:
+            return 0
+        taken = state.allocated.devices
+        count = 0
+        for pool in state.view.pools:
+            for device in pool.devices:
+                if device.id not in taken:
+                    with contextlib.suppress(CelCompileError, CelEvalError):
+                        count += bool(self._inventory.class_matcher(device_class, device))
+        return count
 
     def _shared_or_computed(self, request: Request, state: NodeState) -> Verdict:
         shape = request.claims.shape
@@ -247,7 +319,8 @@ class AnswerBook:
 
     def _compute(self, claims: Sequence[ResourceClaim], state: NodeState, *,
                  empty_key: Hashable) -> Verdict:
-        keys = tuple(c.key for c in claims)
+        # the special claim's key is the same for every pod of a namespace
+        keys = tuple(c.key for c in claims if c.name != SPECIAL_CLAIM_NAME)
         outcome = self.allocate(claims, state, state.allocated)
         if outcome.feasible or outcome.error is not None:
             return from_outcome(outcome, claim_keys=keys)
@@ -277,8 +350,8 @@ class AnswerBook:
                             and not outcome.feasible and outcome.error is None)
         return outcome
 
-    def answered(self, claims: PodClaims, node: str, state: NodeState
-                 ) -> AllocationOutcome | None:
+    def answered(self, claims: PodClaims, node: str, state: NodeState, *,
+                 pending: Sequence[ResourceClaim]) -> AllocationOutcome | None:
         """The allocation filter or prioritize found for this claim shape on `node`,
         if the node is still at the version it was found at."""
         answers = self._results.get(claims.shape)
@@ -286,7 +359,7 @@ class AnswerBook:
         if entry is None or entry[0] != state.view.version or not entry[1].feasible:
             return None
         outcome = entry[1].node_outcome()
-        return None if outcome is None else with_claim_keys(outcome, claims.pending)
+        return None if outcome is None else with_claim_keys(outcome, pending)
 
 
 class _LazyObjective:
@@ -316,9 +389,10 @@ class _LazyObjective:
         return None if twin is None else twin(device)
 
 
-def request_of(claims: PodClaims) -> Request:
+def request_of(claims: PodClaims, *, pod: Pod | None = None) -> Request:
     pending = claims.pending
-    return Request(claims=claims, pending=pending, kinds=request_kinds(pending))
+    return Request(claims=claims, pending=pending, kinds=request_kinds(pending),
+                   pod=pod if claims.extended is not None else None)
 
 
 def allocated_elsewhere(claims: PodClaims, state: NodeState) -> str | None:
@@ -347,4 +421,5 @@ def with_claim_keys(outcome: AllocationOutcome, claims: Sequence[ResourceClaim]
         feasible=outcome.feasible, picks=outcome.picks, score=outcome.score,
         reason=outcome.reason, error=outcome.error, steps=outcome.steps,
         claims=tuple(ClaimAllocation(claim_key=k, allocation=ca.allocation)
-                     for k, ca in zip(keys, outcome.claims, strict=False)))
+                     for k, ca in zip(keys, outcome.claims, strict=False))
+        + outcome.claims[len(keys):])

@@ -6,18 +6,29 @@ mode there is no API server, so `MemoryBinder` writes the same facts into the
 inventory: the claim gets its allocation and the pod in `reservedFor` (a
 template's claim is created first), and the pod gets its node. The next filter
 then sees those devices as taken, exactly as it would after a watch event.
+
+A pod's extended resources served by DRA come as one more claim (`extended`):
+the binder creates it as the scheduler does (a generated name, the
+extended-resource annotation, the pod as controller owner, the allocation and
+the pod in `reservedFor`) and records it in the pod's
+`status.extendedResourceClaimStatus`; `bind` returns the created name.
 """
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Protocol
 
 from app.allocator.types import ClaimAllocation
+from app.extender.extended import ExtendedClaim
 from app.inventory import POD_CLAIM_NAME_ANNOTATION, Inventory
 from app.model import Pod, ResourceClaim
-from app.model.objects import ResourceClaimConsumerReference
+from app.model.objects import ExtendedResourceClaimStatus, ResourceClaimConsumerReference
+
+# what the API server appends to a generateName
+_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 
 
 class BindError(Exception):
@@ -26,9 +37,12 @@ class BindError(Exception):
 
 class Binder(Protocol):
     async def bind(self, *, pod: Pod, node: str, allocations: Sequence[ClaimAllocation],
-                   reserve: Sequence[ResourceClaim]) -> None:
+                   reserve: Sequence[ResourceClaim],
+                   extended: ExtendedClaim | None = None) -> str | None:
         """Write `allocations` into their claims, add `pod` to `reservedFor` of every
-        claim in `reserve`, and bind the pod to `node`; raise BindError on failure."""
+        claim in `reserve`, create the `extended` claim (its allocation is among
+        `allocations`) and bind the pod to `node`; the created claim's name, or
+        None. Raise BindError on failure."""
 
 
 def pod_reference(pod: Pod) -> ResourceClaimConsumerReference:
@@ -42,7 +56,8 @@ class MemoryBinder:
         self._inventory = inventory
 
     async def bind(self, *, pod: Pod, node: str, allocations: Sequence[ClaimAllocation],
-                   reserve: Sequence[ResourceClaim]) -> None:
+                   reserve: Sequence[ResourceClaim],
+                   extended: ExtendedClaim | None = None) -> str | None:
         by_claim = {ca.claim_key: ca.allocation for ca in allocations}
         updated = []
         for claim in reserve:
@@ -63,6 +78,28 @@ class MemoryBinder:
             entry = claim.annotations.get(POD_CLAIM_NAME_ANNOTATION)
             if entry is not None and claim.owner_pod_uid == (pod.uid or None):
                 statuses[entry] = claim.name
+        created = extended_status = None
+        if extended is not None:
+            allocation = by_claim.get(extended.claim.key)
+            if allocation is None:
+                raise BindError("the claim for the pod's extended resources has no allocation")
+            name = generated_name(f"{pod.name}-extended-resources-")
+            updated.append(replace(extended.claim, name=name, allocation=allocation,
+                                   reserved_for=(pod_reference(pod),)))
+            created = name
+            extended_status = ExtendedResourceClaimStatus(
+                resource_claim_name=name, request_mappings=extended.mappings)
         for claim in updated:
             self._inventory.upsert("ResourceClaim", claim)
-        self._inventory.upsert("Pod", replace(pod, node_name=node, claim_statuses=statuses))
+        self._inventory.upsert("Pod", replace(
+            pod, node_name=node, claim_statuses=statuses,
+            extended_resource_claim_status=extended_status
+            or pod.extended_resource_claim_status))
+        return created
+
+
+def generated_name(base: str) -> str:
+    """`base` plus five random characters, as the API server completes generateName
+    (the base cut to leave room within 63 characters)."""
+    suffix = "".join(secrets.choice(_SUFFIX_ALPHABET) for _ in range(5))
+    return base[:58] + suffix

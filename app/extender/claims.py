@@ -10,7 +10,9 @@ the claim had been generated from the template (and bind creates it).
 The result also carries a `shape`: a key that is equal for two pods whose
 claims ask for the same thing (the spec of each claim still to allocate, where
 each allocated one is usable), so answers can be cached across pods created
-from the same template.
+from the same template. A pod whose containers request extended resources a
+DeviceClass serves also carries those needs (`extended`); the special claim
+they become depends on the node, so it is built per node (`extended` module).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Final
 
 from cachetools import LRUCache
 
+from app.extender.extended import ExtendedNeeds, find_extended_claim, needs_of
 from app.inventory import POD_CLAIM_NAME_ANNOTATION, Inventory
 from app.model import NodeSelector, Pod, PodResourceClaim, ResourceClaim, ResourceClaimSpec
 
@@ -37,6 +40,7 @@ class PodClaims:
     claims: tuple[ResourceClaim, ...] = ()
     problem: str | None = None
     shape: Hashable = ()
+    extended: ExtendedNeeds | None = None
 
     @property
     def pending(self) -> tuple[ResourceClaim, ...]:
@@ -58,11 +62,13 @@ def generated_claim_name(pod: Pod, entry: PodResourceClaim) -> str:
 class ClaimResolver:
     """Resolves pods' claims against one inventory; `generate` selects file mode."""
 
-    __slots__ = ("_generate", "_inventory", "_shapes")
+    __slots__ = ("_extended", "_generate", "_inventory", "_shapes")
 
-    def __init__(self, inventory: Inventory, *, generate: bool) -> None:
+    def __init__(self, inventory: Inventory, *, generate: bool,
+                 extended_resources: bool = True) -> None:
         self._inventory = inventory
         self._generate = generate
+        self._extended = extended_resources  # the DRAExtendedResource gate
         # id(spec or allocation) -> (object, repr): specs are immutable and shared by
         # every claim made from one template, so their text form is computed once.
         self._shapes: LRUCache[int, tuple[object, str]] = LRUCache(maxsize=_SHAPE_CACHE_SIZE)
@@ -82,7 +88,18 @@ class ClaimResolver:
                 return PodClaims(problem=f"ResourceClaim {claim.key} is already in use by "
                                          f"{RESERVED_FOR_LIMIT} consumers, the most allowed")
             claims.append(claim)
-        return self.of_claims(claims)
+        resolved = self.of_claims(claims)
+        needs = needs_of(pod, self._inventory.classes) if (
+            self._extended and pod.containers) else None
+        if needs is None:
+            return resolved
+        stale = find_extended_claim(pod, list(self._inventory.claims()))
+        if stale is not None:
+            # Upstream treats it as left from an earlier attempt and deletes it first.
+            return PodClaims(problem=f"ResourceClaim {stale.key} for the pod's extended "
+                                     "resources is left from an earlier attempt")
+        return PodClaims(claims=resolved.claims, shape=(resolved.shape, needs),
+                         extended=needs)
 
     def of_claims(self, claims: Sequence[ResourceClaim]) -> PodClaims:
         """`claims` with their shape (also used to precompute answers for known claims)."""

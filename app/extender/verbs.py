@@ -40,6 +40,7 @@ from app.extender.answers import (
 )
 from app.extender.binder import Binder, BindError, MemoryBinder
 from app.extender.claims import ClaimResolver
+from app.extender.extended import ExtendedClaim
 from app.extender.warming import Warmer
 from app.features import FeatureGates
 from app.inventory import Inventory
@@ -113,7 +114,8 @@ class Extender:
             raise ValueError(f"mode: {mode!r} is not one of allocator, advisor")
         self._inventory = inventory
         self._binder: Binder | None = binder or (MemoryBinder(inventory) if file_mode else None)
-        self._resolver = ClaimResolver(inventory, generate=file_mode)
+        self._resolver = ClaimResolver(inventory, generate=file_mode,
+                                       extended_resources=features.extended_resource)
         self._assume_ttl = assume_ttl
         self._book = AnswerBook(inventory, features=features, mode=mode,
                                 topology_config=topology_config or TopologyConfig(),
@@ -217,9 +219,9 @@ class Extender:
         claims = self._resolver.resolve(pod)
         if claims.problem is not None:
             return refused(claims.problem)
-        if not claims.claims:
+        if not claims.claims and claims.extended is None:
             return NO_CLAIMS
-        request = request_of(claims)
+        request = request_of(claims, pod=pod)
         answers = self._book.current(request)
         return answers, wording(tuple(c.key for c in request.pending)), request
 
@@ -237,15 +239,22 @@ class Extender:
         if claims.problem is not None:
             return claims.problem
         state = self._inventory.node_state(node)
-        if claims.claims and state is None:
+        if (claims.claims or claims.extended) and state is None:
             return f"node {node} is unknown to drax"
         allocations: tuple[ClaimAllocation, ...] = ()
+        special: ExtendedClaim | None = None
         if state is not None:
             elsewhere = allocated_elsewhere(claims, state)
             if elsewhere is not None:
                 return elsewhere
-            outcome = (self._book.answered(claims, node, state)
-                       or self._book.allocate(claims.pending, state, state.allocated))
+            pending = claims.pending
+            if claims.extended is not None:
+                variant = self._book.variant(request_of(claims, pod=pod), state.view.node)
+                if isinstance(variant, str):
+                    return variant
+                pending, special = variant.pending, variant.special
+            outcome = (self._book.answered(claims, node, state, pending=pending)
+                       or self._book.allocate(pending, state, state.allocated))
             if outcome.error is not None:
                 return f"cannot allocate on node {node}: {outcome.error}"
             if not outcome.feasible:
@@ -253,20 +262,34 @@ class Extender:
             allocations = outcome.claims
         self._inventory.assume(pod=pod, allocations=allocations, ttl=self._assume_ttl)
         try:
-            await self._binder.bind(pod=pod, node=node, allocations=allocations,
-                                    reserve=claims.claims)
+            created = await self._binder.bind(pod=pod, node=node, allocations=allocations,
+                                              reserve=claims.claims, extended=special)
         except BindError as exc:
             self._inventory.forget_assumed(pod=pod)
             return str(exc)
         except BaseException:
             self._inventory.forget_assumed(pod=pod)
             raise
-        if claims.pending:
+        if special is not None and created is not None:
+            self._assume_created(pod, special, created, allocations)
+        if claims.pending or special is not None:
             task = asyncio.get_running_loop().create_task(
-                self._catch_up(request_of(claims), bound_at=bound_at))
+                self._catch_up(request_of(claims, pod=pod), bound_at=bound_at))
             self._catching_up.add(task)
             task.add_done_callback(self._catching_up.discard)
         return None
+
+    def _assume_created(self, pod: Pod, special: ExtendedClaim, created: str,
+                        allocations: Sequence[ClaimAllocation]) -> None:
+        """Hold the special claim's devices under the name the API server gave it
+        until the watch delivers the claim (file mode has it in the inventory)."""
+        self._inventory.forget_assumed(pod=pod, claim_key=special.claim.key)
+        real = self._inventory.claim(f"{pod.namespace}/{created}")
+        if real is not None and real.allocation is not None:
+            return
+        self._inventory.assume(pod=pod, ttl=self._assume_ttl, allocations=[
+            ClaimAllocation(claim_key=f"{pod.namespace}/{created}", allocation=ca.allocation)
+            for ca in allocations if ca.claim_key == special.claim.key])
 
     async def _catch_up(self, request: Request, *, bound_at: float) -> None:
         """After a bind, once its answer is out: bring the answers of the shape

@@ -335,9 +335,11 @@ class Inventory:
             self._set_holding(_ASSUMED + ca.claim_key, results)
         self._next_expiry = min(self._next_expiry, expires_at)
 
-    def forget_assumed(self, *, pod: Pod) -> None:
-        """Drop every assumption made for `pod` (its bind failed)."""
-        for key in [k for k, a in self._assumed.items() if a.pod_key == pod.key]:
+    def forget_assumed(self, *, pod: Pod, claim_key: str | None = None) -> None:
+        """Drop every assumption made for `pod` (its bind failed), or only the one
+        for `claim_key`."""
+        for key in [k for k, a in self._assumed.items()
+                    if a.pod_key == pod.key and claim_key in (None, k)]:
             self._drop_assumption(key)
 
     def assumed_claims(self) -> list[str]:

@@ -17,6 +17,8 @@ the caller keeps whatever it already held.
 
 from __future__ import annotations
 
+import math
+import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -118,6 +120,47 @@ class Node:
     labels: Mapping[str, str] = field(default_factory=dict)
     uid: str = ""
     resource_version: str = ""
+    # status.allocatable of extended resources (device plugins), rounded up as
+    # the scheduler's scalar resources are; other resources are not kept.
+    allocatable: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(slots=True, frozen=True)
+class ContainerResources:
+    """One container's resource requests as the scheduler reads them: limits
+    fill in missing requests (API defaulting), `names` are all requested
+    resource names sorted (upstream numbers a request by its place there),
+    `extended` the integer requests of extended resources."""
+
+    name: str
+    init: bool = False
+    sidecar: bool = False  # an init container with restartPolicy Always
+    names: tuple[str, ...] = ()
+    extended: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(slots=True, frozen=True)
+class ContainerExtendedResourceRequest:
+    container_name: str
+    resource_name: str
+    request_name: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"containerName": self.container_name, "resourceName": self.resource_name,
+                "requestName": self.request_name}
+
+
+@dataclass(slots=True, frozen=True)
+class ExtendedResourceClaimStatus:
+    """pod.status.extendedResourceClaimStatus: the special claim and which
+    container's resource each of its requests serves."""
+
+    resource_claim_name: str
+    request_mappings: tuple[ContainerExtendedResourceRequest, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"resourceClaimName": self.resource_claim_name,
+                "requestMappings": [m.to_dict() for m in self.request_mappings]}
 
 
 @dataclass(slots=True, frozen=True)
@@ -139,6 +182,8 @@ class Pod:
     claim_statuses: Mapping[str, str | None] = field(default_factory=dict)
     scheduler_name: str = ""
     node_name: str = ""
+    containers: tuple[ContainerResources, ...] = ()  # init containers first
+    extended_resource_claim_status: ExtendedResourceClaimStatus | None = None
 
     @property
     def key(self) -> str:
@@ -258,6 +303,7 @@ class DeviceClass:
     extended_resource_name: str | None = None
     generation: int = 0
     resource_version: str = ""
+    creation_timestamp: str = ""  # RFC 3339; the newest class wins a shared extended name
 
 
 @dataclass(slots=True, frozen=True)
@@ -520,9 +566,77 @@ def parse_node(obj: Mapping[str, Any]) -> Node:
     meta = _meta(obj)
     name = _str(meta.get("name"), "Node metadata.name", required=True)
     labels = _map(meta.get("labels"), f"Node {name} metadata.labels")
+    status = _map(obj.get("status"), f"Node {name} status")
+    allocatable = {}
+    for resource, value in _map(status.get("allocatable"),
+                                f"Node {name} status.allocatable").items():
+        if is_extended_resource_name(str(resource)):
+            amount = _quantity(value, f"Node {name} status.allocatable[{resource}]").value
+            allocatable[str(resource)] = math.ceil(amount)
     return Node(name=name, labels={str(k): str(v) for k, v in labels.items()},
                 uid=str(meta.get("uid") or ""),
-                resource_version=str(meta.get("resourceVersion") or ""))
+                resource_version=str(meta.get("resourceVersion") or ""),
+                allocatable=allocatable)
+
+
+# A qualified name (DNS-1123 subdomain prefix / name of at most 63 characters),
+# as `requests.<name>` must be one for an extended resource name to be valid.
+_QUALIFIED_NAME: Final = re.compile(
+    r"^(?:[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+DEVICE_CLASS_RESOURCE_PREFIX: Final = "deviceclass.resource.kubernetes.io/"
+
+
+def is_extended_resource_name(name: str) -> bool:
+    """Upstream's test for a resource DRA may serve: an extended resource (has a
+    domain outside kubernetes.io, not `requests.`), or a device class's implicit
+    name `deviceclass.resource.kubernetes.io/<class>`."""
+    if name.startswith(DEVICE_CLASS_RESOURCE_PREFIX):
+        return True
+    if "/" not in name or "kubernetes.io/" in name or name.startswith("requests."):
+        return False
+    prefix, _, _ = f"requests.{name}".partition("/")
+    return len(prefix) <= 253 and bool(_QUALIFIED_NAME.match(f"requests.{name}"))
+
+
+def _containers(spec: Mapping[str, Any], where: str) -> tuple[ContainerResources, ...]:
+    out = []
+    for field_name, init in (("initContainers", True), ("containers", False)):
+        for i, raw in enumerate(_list(spec.get(field_name), f"{where} spec.{field_name}")):
+            what = f"{where} spec.{field_name}[{i}]"
+            c = _map(raw, what)
+            resources = _map(c.get("resources"), f"{what}.resources")
+            requests = dict(_map(resources.get("limits"), f"{what}.resources.limits"))
+            requests.update(_map(resources.get("requests"), f"{what}.resources.requests"))
+            extended = {}
+            for resource, value in requests.items():
+                if not is_extended_resource_name(str(resource)):
+                    continue
+                amount = _quantity(value, f"{what}.resources.requests[{resource}]").value
+                if amount.denominator == 1 and amount > 0:
+                    extended[str(resource)] = int(amount)
+            out.append(ContainerResources(
+                name=_str(c.get("name"), f"{what}.name"), init=init,
+                sidecar=init and c.get("restartPolicy") == "Always",
+                names=tuple(sorted(str(k) for k in requests)), extended=extended))
+    return tuple(out)
+
+
+def _extended_claim_status(raw: Any, where: str) -> ExtendedResourceClaimStatus | None:
+    if raw is None:
+        return None
+    m = _map(raw, f"{where} status.extendedResourceClaimStatus")
+    mappings = []
+    for i, entry in enumerate(_list(m.get("requestMappings"), f"{where} requestMappings")):
+        e = _map(entry, f"{where} requestMappings[{i}]")
+        mappings.append(ContainerExtendedResourceRequest(
+            container_name=_str(e.get("containerName"), f"{where} requestMappings[{i}]"),
+            resource_name=_str(e.get("resourceName"), f"{where} requestMappings[{i}]"),
+            request_name=_str(e.get("requestName"), f"{where} requestMappings[{i}]")))
+    return ExtendedResourceClaimStatus(
+        resource_claim_name=_str(m.get("resourceClaimName"),
+                                 f"{where} extendedResourceClaimStatus.resourceClaimName"),
+        request_mappings=tuple(mappings))
 
 
 def parse_pod(obj: Mapping[str, Any]) -> Pod:
@@ -553,7 +667,10 @@ def parse_pod(obj: Mapping[str, Any]) -> Pod:
     return Pod(namespace=namespace, name=name, uid=str(meta.get("uid") or ""),
                resource_claims=tuple(claims), claim_statuses=statuses,
                scheduler_name=str(spec.get("schedulerName") or ""),
-               node_name=str(spec.get("nodeName") or ""))
+               node_name=str(spec.get("nodeName") or ""),
+               containers=_containers(spec, where),
+               extended_resource_claim_status=_extended_claim_status(
+                   status.get("extendedResourceClaimStatus"), where))
 
 
 # Identical attribute values (type "gpu", architecture "Hopper", numaNode 0, ...)
@@ -735,7 +852,8 @@ def parse_device_class(obj: Mapping[str, Any]) -> DeviceClass:
                      for c in _list(spec.get("config"), f"{where} spec.config")),
         extended_resource_name=spec.get("extendedResourceName") or None,
         generation=_int(meta.get("generation"), f"{where} metadata.generation"),
-        resource_version=str(meta.get("resourceVersion") or ""))
+        resource_version=str(meta.get("resourceVersion") or ""),
+        creation_timestamp=str(meta.get("creationTimestamp") or ""))
 
 
 def _tolerations(raw: Any, what: str) -> tuple[DeviceToleration, ...]:

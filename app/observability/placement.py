@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from app.allocator.types import AllocatedState, ClaimAllocation
 from app.extender import Binder
+from app.extender.extended import ExtendedClaim
 from app.inventory import Inventory
 from app.model import Pod, ResourceClaim
 from app.observability.reasons import claim_shape
@@ -34,11 +35,14 @@ class PlacementRecorder:
         self._config = config
 
     async def bind(self, *, pod: Pod, node: str, allocations: Sequence[ClaimAllocation],
-                   reserve: Sequence[ResourceClaim]) -> None:
-        await self.target.bind(pod=pod, node=node, allocations=allocations, reserve=reserve)
+                   reserve: Sequence[ResourceClaim],
+                   extended: ExtendedClaim | None = None) -> str | None:
+        created = await self.target.bind(pod=pod, node=node, allocations=allocations,
+                                         reserve=reserve, extended=extended)
         if allocations:
             asyncio.get_running_loop().call_soon(self._record, pod, node, tuple(allocations),
                                                  tuple(reserve))
+        return created
 
     def _record(self, pod: Pod, node: str, allocations: tuple[ClaimAllocation, ...],
                 reserve: tuple[ResourceClaim, ...]) -> None:

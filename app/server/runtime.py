@@ -34,6 +34,7 @@ from app.binder import BindMetrics, KubeBinder
 from app.config import ConfigError, Settings
 from app.extender import Binder, BindError, Extender
 from app.extender.binder import MemoryBinder
+from app.extender.extended import ExtendedClaim
 from app.inventory import KINDS, Inventory
 from app.model import InvalidObject, Pod, ResourceClaim
 from app.observability.inventory import CapacityShape, InventoryObserver, parse_capacity
@@ -151,10 +152,12 @@ class DeferredBinder:
         self.target: Binder | None = None
 
     async def bind(self, *, pod: Pod, node: str, allocations: Sequence[ClaimAllocation],
-                   reserve: Sequence[ResourceClaim]) -> None:
+                   reserve: Sequence[ResourceClaim],
+                   extended: ExtendedClaim | None = None) -> str | None:
         if self.target is None:
             raise BindError("drax is not connected to the API server yet")
-        await self.target.bind(pod=pod, node=node, allocations=allocations, reserve=reserve)
+        return await self.target.bind(pod=pod, node=node, allocations=allocations,
+                                      reserve=reserve, extended=extended)
 
 
 def capacity_shapes(settings: Settings) -> tuple[CapacityShape, ...]:

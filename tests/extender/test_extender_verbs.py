@@ -5,6 +5,7 @@ prioritize, bind (assume, memory binder, failures)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from app.allocator.types import ClaimAllocation
 from app.extender import BindError
@@ -185,7 +186,7 @@ class FailingBinder:
         self.calls: list[tuple[str, list[str]]] = []
 
     async def bind(self, *, pod: Pod, node: str, allocations: Sequence[ClaimAllocation],
-                   reserve: Sequence[ResourceClaim]) -> None:
+                   reserve: Sequence[ResourceClaim], extended: Any = None) -> None:
         self.calls.append((node, [ca.claim_key for ca in allocations]))
         raise BindError("conflict writing claim status")
 
@@ -196,7 +197,7 @@ class AssumeCheckingBinder:
         self.seen: list[str] = []
 
     async def bind(self, *, pod: Pod, node: str, allocations: Sequence[ClaimAllocation],
-                   reserve: Sequence[ResourceClaim]) -> None:
+                   reserve: Sequence[ResourceClaim], extended: Any = None) -> None:
         self.seen = self.inventory.assumed_claims()
 
 
