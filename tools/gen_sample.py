@@ -57,6 +57,9 @@ MIG_PROFILES = (
 
 NODES = ("h100-node-1", "h100-node-2", "h100-mig-node-1")
 CPU_NODE = "cpu-node-1"
+# A node still on the NVIDIA device plugin: it advertises nvidia.com/gpu in
+# status.allocatable and publishes no ResourceSlices (KEP-5004 migration).
+PLUGIN_NODE = "a100-plugin-node-1"
 
 
 def _uid(*parts: str) -> str:
@@ -179,13 +182,17 @@ def _partitionable_gpu(node: str, minor: int) -> list[dict[str, Any]]:
     return [full, *migs]
 
 
-def _node(name: str, *, gpus: bool) -> dict[str, Any]:
+def _node(name: str, *, gpus: bool, plugin_gpus: int = 0) -> dict[str, Any]:
     labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
               "kubernetes.io/arch": "amd64", "topology.kubernetes.io/zone": "zone-a"}
     if gpus:
         labels["nvidia.com/gpu.product"] = "NVIDIA-H100-80GB-HBM3"
     allocatable = ({"cpu": "192", "memory": "2063731Mi", "pods": "110"} if gpus
                    else {"cpu": "32", "memory": "128Gi", "pods": "110"})
+    if plugin_gpus:
+        labels["nvidia.com/gpu.product"] = "NVIDIA-A100-SXM4-80GB"
+        allocatable = {"cpu": "128", "memory": "1031865Mi", "pods": "110",
+                       "nvidia.com/gpu": str(plugin_gpus)}
     return {
         "apiVersion": "v1", "kind": "Node",
         "metadata": {"name": name, "uid": _uid("node", name), "labels": labels},
@@ -215,14 +222,31 @@ def _pod(name: str, claim: dict[str, str]) -> dict[str, Any]:
     }
 
 
+def _device_plugin_pod(name: str, gpus: int) -> dict[str, Any]:
+    """A pod written for the device plugin: no claims, `nvidia.com/gpu` in its limits."""
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "uid": _uid("pod", name)},
+        "spec": {"schedulerName": "drax", "restartPolicy": "Never",
+                 "containers": [{"name": "main", "image": "nvcr.io/nvidia/pytorch:25.01-py3",
+                                 "command": ["sleep", "infinity"],
+                                 "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}]},
+        "status": {"phase": "Pending"},
+    }
+
+
 def documents() -> dict[str, tuple[str, list[dict[str, Any]]]]:
     classes = device_classes()
-    nodes = [_node(n, gpus=True) for n in NODES] + [_node(CPU_NODE, gpus=False)]
+    nodes = [_node(n, gpus=True) for n in NODES] + [_node(CPU_NODE, gpus=False),
+                                                    _node(PLUGIN_NODE, gpus=False,
+                                                          plugin_gpus=8)]
     out: dict[str, tuple[str, list[dict[str, Any]]]] = {
         "00-deviceclasses.yaml": ("DeviceClasses as shipped by the NVIDIA driver's chart "
                                   "(whole GPUs, MIG devices) and an RDMA NIC class.",
                                   classes),
-        "10-nodes.yaml": ("Three 8 x H100 nodes and one node without devices.", nodes),
+        "10-nodes.yaml": ("Three 8 x H100 nodes, one node without devices, and one 8 x A100 "
+                          "node on the NVIDIA device plugin (nvidia.com/gpu in "
+                          "status.allocatable, no ResourceSlices).", nodes),
     }
     for node in NODES[:2]:
         gpus = _slice(node, "gpu.nvidia.com", index=0, count=1,
@@ -260,11 +284,14 @@ def documents() -> dict[str, tuple[str, list[dict[str, Any]]]]:
         _pod("infer-0", {"resourceClaimTemplateName": "1gpu"}),
         _pod("notebook-0", {"resourceClaimName": "mig-1g10gb"}),
         _pod("train-8gpu-0", {"resourceClaimTemplateName": "8gpu"}),
+        _device_plugin_pod("legacy-2gpu-0", 2),
     ]
     out["40-pods.yaml"] = (
         "Pending pods to send to drax (schedulerName: drax). In file mode a pod that "
         "names a resourceClaimTemplateName is served as if its claim had been generated "
-        "from the template.", pods)
+        "from the template. legacy-2gpu-0 asks for nvidia.com/gpu: 2 the device-plugin "
+        "way: gpu.nvidia.com (extendedResourceName nvidia.com/gpu) serves it from DRA, "
+        "except on the device-plugin node.", pods)
     return out
 
 

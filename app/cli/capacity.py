@@ -4,9 +4,15 @@ The shape is the device claims one more pod would bring: a ResourceClaim's or
 ResourceClaimTemplate's spec, a Pod's claims (through its claims and
 templates), or `--gpus N [--nics M --same-root]`. Each node's number comes
 from `app.allocator.fits.count_fits`, the exact count of disjoint copies the
-metrics' capacity gauges also use; a number the search could not prove exact
-(step budget) is marked `>=`. The objects come from files, as `drax allocate`
-takes them, or from a live cluster listed once through `--kubeconfig`.
+metrics' capacity gauges also use. A Pod's extended resources served by DRA
+add, per node, the special claim the scheduler would build there; on a node
+whose device plugin advertises the resource, the count is at most its
+allocatable over the pod's request. Numbers that are not exact are marked `~`
+in the table: a search that ran out of its step budget (a proven lower bound),
+or a device-plugin bound (drax does not track what running pods hold of
+device-plugin resources); `unbounded` is a shape that needs no devices there.
+The objects come from files, as `drax allocate` takes them, or from a live
+cluster listed once through `--kubeconfig`.
 """
 
 from __future__ import annotations
@@ -15,10 +21,10 @@ import argparse
 import asyncio
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Final, TextIO
 
-from app.allocator.fits import FitCount, count_fits, gpu_shape
+from app.allocator.fits import MAX_COPIES, FitCount, count_fits, gpu_shape
 from app.cli.common import (
     EXIT_INPUT,
     InputError,
@@ -28,9 +34,10 @@ from app.cli.common import (
     write_output,
 )
 from app.extender import ClaimResolver
+from app.extender.extended import ExtendedNeeds, extended_claim, served_by_dra
 from app.features import FeatureGates
 from app.inventory import Inventory
-from app.model import ResourceClaim
+from app.model import Node, Pod, ResourceClaim
 from app.sources.files import SourceError, load_objects
 
 SYNC_TIMEOUT_SECONDS: Final = 60.0
@@ -91,25 +98,74 @@ def run(args: argparse.Namespace, *, out: TextIO | None = None,
     return 0
 
 
-def capacity(inventory: Inventory, shape: Sequence[ResourceClaim], *, nodes: Sequence[str],
+@dataclass(slots=True, frozen=True)
+class Shape:
+    claims: tuple[ResourceClaim, ...]
+    pod: Pod | None = None
+    extended: ExtendedNeeds | None = None
+
+
+def capacity(inventory: Inventory, shape: Shape, *, nodes: Sequence[str],
              features: FeatureGates) -> dict[str, FitCount]:
     out = {}
     for name in nodes:
         state = inventory.node_state(name)
         assert state is not None
-        out[name] = count_fits(shape, state.view, classes=inventory.classes,
-                               allocated=state.allocated, features=features,
-                               class_matcher=inventory.class_matcher,
-                               selector_matches=inventory.selectors.selector_matches)
+        claims = list(shape.claims)
+        plugin: FitCount | None = None
+        if shape.extended is not None and shape.pod is not None:
+            served = served_by_dra(shape.extended, state.view.node)
+            if isinstance(served, str):
+                out[name] = FitCount(count=0)
+                continue
+            if served:
+                claims.append(extended_claim(shape.pod, shape.extended, served).claim)
+            plugin = _device_plugin_fits(shape.pod, shape.extended, state.view.node,
+                                         served=served)
+        fit = count_fits(claims, state.view, classes=inventory.classes,
+                         allocated=state.allocated, features=features,
+                         class_matcher=inventory.class_matcher,
+                         selector_matches=inventory.selectors.selector_matches)
+        if plugin is not None and plugin.count <= fit.count:
+            fit = plugin
+        out[name] = fit
     return out
 
 
-def shape_of(args: argparse.Namespace, inventory: Inventory) -> list[ResourceClaim]:
+def _device_plugin_fits(pod: Pod, needs: ExtendedNeeds, node: Node, *,
+                        served: Sequence[str]) -> FitCount | None:
+    """Pods by the node's allocatable of the resources its device plugin serves."""
+    counts = []
+    for resource in needs.requested:
+        if resource in served or not node.allocatable.get(resource):
+            continue
+        wanted = pod_request(pod, resource)
+        if wanted:
+            counts.append(node.allocatable[resource] // wanted)
+    return FitCount(count=min(counts), exact=False) if counts else None
+
+
+def pod_request(pod: Pod, resource: str) -> int:
+    """The pod's request as the resource fit counts it: long-lived containers add
+    up, an init container needs its own amount plus the sidecars started before it."""
+    running = 0
+    peak = 0
+    for c in pod.containers:
+        amount = c.extended.get(resource, 0)
+        if c.init and not c.sidecar:
+            peak = max(peak, running + amount)
+        else:
+            running += amount
+    return max(running, peak)
+
+
+def shape_of(args: argparse.Namespace, inventory: Inventory) -> Shape:
     """The claims one more pod of the asked shape would bring, none allocated."""
     if args.gpus is not None:
         try:
-            return [gpu_shape(gpus=args.gpus, nics=args.nics, same_root=args.same_root,
-                              gpu_class=args.gpu_class, nic_class=args.nic_class)]
+            return Shape(claims=(gpu_shape(
+                gpus=args.gpus, nics=args.nics, same_root=args.same_root,
+                gpu_class=args.gpu_class, nic_class=args.nic_class),))
         except ValueError as exc:
             raise InputError(f"--gpus: {exc}") from None
     if args.nics or args.same_root:
@@ -118,22 +174,23 @@ def shape_of(args: argparse.Namespace, inventory: Inventory) -> list[ResourceCla
         claim = inventory.claim(_key(args.claim, "--claim"))
         if claim is None:
             raise InputError(f"ResourceClaim {args.claim} is not among the objects")
-        return [_fresh(claim)]
+        return Shape(claims=(_fresh(claim),))
     if args.template:
         key = _key(args.template, "--template")
         template = next((t for t in inventory.templates() if f"{t.namespace}/{t.name}" == key),
                         None)
         if template is None:
             raise InputError(f"ResourceClaimTemplate {args.template} is not among the objects")
-        return [ResourceClaim(namespace=template.namespace, name=template.name,
-                              spec=template.spec)]
+        return Shape(claims=(ResourceClaim(namespace=template.namespace, name=template.name,
+                                           spec=template.spec),))
     pod = inventory.pod(_key(args.pod, "--pod"))
     if pod is None:
         raise InputError(f"pod {args.pod} is not among the objects")
     claims = ClaimResolver(inventory, generate=True).resolve(pod)
     if claims.problem is not None:
         raise InputError(f"pod {args.pod}: {claims.problem}")
-    return [_fresh(c) for c in claims.claims]
+    return Shape(claims=tuple(_fresh(c) for c in claims.claims), pod=pod,
+                 extended=claims.extended)
 
 
 def _fresh(claim: ResourceClaim) -> ResourceClaim:
@@ -193,7 +250,8 @@ def render_table(counts: Mapping[str, FitCount]) -> str:
     rows = [("NODE", "FITS")]
     for name, fit in counts.items():
         text = f"error: {fit.error}" if fit.error else (
-            str(fit.count) if fit.exact else f">={fit.count}")
+            str(fit.count) if fit.exact else f"~{fit.count}" if fit.count < MAX_COPIES
+            else "unbounded")
         rows.append((name, text))
     rows.append(("TOTAL", str(sum(c.count for c in counts.values()))))
     width = max(len(r[0]) for r in rows)

@@ -24,7 +24,7 @@ kept, all short-lived containers mapping to it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
 from app.model import DeviceClass, Pod, ResourceClaim
@@ -52,6 +52,8 @@ class ExtendedNeeds:
 
     requested: tuple[str, ...]
     classes: tuple[tuple[str, str], ...]
+    # what the special claim is built from, so that equal needs build equal claims
+    containers: tuple[Hashable, ...] = ()
 
     def class_of(self, resource: str) -> str | None:
         return dict(self.classes).get(resource)
@@ -90,7 +92,9 @@ def needs_of(pod: Pod, classes: Mapping[str, DeviceClass]) -> ExtendedNeeds | No
     mapped = tuple((r, by_resource[r].name) for r in requested if r in by_resource)
     if not mapped:
         return None
-    return ExtendedNeeds(requested=tuple(requested), classes=mapped)
+    return ExtendedNeeds(requested=tuple(requested), classes=mapped, containers=tuple(
+        (c.init, c.sidecar, c.names, tuple(sorted(c.extended.items())))
+        for c in pod.containers))
 
 
 def served_by_dra(needs: ExtendedNeeds, node: Node) -> tuple[str, ...] | str:

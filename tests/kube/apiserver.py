@@ -10,7 +10,10 @@ with a 410 Status once that version has been compacted away; `timeoutSeconds`
 closes a watch cleanly; `drop_watches()` aborts every open stream mid-flight;
 PUT on an object or its status subresource honours the resourceVersion
 precondition (409 Conflict) and the `reservedFor` validation; pods/binding
-answers 201 with a Status, or fails on demand.
+answers 201 with a Status, or fails on demand. POST on a collection creates
+(`generateName` completed with five random characters, 409 on a taken name);
+DELETE removes an object, or only marks it deleting while finalizers remain;
+PATCH of pods/status applies a JSON merge patch.
 
 One global resourceVersion counter orders every change, as etcd's revision
 does. Objects are stored and served as plain dicts (copied on the way in and out)
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import random
 import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -85,6 +89,9 @@ class FakeApiServer:
         self.requests: list[tuple[str, str]] = []  # (method, path) of every request
         self.status_writes: list[dict[str, Any]] = []  # bodies of accepted status PUTs
         self.bindings: list[dict[str, Any]] = []
+        self.created: list[dict[str, Any]] = []  # bodies of accepted POSTs
+        self.deleted: list[tuple[str, str, str]] = []  # (plural, namespace, name) asked
+        self.status_patches: list[dict[str, Any]] = []  # pods/status merge patches
         self.collection_queries: list[tuple[str, dict[str, str]]] = []  # lists and watches
         self.before_status_put: Callable[[str, str], None] | None = None
         self._rv = itertools.count(100)
@@ -235,6 +242,13 @@ class FakeApiServer:
             if request.query.get("watch", "").lower() in ("true", "1"):
                 return await self._watch(request, plural)
             return self._list(plural, namespace, request.query)
+        if len(parts) == 1 and request.method == "POST":
+            return await self._post(request, plural, namespace)
+        if len(parts) == 2 and request.method == "DELETE":
+            return self._delete_request(plural, namespace, parts[1])
+        if plural == "pods" and len(parts) == 3 and parts[2] == "status" \
+                and request.method == "PATCH":
+            return await self._patch_status(request, namespace, parts[1])
         if len(parts) == 2 and request.method == "GET":
             return self._get(plural, namespace, parts[1])
         if len(parts) == 2 and request.method == "PUT":
@@ -377,6 +391,51 @@ class FakeApiServer:
         stored = self._commit(plural, key, updated, "MODIFIED")
         return web.Response(body=orjson.dumps(stored), content_type="application/json")
 
+    async def _post(self, request: web.Request, plural: str, namespace: str) -> web.Response:
+        body = orjson.loads(await request.read())
+        self.created.append(_copy(body))
+        meta = body.setdefault("metadata", {})
+        meta["namespace"] = namespace or meta.get("namespace", "")
+        if not meta.get("name"):
+            base = meta.get("generateName")
+            if not base:
+                return _status(422, "Invalid", "metadata.name or generateName is required")
+            meta["name"] = base[:58] + "".join(random.choices("bcdfghjklmnpqrstvwxz2456789",
+                                                              k=5))
+        key = self._key(RESOURCES[plural], namespace, meta["name"])
+        if key in self.store[plural]:
+            return _status(409, "AlreadyExists", f'{plural} "{meta["name"]}" already exists')
+        stored = self.create(plural, body)
+        return web.Response(status=201, body=orjson.dumps(stored),
+                            content_type="application/json")
+
+    def _delete_request(self, plural: str, namespace: str, name: str) -> web.Response:
+        key = self._key(RESOURCES[plural], namespace, name)
+        current = self.store[plural].get(key)
+        if current is None:
+            return _status(404, "NotFound", f'{plural} "{name}" not found')
+        self.deleted.append((plural, namespace, name))
+        if current["metadata"].get("finalizers"):
+            marked = _copy(current)
+            marked["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+            return web.Response(body=orjson.dumps(self._commit(plural, key, marked, "MODIFIED")),
+                                content_type="application/json")
+        self.delete(plural, name, namespace)
+        return _status(200, "Success", "deleted")
+
+    async def _patch_status(self, request: web.Request, namespace: str, name: str
+                            ) -> web.Response:
+        key = (namespace, name)
+        current = self.store["pods"].get(key)
+        if current is None:
+            return _status(404, "NotFound", f'pods "{name}" not found')
+        patch = orjson.loads(await request.read())
+        self.status_patches.append(_copy(patch))
+        updated = _copy(current)
+        _merge(updated.setdefault("status", {}), patch.get("status") or {})
+        stored = self._commit("pods", key, updated, "MODIFIED")
+        return web.Response(body=orjson.dumps(stored), content_type="application/json")
+
     async def _bind(self, request: web.Request, namespace: str, name: str) -> web.Response:
         body = orjson.loads(await request.read())
         if self.faults.binding_failures > 0:
@@ -400,6 +459,17 @@ class FakeApiServer:
         return web.Response(status=201, body=orjson.dumps(
             {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201}),
             content_type="application/json")
+
+
+def _merge(target: dict[str, Any], patch: Mapping[str, Any]) -> None:
+    """RFC 7386: null deletes, objects merge, anything else replaces."""
+    for k, v in patch.items():
+        if v is None:
+            target.pop(k, None)
+        elif isinstance(v, Mapping) and isinstance(target.get(k), dict):
+            _merge(target[k], v)
+        else:
+            target[k] = _copy(v) if isinstance(v, dict) else v
 
 
 def _copy(obj: dict[str, Any]) -> dict[str, Any]:

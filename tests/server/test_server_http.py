@@ -26,6 +26,7 @@ PODS = {o["metadata"]["name"]: o for o in OBJECTS if o["kind"] == "Pod"}
 NODES = [o for o in OBJECTS if o["kind"] == "Node"]
 NODE_NAMES = [n["metadata"]["name"] for n in NODES]
 GPU_NODES = ["h100-node-1", "h100-node-2", "h100-mig-node-1"]
+NO_DRA_NODES = ["cpu-node-1", "a100-plugin-node-1"]  # no ResourceSlices
 FILTER_KEYS = {"Nodes", "NodeNames", "FailedNodes", "FailedAndUnresolvableNodes", "Error"}
 
 
@@ -86,7 +87,7 @@ def test_filter_node_names_form(client: httpx.Client, path: str) -> None:
     assert set(body) == FILTER_KEYS
     assert body["Nodes"] is None and body["Error"] == ""
     assert sorted(body["NodeNames"]) == sorted(GPU_NODES)
-    assert set(body["FailedAndUnresolvableNodes"]) | set(body["FailedNodes"]) == {"cpu-node-1"}
+    assert set(body["FailedAndUnresolvableNodes"]) | set(body["FailedNodes"]) == set(NO_DRA_NODES)
     assert all(isinstance(v, str) and v for v in
                {**body["FailedNodes"], **body["FailedAndUnresolvableNodes"]}.values())
 
@@ -142,6 +143,32 @@ def test_bind_then_filter_sees_the_devices_taken(fresh_server: str) -> None:
         assert "h100-node-1" not in after["NodeNames"]
         assert "h100-node-1" in after["FailedNodes"]  # evicting the first pod would help
         assert sorted(after["NodeNames"]) == ["h100-mig-node-1", "h100-node-2"]
+
+
+def test_device_plugin_pod_is_served_by_dra_and_bound_with_its_special_claim(
+        fresh_server: str) -> None:
+    # legacy-2gpu-0 asks nvidia.com/gpu: 2 in its limits, no claims; the
+    # gpu.nvidia.com class takes the name over (extendedResourceName).
+    with httpx.Client(base_url=fresh_server, timeout=30) as c:
+        legacy = pod("legacy-2gpu-0")
+        body = c.post("/filter", json=names_args(legacy, NODE_NAMES)).json()
+        # the device-plugin node is left to the in-tree fit: it passes here
+        assert sorted(body["NodeNames"]) == sorted([*GPU_NODES, "a100-plugin-node-1"])
+        assert body["FailedAndUnresolvableNodes"] == {"cpu-node-1": (
+            "nvidia.com/gpu: 2 requested, 0 devices of class gpu.nvidia.com free on this "
+            "node")}
+        r = c.post("/bind", json={"PodName": "legacy-2gpu-0", "PodNamespace": "default",
+                                  "PodUID": legacy["metadata"]["uid"], "Node": "h100-node-1"})
+        assert r.json() == {"Error": ""}
+        # the special claim holds two of h100-node-1's GPUs now
+        eight = c.post("/filter", json=names_args(pod("train-8gpu-0"), ["h100-node-1"])).json()
+        assert "6 free; 8 needed" in eight["FailedNodes"]["h100-node-1"]
+        many = pod("legacy-2gpu-0", rename="legacy-2gpu-1")
+        many["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "7"
+        body = c.post("/filter", json=names_args(many, ["h100-node-1"])).json()
+        assert body["FailedNodes"] == {"h100-node-1": (
+            "nvidia.com/gpu: 7 requested, 6 devices of class gpu.nvidia.com free on this "
+            "node")}
 
 
 def test_bind_unknown_pod_answers_with_error_field(client: httpx.Client) -> None:
