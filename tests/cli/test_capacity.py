@@ -74,3 +74,16 @@ def test_bad_input_is_one_line_and_exit_2() -> None:
         run = drax("--objects", str(SAMPLE), *flags)
         assert run.returncode == 2, (flags, run.stdout)
         assert text in run.stderr and len(run.stderr.splitlines()) == 1
+
+
+def test_readme_shows_the_real_output() -> None:
+    readme = (SAMPLE.parents[1] / "README.md").read_text()
+    for flags in (["--gpus", "2", "--nics", "1", "--same-root"],
+                  ["--pod", "default/legacy-2gpu-0"], ["--template", "default/8gpu", "-o", "json"]):
+        command = " ".join([".venv/bin/drax capacity --objects app/sample", *flags])
+        head = readme.index(command)
+        body = readme[readme.index("```", readme.index("```\n", head) + 4) :]
+        block = body[body.index("\n") + 1 : body.index("```", 3)]
+        run = drax("--objects", str(SAMPLE), *flags)
+        assert run.returncode == 0, run.stderr
+        assert run.stdout == block, command
