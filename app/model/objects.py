@@ -22,8 +22,9 @@ import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, cast
 
+from app.model.compact import FieldMap
 from app.model.quantity import Quantity, QuantityError, parse_quantity
 
 ATTRIBUTE_KINDS: Final = ("int", "bool", "string", "version", "ints", "bools", "strings",
@@ -679,9 +680,27 @@ def parse_pod(obj: Mapping[str, Any]) -> Pod:
 _SHARED_ATTRIBUTES: dict[AttributeValue, AttributeValue] = {}
 _SHARED_ATTRIBUTES_MAX: Final = 1 << 18
 _UNSUPPORTED: Final = AttributeValue("", None)
+_SCALARS: dict[tuple[str, type, Any], AttributeValue] = {}
 
 
 def _attribute(raw: Any, what: str) -> AttributeValue:
+    # Nearly every attribute is one scalar (`{"string": "gpu"}`): look it up by
+    # (kind, type, value) before validating. The type is part of the key because
+    # `True == 1`, and `{"int": true}` must stay unsupported.
+    if type(raw) is dict and len(raw) == 1:
+        ((kind, value),) = raw.items()
+        if type(value) in (str, int, bool):
+            hit = _SCALARS.get((kind, type(value), value))
+            if hit is not None:
+                return hit
+            parsed = _parse_attribute(raw, what)
+            if len(_SCALARS) < _SHARED_ATTRIBUTES_MAX:
+                _SCALARS[(kind, type(value), value)] = parsed
+            return parsed
+    return _parse_attribute(raw, what)
+
+
+def _parse_attribute(raw: Any, what: str) -> AttributeValue:
     r = _map(raw, what)
     present = [k for k in ATTRIBUTE_KINDS if k in r and r[k] is not None]
     if len(present) != 1:
@@ -715,6 +734,72 @@ def _shared_attribute(attribute: AttributeValue) -> AttributeValue:
     if len(_SHARED_ATTRIBUTES) < _SHARED_ATTRIBUTES_MAX:
         _SHARED_ATTRIBUTES[attribute] = attribute
     return attribute
+
+
+# Capacity maps and counter consumptions repeat across the devices of a cluster
+# just like attribute values. They are shared by their raw form (value strings
+# included), not by equality: Quantity equality is numeric, and `1Gi` must not
+# become `1024Mi` (CEL's isInteger reads the text).
+_SHARED: dict[tuple[Any, ...], Any] = {}
+
+
+def _simple_values(raw: Mapping[str, Any]) -> tuple[tuple[str, str], ...] | None:
+    """`((name, value string), ...)` when every entry is just `{"value": "<str>"}`."""
+    out = []
+    for name, entry in raw.items():
+        if type(entry) is not dict or len(entry) != 1 or type(entry.get("value")) is not str:
+            return None
+        out.append((name, entry["value"]))
+    return tuple(out)
+
+
+def _remember(key: tuple[Any, ...] | None, value: Any) -> None:
+    if key is not None and len(_SHARED) < _SHARED_ATTRIBUTES_MAX:
+        _SHARED[key] = value
+
+
+def _capacity_map(raw: Any, *, driver: str, where: str) -> Mapping[str, DeviceCapacity]:
+    m = _map(raw, f"{where}.capacity")
+    simple = _simple_values(m)
+    key = None if simple is None else ("capacity", driver, simple)
+    if key is not None and (hit := _SHARED.get(key)) is not None:
+        return cast(Mapping[str, DeviceCapacity], hit)
+    out: dict[str, DeviceCapacity] = {}
+    for k, v in m.items():
+        c = _map(v, f"{where}.capacity[{k}]")
+        out[_key(k, driver)] = DeviceCapacity(
+            value=_quantity(c.get("value"), f"{where}.capacity[{k}].value"),
+            request_policy=_request_policy(c.get("requestPolicy"),
+                                           f"{where}.capacity[{k}].requestPolicy"))
+    shared = FieldMap(out)
+    _remember(key, shared)
+    return shared
+
+
+def _consumptions(raw: Any, *, where: str) -> tuple[DeviceCounterConsumption, ...]:
+    entries = _list(raw, f"{where}.consumesCounters")
+    parts: list[Any] = ["consumes"]
+    for cc in entries:
+        simple = (_simple_values(cc["counters"]) if type(cc) is dict and len(cc) == 2
+                  and type(cc.get("counterSet")) is str and type(cc.get("counters")) is dict
+                  else None)
+        if simple is None:
+            break
+        parts.append((cc["counterSet"], simple))
+    key = tuple(parts) if len(parts) == len(entries) + 1 else None
+    if key is not None and (hit := _SHARED.get(key)) is not None:
+        return cast(tuple[DeviceCounterConsumption, ...], hit)
+    consumes = []
+    for i, cc in enumerate(entries):
+        m = _map(cc, f"{where}.consumesCounters[{i}]")
+        consumes.append(DeviceCounterConsumption(
+            counter_set=_str(m.get("counterSet"), f"{where}.consumesCounters[{i}].counterSet",
+                             required=True),
+            counters=FieldMap(_counters(m.get("counters"),
+                                        f"{where}.consumesCounters[{i}].counters"))))
+    out = tuple(consumes)
+    _remember(key, out)
+    return out
 
 
 def _request_policy(raw: Any, what: str) -> RequestPolicy | None:
@@ -761,27 +846,15 @@ def _key(name: Any, driver: str) -> str:
 
 def _device(raw: Any, *, driver: str, pool: str, slice_name: str, what: str) -> Device:
     d = _map(raw, what)
-    name = _str(d.get("name"), f"{what}.name", required=True)
+    name = sys.intern(_str(d.get("name"), f"{what}.name", required=True))
     where = f"{what} ({name})"
-    attributes = {_key(k, driver): _attribute(v, f"{where}.attributes[{k}]")
-                  for k, v in _map(d.get("attributes"), f"{where}.attributes").items()}
-    capacity = {}
-    for k, v in _map(d.get("capacity"), f"{where}.capacity").items():
-        c = _map(v, f"{where}.capacity[{k}]")
-        capacity[_key(k, driver)] = DeviceCapacity(
-            value=_quantity(c.get("value"), f"{where}.capacity[{k}].value"),
-            request_policy=_request_policy(c.get("requestPolicy"),
-                                           f"{where}.capacity[{k}].requestPolicy"))
-    consumes = []
-    for i, cc in enumerate(_list(d.get("consumesCounters"), f"{where}.consumesCounters")):
-        m = _map(cc, f"{where}.consumesCounters[{i}]")
-        consumes.append(DeviceCounterConsumption(
-            counter_set=_str(m.get("counterSet"), f"{where}.consumesCounters[{i}].counterSet",
-                             required=True),
-            counters=_counters(m.get("counters"), f"{where}.consumesCounters[{i}].counters")))
+    attributes = FieldMap({_key(k, driver): _attribute(v, f"{where}.attributes[{k}]")
+                           for k, v in _map(d.get("attributes"), f"{where}.attributes").items()})
     return Device(
         driver=driver, pool=pool, name=name, slice_name=slice_name,
-        attributes=attributes, capacity=capacity, consumes_counters=tuple(consumes),
+        attributes=attributes,
+        capacity=_capacity_map(d.get("capacity"), driver=driver, where=where),
+        consumes_counters=_consumptions(d.get("consumesCounters"), where=where),
         node_name=_str(d.get("nodeName"), f"{where}.nodeName") or None,
         node_selector=parse_node_selector(d.get("nodeSelector"), f"{where}.nodeSelector"),
         all_nodes=bool(d.get("allNodes")),

@@ -1,0 +1,65 @@
+"""Compact device storage: shared key tables and shared parsed values keep the
+model's meaning (lookups, equality, quantity text, attribute kinds)."""
+
+from typing import Any
+
+from app.model import ResourceSlice, parse_object
+from app.model.compact import FieldMap
+
+
+def _slice(name: str, devices: list[dict[str, Any]]) -> ResourceSlice:
+    s = parse_object("ResourceSlice", {"kind": "ResourceSlice", "metadata": {"name": name},
+                                       "spec": {"driver": "gpu.example.com", "nodeName": name,
+                                                "pool": {"name": name}, "devices": devices}})
+    assert isinstance(s, ResourceSlice)
+    return s
+
+
+def test_field_map_is_a_read_only_mapping() -> None:
+    m = FieldMap({"a": 1, "b": 2})
+    assert m["b"] == 2 and m.get("a") == 1 and m.get("z") is None and m.get("z", 5) == 5
+    assert "a" in m and "z" not in m
+    assert list(m) == ["a", "b"] and len(m) == 2
+    assert list(m.items()) == [("a", 1), ("b", 2)] and list(m.values()) == [1, 2]
+    assert m == {"a": 1, "b": 2} and m == FieldMap({"a": 1, "b": 2})
+    assert m != FieldMap({"a": 1, "b": 3}) and m != FieldMap({"b": 2, "a": 1, "c": 0})
+    assert FieldMap({"b": 2, "a": 1}) == m  # same content, other order
+
+
+def test_devices_with_the_same_names_share_one_key_table() -> None:
+    a = _slice("n1", [{"name": "gpu-0", "attributes": {"uuid": {"string": "u1"}}}])
+    b = _slice("n2", [{"name": "gpu-0", "attributes": {"uuid": {"string": "u2"}}}])
+    ma, mb = a.devices[0].attributes, b.devices[0].attributes
+    assert isinstance(ma, FieldMap) and isinstance(mb, FieldMap)
+    assert ma._layout is mb._layout
+    assert ma["gpu.example.com/uuid"].value == "u1" and mb["gpu.example.com/uuid"].value == "u2"
+
+
+def test_equal_quantities_written_differently_stay_apart() -> None:
+    s = _slice("n1", [{"name": "a", "capacity": {"memory": {"value": "1Gi"}}},
+                      {"name": "b", "capacity": {"memory": {"value": "1024Mi"}}},
+                      {"name": "c", "capacity": {"memory": {"value": "1Gi"}}}])
+    a, b, c = (d.capacity["gpu.example.com/memory"].value for d in s.devices)
+    assert c.text == "1Gi"
+    assert a == b and a.text == "1Gi" and b.text == "1024Mi"
+    assert s.devices[0].capacity is s.devices[2].capacity  # identical raw maps are shared
+
+
+def test_scalar_attribute_kinds_are_not_confused_by_equal_values() -> None:
+    s = _slice("n1", [{"name": "a", "attributes": {"x": {"int": 1}}},
+                      {"name": "b", "attributes": {"x": {"bool": True}}},
+                      {"name": "c", "attributes": {"x": {"int": True}}},
+                      {"name": "d", "attributes": {"x": {"string": 1}}}])
+    kinds = [(d.attributes["gpu.example.com/x"].kind, d.attributes["gpu.example.com/x"].value)
+             for d in s.devices]
+    assert kinds == [("int", 1), ("bool", True), ("", None), ("", None)]
+
+
+def test_counter_consumptions_are_shared_by_their_raw_form() -> None:
+    use = [{"counterSet": "gpu-0", "counters": {"memory": {"value": "10Gi"}}}]
+    s = _slice("n1", [{"name": "a", "consumesCounters": use},
+                      {"name": "b", "consumesCounters": use},
+                      {"name": "c", "consumesCounters": [
+                          {"counterSet": "gpu-0", "counters": {"memory": {"value": "10240Mi"}}}]}])
+    a, b, c = (d.consumes_counters for d in s.devices)
+    assert a is b and a == c and c[0].counters["memory"].text == "10240Mi"
