@@ -1,0 +1,376 @@
+"""A real Kubernetes 1.37 control plane on loopback, with drax scheduling through it.
+
+    python -m tests.e2e.cluster up --dir DIR [--drax-mode allocator|advisor]
+    python -m tests.e2e.cluster down --dir DIR
+
+`up` builds (or reuses) the upstream binaries, then starts etcd,
+kube-apiserver (client certificates, Node,RBAC), kube-controller-manager,
+two kube-schedulers (`default-scheduler` unchanged; `drax` from
+manifests/scheduler-config.yaml with only the extender URL, the kubeconfig
+and the ports adjusted) and `drax serve` in kube mode. drax and its scheduler
+authenticate as the `drax-scheduler` ServiceAccount with a TokenRequest
+token, so the least-privilege RBAC of manifests/rbac.yaml is what runs. It
+writes DIR/kubeconfig (cluster admin) and DIR/cluster.json, and exits 0 only
+once every component is ready. There is no kubelet: Nodes are API objects
+whose status `make_node_ready` patches. Each process runs in its own session
+so it outlives `up`; `down` stops them by the PIDs in cluster.json.
+
+Tests use the same `start`/`stop` in-process (tests/e2e/conftest.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import httpx
+import yaml
+
+from tests.e2e.build import control_plane_bins
+from tests.e2e.kube import Kube, tls_context, wait_for
+
+REPO: Final = Path(__file__).resolve().parents[2]
+MANIFESTS: Final = REPO / "manifests"
+DRAX_SA: Final = ("kube-system", "drax-scheduler")
+SCHEDULERS: Final = ("default-scheduler", "drax")
+TOKEN_SECONDS: Final = 48 * 3600
+READY_TIMEOUT: Final = 120.0
+
+
+@dataclass(slots=True)
+class Cluster:
+    dir: str
+    drax_mode: str
+    server: str
+    drax_url: str
+    ports: dict[str, int] = field(default_factory=dict)
+    pids: dict[str, int] = field(default_factory=dict)
+    logs: dict[str, str] = field(default_factory=dict)
+    commands: dict[str, list[str]] = field(default_factory=dict)
+    schedulers: tuple[str, ...] = SCHEDULERS
+
+    @property
+    def path(self) -> Path:
+        return Path(self.dir)
+
+    def kube(self) -> Kube:
+        pki = self.path / "pki"
+        return Kube(server=self.server, ca=pki / "ca.crt", cert=pki / "admin.crt",
+                    key=pki / "admin.key")
+
+    def save(self) -> None:
+        (self.path / "cluster.json").write_text(json.dumps(asdict(self), indent=2) + "\n")
+
+    @classmethod
+    def load(cls, directory: Path) -> Cluster:
+        raw = json.loads((directory / "cluster.json").read_text())
+        raw["schedulers"] = tuple(raw["schedulers"])
+        return cls(**raw)
+
+    def spawn(self, name: str, argv: list[str]) -> None:
+        """Start (or restart) component `name` with `argv`, logging to DIR/logs/<name>.log."""
+        log_path = self.path / "logs" / f"{name}.log"
+        log_path.parent.mkdir(exist_ok=True)
+        with open(log_path, "ab") as log:
+            proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, start_new_session=True,
+                                    cwd=REPO)
+        self.pids[name] = proc.pid
+        self.logs[name] = str(log_path)
+        self.commands[name] = argv
+        self.save()
+
+    def kill(self, name: str, *, sig: int = signal.SIGTERM, timeout: float = 20) -> None:
+        pid = self.pids.get(name)
+        if pid is None:
+            return
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not _alive(pid):
+                return
+            time.sleep(0.1)
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            return
+        while _alive(pid):
+            time.sleep(0.05)
+
+    def restart(self, name: str, *, sig: int = signal.SIGTERM) -> None:
+        self.kill(name, sig=sig)
+        self.spawn(name, self.commands[name])
+
+
+def _alive(pid: int) -> bool:
+    # The children are ours when run in-process: reap them so they do not linger as zombies.
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        if done == pid:
+            return False
+    except ChildProcessError:
+        pass
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _openssl(*args: str, cwd: Path) -> None:
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
+
+
+def make_pki(pki: Path) -> None:
+    """A CA, the API server's serving cert, the admin client cert, the ServiceAccount key."""
+    pki.mkdir(parents=True, exist_ok=True)
+    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "30",
+             "-keyout", "ca.key", "-out", "ca.crt", "-subj", "/CN=drax-e2e-ca", cwd=pki)
+    leaves = {"apiserver": ("/CN=kube-apiserver", "subjectAltName=IP:127.0.0.1,DNS:localhost"),
+              "admin": ("/O=system:masters/CN=drax-e2e-admin", "extendedKeyUsage=clientAuth")}
+    for name, (subject, ext) in leaves.items():
+        _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key",
+                 "-out", f"{name}.csr", "-subj", subject, cwd=pki)
+        _sign(pki, name, ext)
+    _openssl("genrsa", "-out", "sa.key", "2048", cwd=pki)
+    _openssl("rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=pki)
+
+
+def _sign(pki: Path, name: str, ext: str) -> None:
+    (pki / f"{name}.ext").write_text(ext + "\n")
+    _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+             "-CAcreateserial", "-days", "30", "-out", f"{name}.crt",
+             "-extfile", f"{name}.ext", cwd=pki)
+
+
+def write_kubeconfig(path: Path, *, server: str, ca: Path, user: dict[str, str]) -> None:
+    doc = {"apiVersion": "v1", "kind": "Config", "current-context": "e2e",
+           "clusters": [{"name": "e2e", "cluster": {"server": server,
+                                                     "certificate-authority": str(ca)}}],
+           "users": [{"name": "e2e", "user": user}],
+           "contexts": [{"name": "e2e", "context": {"cluster": "e2e", "user": "e2e"}}]}
+    path.write_text(yaml.safe_dump(doc))
+
+
+def _get_ok(url: str, **kwargs: Any) -> bool:
+    return httpx.get(url, timeout=5, **kwargs).status_code == 200
+
+
+def drax_scheduler_config(cluster: Cluster, kubeconfig: Path) -> dict[str, Any]:
+    """manifests/scheduler-config.yaml with only the extender URL and the kubeconfig set."""
+    config = yaml.safe_load((MANIFESTS / "scheduler-config.yaml").read_text())
+    config["clientConnection"] = {"kubeconfig": str(kubeconfig)}
+    for extender in config["extenders"]:
+        extender["urlPrefix"] = f"{cluster.drax_url}/scheduler"
+    if cluster.drax_mode == "advisor":
+        # README "advisor mode": the in-tree plugin allocates and binds; drax filters and scores.
+        for profile in config["profiles"]:
+            profile.pop("plugins", None)
+        for extender in config["extenders"]:
+            extender.pop("bindVerb", None)
+    return config
+
+
+def default_scheduler_config(kubeconfig: Path) -> dict[str, Any]:
+    return {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+            "clientConnection": {"kubeconfig": str(kubeconfig)},
+            "leaderElection": {"leaderElect": False}}
+
+
+def drax_argv(cluster: Cluster) -> list[str]:
+    return [sys.executable, "-m", "app", "serve", "--kubeconfig",
+            str(cluster.path / "drax.kubeconfig"), "--port", str(cluster.ports["drax"]),
+            "--mode", cluster.drax_mode]
+
+
+def _up(cluster: Cluster, name: str, probe: Any) -> Any:
+    """`probe()`, but fail at once with the log's tail if component `name` has exited."""
+    if not _alive(cluster.pids[name]):
+        tail = Path(cluster.logs[name]).read_text(errors="replace")[-3000:]
+        raise RuntimeError(f"{name} exited; last log lines:\n{tail}")
+    return probe()
+
+
+def wait_drax_ready(cluster: Cluster, timeout: float = READY_TIMEOUT) -> None:
+    wait_for("drax /readyz", lambda: _up(cluster, "drax", lambda: _get_ok(
+        f"{cluster.drax_url}/readyz")), timeout=timeout)
+
+
+def wait_apiserver_ready(cluster: Cluster, timeout: float = READY_TIMEOUT) -> None:
+    pki = cluster.path / "pki"
+    wait_for("kube-apiserver /readyz", lambda: _up(cluster, "kube-apiserver", lambda: _get_ok(
+        f"{cluster.server}/readyz", verify=tls_context(
+            ca=pki / "ca.crt", cert=pki / "admin.crt", key=pki / "admin.key"))), timeout=timeout)
+
+
+def start(directory: Path, *, drax_mode: str = "allocator") -> Cluster:
+    """Start the whole control plane in `directory`; return once everything is ready."""
+    bins = control_plane_bins()
+    directory = directory.resolve()
+    directory.mkdir(parents=True, exist_ok=True)
+    pki = directory / "pki"
+    make_pki(pki)
+    ports = {name: free_port() for name in (
+        "etcd", "etcd-peer", "apiserver", "controller-manager", "default-scheduler",
+        "drax-scheduler", "drax")}
+    cluster = Cluster(dir=str(directory), drax_mode=drax_mode,
+                      server=f"https://127.0.0.1:{ports['apiserver']}",
+                      drax_url=f"http://127.0.0.1:{ports['drax']}", ports=ports)
+    try:
+        _start_components(cluster, bins)
+    except BaseException:
+        stop(cluster)
+        raise
+    return cluster
+
+
+def _start_components(cluster: Cluster, bins: dict[str, Path]) -> None:
+    d, ports, pki = cluster.path, cluster.ports, cluster.path / "pki"
+    etcd_url = f"http://127.0.0.1:{ports['etcd']}"
+    peer_url = f"http://127.0.0.1:{ports['etcd-peer']}"
+    cluster.spawn("etcd", [
+        str(bins["etcd"]), "--name=e2e", f"--data-dir={d / 'etcd'}",
+        f"--listen-client-urls={etcd_url}", f"--advertise-client-urls={etcd_url}",
+        f"--listen-peer-urls={peer_url}", f"--initial-advertise-peer-urls={peer_url}",
+        f"--initial-cluster=e2e={peer_url}", "--unsafe-no-fsync", "--log-level=warn"])
+    wait_for("etcd /health", lambda: _get_ok(f"{etcd_url}/health"))
+    cluster.spawn("kube-apiserver", [
+        str(bins["kube-apiserver"]), f"--etcd-servers={etcd_url}",
+        "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+        f"--secure-port={ports['apiserver']}", f"--cert-dir={d / 'apiserver'}",
+        f"--tls-cert-file={pki / 'apiserver.crt'}",
+        f"--tls-private-key-file={pki / 'apiserver.key'}",
+        f"--client-ca-file={pki / 'ca.crt'}",
+        f"--service-account-key-file={pki / 'sa.pub'}",
+        f"--service-account-signing-key-file={pki / 'sa.key'}",
+        "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+        "--service-cluster-ip-range=10.96.0.0/16",
+        # The "kubernetes" Service endpoint cannot be a loopback address, and nothing here needs it.
+        "--endpoint-reconciler-type=none",
+        "--authorization-mode=Node,RBAC"])
+    wait_apiserver_ready(cluster)
+    admin_kc = d / "kubeconfig"
+    write_kubeconfig(admin_kc, server=cluster.server, ca=pki / "ca.crt",
+                     user={"client-certificate": str(pki / "admin.crt"),
+                           "client-key": str(pki / "admin.key")})
+    cluster.spawn("kube-controller-manager", [
+        str(bins["kube-controller-manager"]), f"--kubeconfig={admin_kc}",
+        f"--authentication-kubeconfig={admin_kc}", f"--authorization-kubeconfig={admin_kc}",
+        "--bind-address=127.0.0.1", f"--secure-port={ports['controller-manager']}",
+        "--leader-elect=false",
+        # No kubelet heartbeats: the node lifecycle controller would taint every Node.
+        "--controllers=*,-node-lifecycle-controller",
+        f"--service-account-private-key-file={pki / 'sa.key'}",
+        f"--root-ca-file={pki / 'ca.crt'}"])
+    kube = cluster.kube()
+    try:
+        drax_kc = _drax_identity(cluster, kube)
+        cluster.spawn("drax", drax_argv(cluster))
+        for name, config, kc in (
+                ("default-scheduler", default_scheduler_config(admin_kc), admin_kc),
+                ("drax-scheduler", drax_scheduler_config(cluster, drax_kc), drax_kc)):
+            path = d / f"{name}.yaml"
+            path.write_text(yaml.safe_dump(config))
+            cluster.spawn(name, [
+                str(bins["kube-scheduler"]), f"--config={path}", "--bind-address=127.0.0.1",
+                f"--secure-port={ports[name]}", f"--authentication-kubeconfig={kc}",
+                f"--authorization-kubeconfig={kc}", "--v=2"])
+        wait_drax_ready(cluster)
+        for name in ("kube-controller-manager", "default-scheduler", "drax-scheduler"):
+            port = ports["controller-manager" if name == "kube-controller-manager" else name]
+            wait_for(f"{name} /healthz", lambda p=port, n=name: _up(cluster, n, lambda: _get_ok(
+                f"https://127.0.0.1:{p}/healthz", verify=False)))
+        wait_for("drax-scheduler leader lease", lambda: kube.get(
+            "Lease", "drax-scheduler", "kube-system")["spec"].get("holderIdentity"))
+        wait_for("ServiceAccount default/default",
+                 lambda: kube.get("ServiceAccount", "default", "default"))
+    finally:
+        kube.close()
+
+
+def _drax_identity(cluster: Cluster, kube: Kube) -> Path:
+    """Apply rbac.yaml and the ServiceAccount; write a kubeconfig with its TokenRequest token."""
+    namespace, name = DRAX_SA
+    for doc in yaml.safe_load_all((MANIFESTS / "deployment.yaml").read_text()):
+        if doc and doc["kind"] == "ServiceAccount":
+            kube.create(doc)
+    kube.apply_file(MANIFESTS / "rbac.yaml")
+    token = kube.request("POST", f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token",
+                         body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                               "spec": {"expirationSeconds": TOKEN_SECONDS}})["status"]["token"]
+    path = cluster.path / "drax.kubeconfig"
+    write_kubeconfig(path, server=cluster.server, ca=cluster.path / "pki" / "ca.crt",
+                     user={"token": token})
+    return path
+
+
+def stop(cluster: Cluster) -> None:
+    """Stop every component, the API's clients first and etcd last."""
+    for name in reversed(list(cluster.pids)):
+        cluster.kill(name)
+
+
+def make_node_ready(kube: Kube, name: str, *, labels: dict[str, str] | None = None,
+                    capacity: dict[str, str] | None = None) -> None:
+    """Create Node `name` (no kubelet) and patch its status to Ready."""
+    kube.create({"apiVersion": "v1", "kind": "Node",
+                 "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name,
+                                                       **(labels or {})}}})
+    resources = {"cpu": "64", "memory": "512Gi", "pods": "110", **(capacity or {})}
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    kube.patch("Node", name, {"status": {
+        "capacity": resources, "allocatable": resources,
+        "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                        "message": "e2e harness", "lastHeartbeatTime": now,
+                        "lastTransitionTime": now}]}}, subresource="status")
+    # Admission (TaintNodesByCondition) taints a new Node not-ready; the node lifecycle
+    # controller that would lift it is off (no kubelet heartbeats), so lift it here.
+    kube.patch("Node", name, {"spec": {"taints": None}})
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.e2e.cluster", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    up = sub.add_parser("up", help="start the control plane and drax")
+    up.add_argument("--dir", required=True, type=Path)
+    up.add_argument("--drax-mode", choices=("allocator", "advisor"), default="allocator")
+    down = sub.add_parser("down", help="stop what `up` started")
+    down.add_argument("--dir", required=True, type=Path)
+    args = parser.parse_args(argv)
+    if args.command == "up":
+        try:
+            cluster = start(args.dir, drax_mode=args.drax_mode)
+        except (TimeoutError, RuntimeError, subprocess.CalledProcessError) as exc:
+            print(f"cluster up: {exc}\nlogs: {args.dir / 'logs'}", file=sys.stderr)
+            return 1
+        print(f"cluster up: kubeconfig {cluster.path / 'kubeconfig'}, drax {cluster.drax_url}")
+        return 0
+    try:
+        cluster = Cluster.load(args.dir)
+    except (OSError, ValueError, TypeError) as exc:
+        print(f"cluster down: no cluster.json in {args.dir}: {exc}", file=sys.stderr)
+        return 1
+    stop(cluster)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,40 @@
+"""One real control plane for the whole e2e session (starting it costs ~15 s).
+
+Every test module shares the `cluster` fixture; tests keep to their own
+object names (node pools, pod prefixes) so they do not see each other's work.
+The suite skips, with one reason, only when `go` is not on PATH.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.build import go_available
+from tests.e2e.cluster import Cluster, start, stop
+from tests.e2e.kube import Kube
+
+SAMPLE_CLASSES = Path(__file__).resolve().parents[2] / "app" / "sample" / "00-deviceclasses.yaml"
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    if not go_available():
+        pytest.skip("e2e tests need `go` on PATH to build the upstream control plane")
+    running = start(tmp_path_factory.mktemp("e2e-cluster"))
+    try:
+        kube = running.kube()
+        kube.apply_file(SAMPLE_CLASSES)
+        kube.close()
+        yield running
+    finally:
+        stop(running)
+
+
+@pytest.fixture()
+def kube(cluster: Cluster) -> Iterator[Kube]:
+    client = cluster.kube()
+    yield client
+    client.close()
