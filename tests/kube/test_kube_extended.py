@@ -97,3 +97,39 @@ async def test_a_failed_binding_deletes_the_claim_and_clears_the_status(tmp_path
         assert "extendedResourceClaimStatus" not in (
             h.server.get("pods", "p1", "default").get("status") or {})
         assert not h.server.get("pods", "p1", "default")["spec"].get("nodeName")
+
+
+async def test_kube_mode_filter_and_bind_then_the_watch_brings_the_claim(tmp_path: Path
+                                                                         ) -> None:
+    from app.extender import Extender
+    from app.features import FeatureGates
+    from tests.kube.harness import device_class, eventually, gpu_slice, node
+
+    async with KubeHarness(tmp_path) as h:
+        assert h.client is not None
+        ext = Extender(h.inventory, features=FeatureGates(), mode="allocator",
+                       binder=KubeBinder(h.client, metrics=BindMetrics(h.registry)))
+        h.server.create("nodes", node("node-a"))
+        h.server.create("resourceslices", gpu_slice("node-a", 3))
+        mapped = device_class()
+        mapped["spec"]["extendedResourceName"] = GPU
+        h.server.create("deviceclasses", mapped)
+        first = parse_object("Pod", h.server.create("pods", gpu_pod()))
+        second_obj = gpu_pod()
+        second_obj["metadata"] = {"name": "p2", "namespace": "default", "uid": "uid-p2"}
+        second = parse_object("Pod", h.server.create("pods", second_obj))
+        h.watch()
+        await h.synced()
+        assert ext.filter(first, ["node-a"]).passed == ["node-a"]
+        assert await ext.bind(namespace="default", name="p1", uid="uid-p1",
+                              node="node-a") is None
+        # held under the created name at once, then by the watched claim itself
+        assert ext.filter(second, ["node-a"]).failed == {"node-a": (
+            f"{GPU}: 2 requested, 1 device of class gpu free on this node")}
+        [made] = [c for c in h.server.store["resourceclaims"].values()]
+        key = f"default/{made['metadata']['name']}"
+        await eventually(lambda: h.inventory.assumed_claims() == [],
+                         "the watched allocation to confirm the assumption")
+        watched = h.inventory.claim(key)
+        assert watched is not None and watched.allocation is not None
+        assert ext.filter(second, ["node-a"]).failed["node-a"].startswith(f"{GPU}: 2 requested")
