@@ -17,6 +17,7 @@ Everything is bounded: pod counts, request timeouts, the readiness wait.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gc
 import os
 import platform
@@ -25,7 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import ExitStack, closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,8 +80,20 @@ def _workload(args: argparse.Namespace, size: Sizing
 LARGE_CLUSTER = 1000
 
 
-def _device_count(cluster: Sequence[dict[str, Any]]) -> int:
-    return sum(len(o["spec"].get("devices", ())) for o in cluster if o["kind"] == "ResourceSlice")
+@dataclass(slots=True)
+class _Tally:
+    """What the benchmark needs to know about a cluster streamed to files."""
+
+    devices: int = 0
+    node_names: list[str] = dataclasses.field(default_factory=list)
+
+    def count(self, objects: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        for obj in objects:
+            if obj["kind"] == "ResourceSlice":
+                self.devices += len(obj["spec"].get("devices", ()))
+            elif obj["kind"] == "Node":
+                self.node_names.append(obj["metadata"]["name"])
+            yield obj
 
 
 def _serve_argv(args: argparse.Namespace, *, port: int, inventory: Path) -> list[str]:
@@ -105,7 +118,7 @@ def _collector_paused() -> Iterator[None]:
         gc.collect()
 
 
-def _write_cluster(directory: Path, cluster: list[dict[str, Any]],
+def _write_cluster(directory: Path, cluster: Iterable[dict[str, Any]],
                    claims: Sequence[dict[str, Any]] = ()) -> None:
     generator.write_cluster(directory, cluster, fmt="json")
     if claims:
@@ -115,12 +128,11 @@ def _write_cluster(directory: Path, cluster: list[dict[str, Any]],
 def measure_rss_16(args: argparse.Namespace, nodes: int, workdir: Path) -> dict[str, Any]:
     """Build time and RSS of drax serving `nodes` nodes of exactly 8 GPUs + 8 NICs."""
     with _collector_paused():
-        cluster = generator.generate_cluster(nodes=nodes, seed=args.seed,
-                                             partitionable_fraction=0, shared_fraction=0)
+        tally = _Tally()
         directory = workdir / f"inventory-{nodes}-16"
-        _write_cluster(directory, cluster)
-        devices = _device_count(cluster)
-        del cluster
+        _write_cluster(directory, tally.count(generator.iter_cluster(
+            nodes=nodes, seed=args.seed, partitionable_fraction=0, shared_fraction=0)))
+        devices = tally.devices
     port = bench.free_port()
     with serving(_serve_argv(args, port=port, inventory=directory), port=port,
                  log=workdir / f"drax-{nodes}-16.log", ready_timeout=args.ready_timeout) as server:
@@ -136,12 +148,11 @@ def run_size(args: argparse.Namespace, nodes: int, workdir: Path) -> dict[str, A
     size = sizing(args, nodes)
     inventory = workdir / f"inventory-{nodes}"
     with _collector_paused():
-        cluster = generator.generate_cluster(nodes=nodes, seed=args.seed)
+        tally = _Tally()
         claims, jobs = _workload(args, size)
-        _write_cluster(inventory, cluster, claims)
-        devices = _device_count(cluster)
-        node_names = [o["metadata"]["name"] for o in cluster if o["kind"] == "Node"]
-        del cluster
+        _write_cluster(inventory, tally.count(generator.iter_cluster(nodes=nodes, seed=args.seed)),
+                       claims)
+        devices, node_names = tally.devices, tally.node_names
     print(f"[{nodes} nodes] generated {devices} devices, {len(jobs)} pods "
           f"in {time.monotonic() - started:.1f}s", file=sys.stderr)
 

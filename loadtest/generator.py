@@ -46,7 +46,7 @@ import math
 import random
 import sys
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -342,6 +342,18 @@ def generate_cluster(*, nodes: int, gpus_per_node: int = 8, nics_per_node: int =
                      partitionable_fraction: float = 0.25, shared_fraction: float = 0.125,
                      seed: int = 0) -> list[dict[str, Any]]:
     """DeviceClasses, then per node: the Node, its GPU slice(s), its NIC slice."""
+    return list(iter_cluster(nodes=nodes, gpus_per_node=gpus_per_node,
+                             nics_per_node=nics_per_node, numa_nodes=numa_nodes,
+                             pcie_roots=pcie_roots, partitionable_fraction=partitionable_fraction,
+                             shared_fraction=shared_fraction, seed=seed))
+
+
+def iter_cluster(*, nodes: int, gpus_per_node: int = 8, nics_per_node: int = 8,
+                 numa_nodes: int = 2, pcie_roots: int = 4,
+                 partitionable_fraction: float = 0.25, shared_fraction: float = 0.125,
+                 seed: int = 0) -> Iterator[dict[str, Any]]:
+    """The objects of `generate_cluster` one at a time: at 100,000 nodes the raw
+    cluster is tens of gigabytes of dicts, more than the benchmark may hold."""
     if nodes < 0 or gpus_per_node < 1 or nics_per_node < 0:
         raise ValueError("nodes >= 0, gpus_per_node >= 1 and nics_per_node >= 0 are required")
     if not 1 <= numa_nodes <= pcie_roots:
@@ -353,18 +365,17 @@ def generate_cluster(*, nodes: int, gpus_per_node: int = 8, nics_per_node: int =
                         shared_fraction=shared_fraction, rng=rng)
     names = list(GPU_MODELS)
     weights = [GPU_MODELS[n].weight for n in names]
-    objects = device_classes()
+    yield from device_classes()
     for i, mode in enumerate(modes):
         name = node_name(i)
         model = GPU_MODELS["h100"] if mode != "full" else GPU_MODELS[
             rng.choices(names, weights)[0]]
-        objects.append(_node(name, mode, model, i, rng))
-        objects.extend(_gpu_slices(name, mode, model, gpu_places, rng))
+        yield _node(name, mode, model, i, rng)
+        yield from _gpu_slices(name, mode, model, gpu_places, rng)
         if nics_per_node:
             nics = [_nic(j, p, rng) for j, p in enumerate(nic_places)]
-            objects.append(_slice(node=name, driver=NIC_DRIVER, suffix="nics", slice_count=1,
-                                  devices=nics))
-    return objects
+            yield _slice(node=name, driver=NIC_DRIVER, suffix="nics", slice_count=1,
+                         devices=nics)
 
 
 # --------------------------------------------------------------------------- workload
@@ -531,25 +542,30 @@ def write_objects(path: str | Path, objects: Sequence[Mapping[str, Any]]) -> Pat
     return path
 
 
-def write_cluster(out: str | Path, objects: Sequence[Mapping[str, Any]], *,
+def write_cluster(out: str | Path, objects: Iterable[Mapping[str, Any]], *,
                   fmt: str = "yaml", slices_per_file: int = 2000) -> list[Path]:
     """Split a generated cluster into `deviceclasses`, `nodes` and numbered
     `resourceslices-NNN` files. Several slice files let a loader that works file
     by file keep only a part of a big cluster's raw objects in memory at once."""
     if slices_per_file < 1:
         raise ValueError("slices_per_file must be positive")
-    by_kind: dict[str, list[Mapping[str, Any]]] = {"DeviceClass": [], "Node": [],
-                                                   "ResourceSlice": []}
-    for obj in objects:
-        by_kind[obj["kind"]].append(obj)
+    by_kind: dict[str, list[Mapping[str, Any]]] = {"DeviceClass": [], "Node": []}
     out = Path(out)
-    written = [write_objects(out / f"deviceclasses.{fmt}", by_kind["DeviceClass"]),
-               write_objects(out / f"nodes.{fmt}", by_kind["Node"])]
-    slices = by_kind["ResourceSlice"]
-    for n, start in enumerate(range(0, len(slices), slices_per_file)):
-        written.append(write_objects(out / f"resourceslices-{n:03d}.{fmt}",
-                                     slices[start:start + slices_per_file]))
-    return written
+    written: list[Path] = []
+    slices: list[Mapping[str, Any]] = []
+    for obj in objects:  # slices are written as they fill a file: `objects` may stream
+        if obj["kind"] != "ResourceSlice":
+            by_kind[obj["kind"]].append(obj)
+            continue
+        slices.append(obj)
+        if len(slices) == slices_per_file:
+            written.append(write_objects(out / f"resourceslices-{len(written):03d}.{fmt}",
+                                         slices))
+            slices = []
+    if slices:
+        written.append(write_objects(out / f"resourceslices-{len(written):03d}.{fmt}", slices))
+    return [write_objects(out / f"deviceclasses.{fmt}", by_kind["DeviceClass"]),
+            write_objects(out / f"nodes.{fmt}", by_kind["Node"]), *written]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
