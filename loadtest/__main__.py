@@ -34,8 +34,9 @@ from typing import Any
 
 import orjson
 
-from loadtest import bench, churn, generator, profile, report
+from loadtest import bench, churn, generator, peer, profile, report
 from loadtest.bench import BenchmarkError, Client, PodJob, serving
+from tests.upstream.differential import Oracle, oracle_binary
 
 
 @dataclass(slots=True, frozen=True)
@@ -260,6 +261,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--profile", metavar="DIR",
                         help="sample drax with py-spy while it schedules; collapsed stacks "
                              "and a summary go to DIR (timings are then perturbed)")
+    parser.add_argument("--upstream", action="store_true",
+                        help="also time upstream's Go allocator on the same clusters and "
+                             "claim shapes (loadtest/peer.py; needs the oracle, built with go)")
     args = parser.parse_args(argv)
     if args.profile:
         Path(args.profile).mkdir(parents=True, exist_ok=True)
@@ -289,12 +293,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     doc["targets"] = report.evaluate_targets(doc)
     text = report.markdown(doc)
+    if args.upstream:
+        rows = _peer(args)
+        doc["upstream"] = [r.to_dict() for r in rows]
+        text += "\n\n## drax vs upstream's allocator\n\n" + peer.markdown(rows) + "\n"
     print(text)
     if args.json:
         Path(args.json).write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2))
     if args.markdown:
         Path(args.markdown).write_text(text)
     return 0
+
+
+def _peer(args: argparse.Namespace) -> list[peer.PeerRow]:
+    oracle = Oracle(oracle_binary())
+    try:
+        return peer.run(node_counts=args.nodes, oracle=oracle, seed=args.seed)
+    finally:
+        oracle.close()
 
 
 if __name__ == "__main__":
