@@ -93,3 +93,11 @@ def test_per_node_mode_allocates_on_each_node(oracle: Oracle) -> None:
                              "nodes": ["node-a", "node-a"], "repeat": 3, "timing": True})
     assert [n["feasible"] for n in answer["perNode"]] == [True, True]
     assert answer["repeat"] == 3
+
+
+def test_invalid_pool_is_an_error_that_fails_only_the_node(oracle: Oracle) -> None:
+    objects = _objects()
+    objects[2] = _slice([{"name": "gpu-0"}, {"name": "gpu-0"}])
+    answer = oracle.allocate(objects=objects, claims=[_claim("c", 1)], node="node-a")
+    assert answer["feasible"] is False and answer["failedOnNode"] is True
+    assert "invalid resource pool" in answer["error"]

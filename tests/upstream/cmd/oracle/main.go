@@ -65,11 +65,13 @@ type deviceResult struct {
 }
 
 type nodeAnswer struct {
-	Node     string           `json:"node,omitempty"`
-	Feasible bool             `json:"feasible"`
-	Error    *string          `json:"error"`
-	Reason   *string          `json:"failedOnNode,omitempty"`
-	Results  [][]deviceResult `json:"results"`
+	Node     string  `json:"node,omitempty"`
+	Feasible bool    `json:"feasible"`
+	Error    *string `json:"error"`
+	// FailedOnNode marks an error wrapping ErrFailedAllocationOnNode, which the
+	// scheduler reports as "unschedulable on this node" instead of aborting.
+	FailedOnNode bool             `json:"failedOnNode,omitempty"`
+	Results      [][]deviceResult `json:"results"`
 }
 
 func main() {
@@ -351,8 +353,8 @@ func allocate(req *request) any {
 		reply["feasible"] = a.Feasible
 		reply["error"] = a.Error
 		reply["results"] = a.Results
-		if a.Reason != nil {
-			reply["failedOnNode"] = *a.Reason
+		if a.FailedOnNode {
+			reply["failedOnNode"] = true
 		}
 	} else {
 		reply["perNode"] = answers
@@ -371,9 +373,9 @@ func nodeVerdict(node string, results []resourceapi.AllocationResult, err error)
 	a := nodeAnswer{Node: node}
 	switch {
 	case errors.Is(err, structured.ErrFailedAllocationOnNode):
-		// The scheduler treats this as "unschedulable on this node", not as an error.
 		msg := err.Error()
-		a.Reason = &msg
+		a.Error = &msg
+		a.FailedOnNode = true
 	case err != nil:
 		msg := err.Error()
 		a.Error = &msg
