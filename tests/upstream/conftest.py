@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.upstream.build import go_available
+from tests.e2e.build import go_available
 from tests.upstream.oracle import Oracle
 
 

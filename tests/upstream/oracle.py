@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any, Final
 
-from tests.upstream.build import build_module
+from tests.e2e.build import build_module
 
 MODULE_DIR: Final = Path(__file__).resolve().parent
 BINARY: Final = "oracle"
