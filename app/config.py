@@ -42,6 +42,7 @@ class Settings:
     log_level: str = "info"
     access_log: bool = False
     max_body_bytes: int = 16 * 1024 * 1024
+    body_read_timeout: float = 10.0  # seconds from a verb's headers to the end of its body
     url_prefix: str = "/scheduler"
     mode: str = "allocator"
     feature_gates: Mapping[str, bool] = field(default_factory=dict)
@@ -76,6 +77,15 @@ def _as_int(value: Any, key: str) -> int:
         return int(value)
     except (TypeError, ValueError):
         raise ConfigError(f"{key}: expected an integer, got {value!r}") from None
+
+
+def _as_float(value: Any, key: str) -> float:
+    if isinstance(value, bool):
+        raise ConfigError(f"{key}: expected a number, got {value!r}")
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{key}: expected a number, got {value!r}") from None
 
 
 def _as_bool(value: Any, key: str) -> bool:
@@ -130,6 +140,7 @@ FIELDS: Final[dict[str, Callable[[Any, str], Any]]] = {
     "log_level": _as_str,
     "access_log": _as_bool,
     "max_body_bytes": _as_int,
+    "body_read_timeout": _as_float,
     "url_prefix": _as_str,
     "mode": _as_str,
     "feature_gates": _as_gates,
@@ -193,6 +204,9 @@ def _validate(settings: Settings) -> Settings:
         path = getattr(settings, key)
         if path and not Path(path).is_file():
             raise ConfigError(f"{key}: {path}: no such file")
+    if not 0 < settings.body_read_timeout < float("inf"):
+        raise ConfigError(f"body_read_timeout: must be a positive number of seconds, "
+                          f"got {settings.body_read_timeout}")
     if settings.max_body_bytes < 1:
         raise ConfigError(f"max_body_bytes: must be positive, got {settings.max_body_bytes}")
     if settings.mode not in MODES:

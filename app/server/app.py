@@ -17,6 +17,7 @@ scheduler ignores while keeping the other scores.
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import logging
 import time
@@ -82,8 +83,10 @@ def _json_content_type(request: Request) -> bool:
     return media == JSON or (media.startswith("application/") and media.endswith("+json"))
 
 
-async def read_body(request: Request, *, limit: int) -> bytes:
-    """The whole body, refused with 413 as soon as it is known to exceed `limit`."""
+async def read_body(request: Request, *, limit: int, timeout: float = 10.0) -> bytes:
+    """The whole body, refused with 413 as soon as it is known to exceed `limit`,
+    and with 408 when it has not all arrived `timeout` seconds after the headers
+    (a body trickled in byte by byte would otherwise hold its connection forever)."""
     declared = request.headers.get("content-length")
     if declared is not None:
         try:
@@ -95,11 +98,17 @@ async def read_body(request: Request, *, limit: int) -> bytes:
                              status=413)
     chunks: list[bytes] = []
     received = 0
-    async for chunk in request.stream():
-        received += len(chunk)
-        if received > limit:
-            raise BadRequest(f"request body exceeds the limit of {limit} bytes", status=413)
-        chunks.append(chunk)
+    try:
+        async with asyncio.timeout(timeout):
+            async for chunk in request.stream():
+                received += len(chunk)
+                if received > limit:
+                    raise BadRequest(f"request body exceeds the limit of {limit} bytes",
+                                     status=413)
+                chunks.append(chunk)
+    except TimeoutError:
+        raise BadRequest(f"request body not received within {timeout:g} s "
+                         f"({received} bytes arrived)", status=408) from None
     return b"".join(chunks)
 
 
@@ -111,8 +120,10 @@ class ExtenderEdge:
     """The four verbs bound to one extender, with limits, metrics and error policy."""
 
     def __init__(self, *, verbs: Verbs, ready: Callable[[], bool], max_body_bytes: int,
-                 on_request: Callable[[], None] | None = None) -> None:
+                 on_request: Callable[[], None] | None = None,
+                 body_read_timeout: float = 10.0) -> None:
         self.verbs = verbs
+        self.body_read_timeout = body_read_timeout
         self.on_request = on_request
         self.ready = ready
         self.max_body_bytes = max_body_bytes
@@ -152,7 +163,8 @@ class ExtenderEdge:
                     raise BadRequest(f"unsupported Content-Type "
                                      f"{request.headers.get('content-type')!r}; send {JSON}",
                                      status=415)
-                body = await read_body(request, limit=self.max_body_bytes)
+                body = await read_body(request, limit=self.max_body_bytes,
+                                       timeout=self.body_read_timeout)
                 request_bytes.observe(len(body))
                 doc = wire.decode(body)
                 payload = await handler(doc)
@@ -163,6 +175,10 @@ class ExtenderEdge:
                 log.warning("bad %s request%s: %s", verb, f" for pod {pod}" if pod else "",
                             exc.message)
                 response, outcome = _json({"error": exc.message}, exc.status), "bad_request"
+                if exc.status in (408, 413):
+                    # The rest of that body may still be on its way: do not read
+                    # it as the next request.
+                    response.headers["connection"] = "close"
             except InternalError as exc:
                 response, outcome = _json({"error": str(exc)}, 503), "error"
             except ClientDisconnect:
@@ -269,7 +285,8 @@ VERBS: Final = ("filter", "prioritize", "bind", "preempt")
 def create_app(*, verbs: Verbs, ready: Callable[[], bool], max_body_bytes: int,
                url_prefix: str = "/scheduler", mode: str = "allocator",
                info: Mapping[str, Any] | None = None, lifespan: Lifespan | None = None,
-               on_request: Callable[[], None] | None = None) -> FastAPI:
+               on_request: Callable[[], None] | None = None,
+               body_read_timeout: float = 10.0) -> FastAPI:
     """The ASGI app: verbs at `/<verb>` and `<url_prefix>/<verb>`, plus the probes.
 
     `lifespan` runs around serving (the kube source starts its watches there);
@@ -279,7 +296,7 @@ def create_app(*, verbs: Verbs, ready: Callable[[], bool], max_body_bytes: int,
     app = FastAPI(title="drax", version=__version__, docs_url=None, redoc_url=None,
                   openapi_url=None, lifespan=lifespan)
     edge = ExtenderEdge(verbs=verbs, ready=ready, max_body_bytes=max_body_bytes,
-                        on_request=on_request)
+                        on_request=on_request, body_read_timeout=body_read_timeout)
     # The newest app in the process answers for readiness (tests build several).
     metrics.READY.set_function(lambda: 1.0 if ready() else 0.0)
     prefixes = [""] + ([url_prefix.rstrip("/")] if url_prefix.strip("/") else [])

@@ -221,6 +221,7 @@ def build_runtime(settings: Settings, *,
     lifespan = _observing(observer, extender, lifespan)
     app = create_app(verbs=extender, ready=lambda: inventory.synced,
                      max_body_bytes=settings.max_body_bytes, url_prefix=settings.url_prefix,
+                     body_read_timeout=settings.body_read_timeout,
                      mode=settings.mode, info={"source": source},
                      lifespan=_warming(extender, lifespan), on_request=extender.note_request)
     probes = create_probe_app(ready=lambda: inventory.synced, mode=settings.mode,
