@@ -75,6 +75,20 @@ class Faults:
     list_errors: int = 0
     # List requests with a continue token answered with 410 Expired.
     expired_continues: int = 0
+    # When set, list and watch faults hit only this resource (e.g. "nodes").
+    only_plural: str = ""
+    # The status of list and watch faults: 500, or 429 with Retry-After: 1.
+    status: int = 500
+
+    def hits(self, plural: str) -> bool:
+        return not self.only_plural or self.only_plural == plural
+
+    def answer(self, message: str) -> web.Response:
+        if self.status == 429:
+            response = _status(429, "TooManyRequests", message)
+            response.headers["Retry-After"] = "1"
+            return response
+        return _status(self.status, "InternalError", message)
 
 
 class FakeApiServer:
@@ -261,9 +275,9 @@ class FakeApiServer:
         return _status(405, "MethodNotAllowed", f"{request.method} {request.path}")
 
     def _list(self, plural: str, namespace: str, query: Mapping[str, str]) -> web.Response:
-        if self.faults.list_errors > 0:
+        if self.faults.list_errors > 0 and self.faults.hits(plural):
             self.faults.list_errors -= 1
-            return _status(500, "InternalError", "list failed on demand")
+            return self.faults.answer("list failed on demand")
         res = RESOURCES[plural]
         limit = int(query.get("limit") or 0)
         token = query.get("continue")
@@ -298,9 +312,9 @@ class FakeApiServer:
         return web.Response(body=orjson.dumps(obj), content_type="application/json")
 
     async def _watch(self, request: web.Request, plural: str) -> web.StreamResponse:
-        if self.faults.watch_errors > 0:
+        if self.faults.watch_errors > 0 and self.faults.hits(plural):
             self.faults.watch_errors -= 1
-            return _status(500, "InternalError", "etcd leader changed")
+            return self.faults.answer("etcd leader changed")
         res = RESOURCES[plural]
         since = request.query.get("resourceVersion", "")
         bookmarks = request.query.get("allowWatchBookmarks", "").lower() in ("true", "1")

@@ -79,13 +79,16 @@ WATCHED_KINDS: Final = (
 
 @dataclass(slots=True, frozen=True)
 class WatchSettings:
-    """Timings; the defaults are client-go's reflector values."""
+    """Timings; the defaults are client-go's reflector values, except the backoff's
+    start (client-go: 0.8 s): a dropped connection followed by three 500s then
+    waits at most 0 + 0.8 + 1.6 + 3.2 s, so the inventory converges within 10 s
+    (with 0.8 s it took up to 11.2 s plus the list, 18.8 s measured)."""
 
     watch_timeout: float = 300.0  # each watch asks for [t, 2t) seconds
     list_timeout: float = 60.0  # longest silence tolerated while a list is read
     page_size: int = 500  # objects per list page, as client-go's pager
     connect_timeout: float = 10.0
-    backoff_initial: float = 0.8
+    backoff_initial: float = 0.4
     backoff_max: float = 30.0
     min_watch: float = 1.0  # an empty watch shorter than this counts as a failure
     failure_window: float = 10.0  # a failure this long after the last one retries at once
