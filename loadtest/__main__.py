@@ -36,7 +36,7 @@ import orjson
 
 from loadtest import bench, churn, generator, peer, profile, report
 from loadtest.bench import BenchmarkError, Client, PodJob, serving
-from tests.upstream.differential import Oracle, oracle_binary
+from tests.upstream.differential import open_oracle
 
 
 @dataclass(slots=True, frozen=True)
@@ -306,7 +306,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _peer(args: argparse.Namespace) -> list[peer.PeerRow]:
-    oracle = Oracle(oracle_binary())
+    oracle = open_oracle()
     try:
         return peer.run(node_counts=args.nodes, oracle=oracle, seed=args.seed)
     finally:

@@ -4,15 +4,13 @@ Same generated clusters (loadtest/generator.py) and claim shapes (SHAPES) for
 both sides, in one run:
 
 - per node: one pod's claim allocated on one node, drax's `allocate` (advisor
-  = first fit, allocator = best topology) against upstream's `Allocate` as
-  the oracle binary times it (`"repeat"` in the request, `"ns"` per call in
-  the answer, measured inside the Go process, so JSON transport is not
-  counted);
-- a whole filter over every node of the cluster: drax's `filter` verb on a
-  fresh extender (cold caches, what a pod of a new shape meets) against
-  upstream's `Allocate` called once per node, as the in-tree Filter does
-  after one `NewAllocator` in PreFilter (summed; the oracle receives each
-  node's own slices, which is what that allocator reads for the node).
+  = first fit, allocator = best topology) against upstream's `NewAllocator`
+  + `Allocate` as the oracle times it inside the Go process (`timing`,
+  `repeat`; JSON transport is not counted);
+- a whole filter over every node of the cluster: drax's `filter` verb on an
+  extender that has not seen the shape (cold caches, what a pod of a new
+  shape meets) against one `NewAllocator` and `Allocate` once per node, as
+  the in-tree PreFilter and Filter do (the oracle's `nodes` request).
 
 The upstream side needs the oracle binary (`python -m tests.upstream.oracle
 --build`, or DRAX_ORACLE). Ratios are drax / upstream within this run.
@@ -35,7 +33,7 @@ from app.inventory import KINDS, Inventory
 from app.model import ResourceClaim, parse_object
 from app.topology import TopologyConfig, make_objective
 from loadtest.generator import POD_CLAIM_NAME, SHAPES, generate_cluster
-from tests.upstream.differential import Oracle
+from tests.upstream.oracle import Oracle
 
 FEATURES = {name: spec.default for name, spec in GATES.items()}
 
@@ -98,8 +96,8 @@ def run(*, node_counts: Sequence[int], oracle: Oracle, sample: int = 40, repeat:
         extender = Extender(inventory, features=FeatureGates(), file_mode=True)
         for shape in SHAPES:
             rows.append(_one(n, shape, inventory=inventory, extender=extender,
-                             classes=classes, per_node=per_node, names=names, oracle=oracle,
-                             sample=sample, repeat=repeat))
+                             objects=cluster, classes=classes, per_node=per_node,
+                             names=names, oracle=oracle, sample=sample, repeat=repeat))
     return rows
 
 
@@ -113,7 +111,8 @@ def _inventory(cluster: list[dict[str, Any]], extra: list[dict[str, Any]]) -> In
 
 
 def _one(n: int, shape: str, *, inventory: Inventory, extender: Extender,
-         classes: list[dict[str, Any]], per_node: dict[str, list[dict[str, Any]]],
+         objects: list[dict[str, Any]], classes: list[dict[str, Any]],
+         per_node: dict[str, list[dict[str, Any]]],
          names: list[str], oracle: Oracle, sample: int, repeat: int) -> PeerRow:
     raw_claim, raw_pod = _claim(shape), _pod(shape)
     claim: ResourceClaim = parse_object("ResourceClaim", raw_claim)
@@ -133,23 +132,19 @@ def _one(n: int, shape: str, *, inventory: Inventory, extender: Extender,
                          allocated=state.allocated, features=features,
                          class_matcher=inventory.class_matcher, objective=objective)
             times[mode].append((time.perf_counter() - start) / repeat)
-        answer = oracle.ask({"op": "allocate", "objects": [*classes, *per_node[name]],
-                             "claims": [raw_claim], "node": name, "features": FEATURES,
-                             "repeat": repeat})
-        times["upstream"].append(float(answer["ns"]) / 1e9)
+        answer = oracle.request({"op": "allocate", "objects": [*classes, *per_node[name]],
+                                 "claims": [raw_claim], "node": name, "features": FEATURES,
+                                 "repeat": repeat, "timing": True})
+        times["upstream"].append(float(answer["nanos"]) / answer["repeat"] / 1e9)
     pod = parse_object("Pod", raw_pod)
     start = time.perf_counter()
     result = extender.filter(pod, names)
     drax_filter = time.perf_counter() - start
     feasible = len(result.passed)
-    upstream_total = 0.0
-    upstream_feasible = 0
-    for name in names:
-        answer = oracle.ask({"op": "allocate", "objects": [*classes, *per_node[name]],
-                             "claims": [raw_claim], "node": name, "features": FEATURES,
-                             "repeat": 1})
-        upstream_total += float(answer["ns"]) / 1e9
-        upstream_feasible += bool(answer.get("feasible"))
+    answer = oracle.request({"op": "allocate", "objects": objects, "claims": [raw_claim],
+                             "nodes": names, "features": FEATURES, "timing": True})
+    upstream_total = float(answer["nanos"]) / 1e9
+    upstream_feasible = sum(bool(a.get("feasible")) for a in answer["perNode"])
     return PeerRow(nodes=n, shape=shape, feasible_nodes=feasible,
                    upstream_feasible_nodes=upstream_feasible,
                    drax_advisor_us=statistics.median(times["advisor"]) * 1e6,
@@ -175,13 +170,13 @@ def markdown(rows: Sequence[PeerRow]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     import argparse
 
-    from tests.upstream.differential import oracle_binary
+    from tests.upstream.differential import open_oracle
     parser = argparse.ArgumentParser(prog="python -m loadtest.peer")
     parser.add_argument("--nodes", type=int, nargs="+", default=[500, 5000])
     parser.add_argument("--sample", type=int, default=40)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    oracle = Oracle(oracle_binary())
+    oracle = open_oracle()
     try:
         rows = run(node_counts=args.nodes, oracle=oracle, sample=args.sample, seed=args.seed)
     finally:

@@ -18,14 +18,13 @@ runs a CI-sized batch through the same `compare`.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
 import sys
 import time
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from app.allocator import AllocationOutcome, allocate
@@ -33,6 +32,7 @@ from app.features import GATES, FeatureGates
 from app.inventory import Inventory, NodeState
 from app.model import DeviceClass, ResourceClaim, parse_object
 from app.topology import TopologyConfig, make_objective
+from tests.upstream.oracle import Oracle
 from tests.upstream.scenarios import Scenario, generate
 from tests.upstream.validity import check
 
@@ -44,37 +44,10 @@ _KINDS = ("Node", "ResourceSlice", "DeviceClass", "ResourceClaim")
 _INVALID_POOLS = "invalid resource pools were encountered"
 
 
-class Oracle:
-    """The upstream oracle binary as a JSON-lines subprocess."""
-
-    def __init__(self, binary: str) -> None:
-        self._proc = subprocess.Popen([binary], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                      text=True, bufsize=1)
-
-    def ask(self, line: dict[str, Any]) -> dict[str, Any]:
-        assert self._proc.stdin is not None and self._proc.stdout is not None
-        self._proc.stdin.write(json.dumps(line) + "\n")
-        self._proc.stdin.flush()
-        answer = self._proc.stdout.readline()
-        if not answer:
-            raise RuntimeError(f"oracle exited (code {self._proc.poll()})")
-        out: dict[str, Any] = json.loads(answer)
-        return out
-
-    def close(self) -> None:
-        if self._proc.stdin is not None:
-            self._proc.stdin.close()
-        self._proc.wait(timeout=30)
-
-
-def oracle_binary() -> str:
-    """DRAX_ORACLE, else the binary `python -m tests.upstream.oracle --build` prints last."""
+def open_oracle() -> Oracle:
+    """The oracle process: the binary named by DRAX_ORACLE, else the cached build."""
     given = os.environ.get("DRAX_ORACLE")
-    if given:
-        return given
-    done = subprocess.run([sys.executable, "-m", "tests.upstream.oracle", "--build"],
-                          capture_output=True, text=True, check=True)
-    return done.stdout.strip().splitlines()[-1]
+    return Oracle(Path(given) if given else None)
 
 
 @dataclass(slots=True)
@@ -116,10 +89,13 @@ def run_drax(scenario: Scenario) -> Drax:
 def verdict_of_upstream(answer: dict[str, Any]) -> str:
     if answer.get("feasible"):
         return "feasible"
-    error = answer.get("error")
-    if not error:
-        return "unschedulable"
-    return "invalid-pools" if str(error).startswith(_INVALID_POOLS) else "error"
+    # An error wrapping ErrFailedAllocationOnNode (only "invalid resource
+    # pools were encountered" in v0.37.2) comes as `reason` or flagged
+    # `failedOnNode`: the scheduler's "unschedulable on this node".
+    error, reason = answer.get("error"), answer.get("reason")
+    if answer.get("failedOnNode") or str(error or reason or "").startswith(_INVALID_POOLS):
+        return "invalid-pools"
+    return "error" if error else "unschedulable"
 
 
 def verdict_of_drax(outcome: AllocationOutcome) -> str:
@@ -188,14 +164,28 @@ def run(count: int, seed: int, *, oracle: Oracle,
         out: Any = sys.stdout) -> tuple[int, Counter[str]]:
     mismatches = 0
     verdicts: Counter[str] = Counter()
+    batch: list[Scenario] = []
     for scenario in scenarios(count, seed):
-        answer = oracle.ask(scenario.request())
+        batch.append(scenario)
+        if len(batch) < 200:
+            continue
+        mismatches += _check_batch(batch, oracle=oracle, verdicts=verdicts, out=out)
+        batch = []
+    mismatches += _check_batch(batch, oracle=oracle, verdicts=verdicts, out=out)
+    return mismatches, verdicts
+
+
+def _check_batch(batch: list[Scenario], *, oracle: Oracle, verdicts: Counter[str],
+                 out: Any) -> int:
+    mismatches = 0
+    answers = oracle.batch([s.request() for s in batch]) if batch else []
+    for scenario, answer in zip(batch, answers, strict=True):
         verdicts[verdict_of_upstream(answer)] += 1
         problems = compare(scenario, answer)
         if problems:
             mismatches += 1
-            print(f"seed {scenario.seed}: " + "; ".join(problems), file=out)
-    return mismatches, verdicts
+            print(f"seed {scenario.seed}: " + "; ".join(problems), file=out, flush=True)
+    return mismatches
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -204,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="number of allocation scenarios")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    oracle = Oracle(oracle_binary())
+    oracle = open_oracle()
     started = time.monotonic()
     try:
         mismatches, verdicts = run(args.allocator, args.seed, oracle=oracle)
