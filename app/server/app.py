@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import operator
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
@@ -223,7 +224,7 @@ class ExtenderEdge:
         self._count_hits(len(args.node_names), since=computed)
         # Counted per distinct score (C-level Counter), not per node: at 5,000
         # nodes a per-node observation would cost more than the answer.
-        by_score = collections.Counter(score for _, score in scores)
+        by_score = collections.Counter(map(_second, scores))
         by_score[0] += len(args.node_names) - len(scores)
         for score, n in by_score.items():
             counter = self._scores.get(score)
@@ -266,17 +267,25 @@ class ExtenderEdge:
         return wire.preemption_result(victims)
 
 
+_second: Final = operator.itemgetter(1)
+
+
 def _count_rejections(*by_node: Mapping[str, str]) -> None:
     # One Counter over the texts, then one classification per distinct text:
     # thousands of failed nodes share a handful of reasons.
     texts: collections.Counter[str] = collections.Counter()
     for reasons in by_node:
-        texts.update(reasons.values())
-    per_category: collections.Counter[str] = collections.Counter()
+        if reasons:
+            texts.update(reasons.values())
+    if not texts:
+        return
+    per_category: dict[str, int] = {}
     for text, n in texts.items():
-        per_category[filter_reason(text)] += n
+        category = filter_reason(text)
+        per_category[category] = per_category.get(category, 0) + n
+    children = metrics.REJECTIONS_BY_REASON
     for category, n in per_category.items():
-        metrics.FILTER_REJECTIONS.labels(reason=category).inc(n)
+        children[category].inc(n)
 
 
 VERBS: Final = ("filter", "prioritize", "bind", "preempt")

@@ -69,6 +69,9 @@ FILTER_REJECTIONS: Final = Counter(
     "Nodes filter ruled out, by reason category (docs/metrics.md lists them).",
     ["reason"], registry=REGISTRY)
 
+# Children looked up once: `labels()` costs microseconds (validation, a lock).
+REJECTIONS_BY_REASON: Final = {r: FILTER_REJECTIONS.labels(reason=r) for r in FILTER_REASONS}
+
 PRIORITIZE_SCORES: Final = Counter(
     "drax_prioritize_node_scores_total",
     "Node scores prioritize answered (0..10; a node left out counts as 0).",

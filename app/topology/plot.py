@@ -84,10 +84,11 @@ def render_png(rows: Sequence[Sequence[Cell]]) -> bytes:
             first = top + (HEIGHT - NIC_HEIGHT if cell.nic else 0)
             for y in range(first, top + HEIGHT):
                 pixels[y][x:x + CELL] = [color] * CELL
-    return _png(width, height, pixels)
+    return encode_png(width, height, pixels)
 
 
-def _png(width: int, height: int, pixels: Sequence[Sequence[Color]]) -> bytes:
+def encode_png(width: int, height: int, pixels: Sequence[Sequence[Color]]) -> bytes:
+    """8-bit RGB PNG bytes of `pixels` (rows of (r, g, b)), no dependency."""
     raw = b"".join(b"\x00" + bytes(c for px in row for c in px) for row in pixels)
 
     def chunk(kind: bytes, data: bytes) -> bytes:
