@@ -93,7 +93,7 @@ class ClaimResolver:
             self._extended and pod.containers) else None
         if needs is None:
             return resolved
-        stale = find_extended_claim(pod, list(self._inventory.claims()))
+        stale = find_extended_claim(pod, self._inventory.claims())
         if stale is not None:
             # Upstream treats it as left from an earlier attempt and deletes it first.
             return PodClaims(problem=f"ResourceClaim {stale.key} for the pod's extended "

@@ -24,7 +24,7 @@ kept, all short-lived containers mapping to it.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from app.model import DeviceClass, Pod, ResourceClaim
@@ -193,7 +193,7 @@ def requested_devices(extended: ExtendedClaim, resource: str) -> int:
     return sum(_count(r) for r in extended.claim.spec.requests if r.name in names)
 
 
-def find_extended_claim(pod: Pod, claims: Sequence[ResourceClaim]) -> ResourceClaim | None:
+def find_extended_claim(pod: Pod, claims: Iterable[ResourceClaim]) -> ResourceClaim | None:
     """The special claim an earlier bind created for this pod, if any."""
     for claim in claims:
         if (claim.annotations.get(EXTENDED_RESOURCE_CLAIM_ANNOTATION) == "true"
