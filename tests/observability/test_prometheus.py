@@ -75,6 +75,10 @@ def test_placement_and_capacity_show_what_happened(stack: Stack) -> None:
     assert last('sum(drax_inventory_nodes{job="drax"})') == 6
     # The cluster was filled until pods stopped fitting: some shape has no room left.
     assert last('min(drax_capacity_pods{job="drax"})') == 0
+    # Every reason drax gave for a node not fitting fell into a named category.
+    assert last('sum(drax_filter_node_rejections_total{job="drax"})') > 0
+    assert last('sum(drax_filter_node_rejections_total{job="drax",reason="other"})') == 0
+    assert last('sum(drax_bind_failures_total{job="drax"})') == 0
 
 
 @needs_prometheus
