@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -146,12 +146,30 @@ class Inventory:
 
     def replace(self, kind: str, objs: Iterable[Mapping[str, Any]]) -> None:
         """A relist: `kind` becomes exactly `objs`. Everything is parsed first."""
-        parsed = [parse_object(kind, o) for o in objs]
+        for _ in self.replacing(kind, objs):
+            pass
+
+    def replacing(self, kind: str, objs: Iterable[Mapping[str, Any]], *,
+                  step: int = 64) -> Iterator[None]:
+        """`replace` in steps of `step` objects, so a caller on the event loop can
+        let requests in between (a relist of 200,000 slices takes seconds). All
+        objects are parsed before anything changes, so a bad one still changes
+        nothing; between the later steps a reader sees some objects already as
+        listed and others not yet, as while a watch catches up."""
+        parsed = []
+        for i, o in enumerate(objs):
+            parsed.append(parse_object(kind, o))
+            if i % step == step - 1:
+                yield
         keys = {_object_key(kind, p) for p in parsed}
-        for key in [k for k in self._table(kind) if k not in keys]:
+        for i, key in enumerate([k for k in self._table(kind) if k not in keys]):
             self._delete(kind, key)
-        for p in parsed:
+            if i % step == step - 1:
+                yield
+        for i, p in enumerate(parsed):
             self.upsert(kind, p)
+            if i % step == step - 1:
+                yield
 
     def mark_synced(self, kind: str) -> None:
         if kind not in KINDS:

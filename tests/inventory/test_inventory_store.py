@@ -439,3 +439,29 @@ def test_changed_since_gives_up_on_history_it_no_longer_holds() -> None:
         inv.apply("Node", "MODIFIED", node("n1", i=str(i)))
     assert inv.changed_since(start) is None
     assert inv.changed_since(inv.sequence - 1) == {"n1"}
+
+
+# ---------------------------------------------------------------- relist in steps
+
+
+def _node_slices(count: int, *, first: int = 0) -> list[dict]:
+    return [resource_slice(f"s{i}", node_name=f"n{i}", devices=[device("gpu-0")])
+            for i in range(first, first + count)]
+
+
+def test_a_relist_in_steps_ends_exactly_as_the_list() -> None:
+    inv = inventory(*_node_slices(10))
+    steps = list(inv.replacing("ResourceSlice", _node_slices(10, first=5), step=4))
+    assert len(steps) > 3  # it yields while parsing, deleting and upserting
+    assert inv.node_names() == sorted(f"n{i}" for i in range(5, 15))
+    assert device_names(inv, "n14") == ["gpu-0"] and inv.node_state("n0") is None
+
+
+def test_a_bad_object_in_a_stepwise_relist_changes_nothing() -> None:
+    inv = inventory(*_node_slices(3))
+    bad = {"kind": "ResourceSlice", "metadata": {"name": "bad"}, "spec": {}}
+    steps = inv.replacing("ResourceSlice", [*_node_slices(5, first=3), bad], step=1)
+    with pytest.raises(InvalidObject):
+        for _ in steps:
+            pass
+    assert inv.node_names() == ["n0", "n1", "n2"]

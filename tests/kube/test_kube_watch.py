@@ -7,7 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from app.sources.kube import WatchSettings
-from app.sources.kube.watch import Backoff
+from app.sources.kube.watch import RELIST_SLICE_SECONDS, Backoff, _stepwise
 from tests.kube.harness import (
     FAST,
     KubeHarness,
@@ -247,3 +247,25 @@ async def test_a_corrupt_watch_stream_is_resumed_without_losing_state(tmp_path: 
         await eventually(lambda: h.inventory.node_names() == ["n0", "n1"], "n1")
         assert h.metric("drax_watch_errors_total", kind="Node") >= 1
         assert h.metric("drax_watch_relists_total", kind="Node") == 0
+
+
+async def test_a_long_relist_lets_the_event_loop_run_between_its_slices() -> None:
+    ran_between: list[int] = []
+    done = 0
+
+    def steps():
+        nonlocal done
+        for _ in range(4):
+            deadline = asyncio.get_running_loop().time() + RELIST_SLICE_SECONDS
+            while asyncio.get_running_loop().time() < deadline:
+                pass  # one step of relist work, a slice long
+            done += 1
+            yield
+
+    async def other_task() -> None:
+        while done < 4:
+            ran_between.append(done)
+            await asyncio.sleep(0)
+
+    await asyncio.gather(_stepwise(steps()), other_task())
+    assert {1, 2, 3} <= set(ran_between)  # it ran after each slice, not only at the end

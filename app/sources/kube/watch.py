@@ -8,9 +8,10 @@ for thousands of devices costs more than the inventory's own parsing.
 
 The loop is client-go's reflector, reduced to what drax needs:
 - list (a consistent read, in pages of 500 like client-go's pager),
-  `inventory.replace(kind, items)` so the state
-  becomes exactly the list (objects deleted while away disappear), and
-  `mark_synced(kind)` the first time;
+  `inventory.replacing(kind, items)` so the state
+  becomes exactly the list (objects deleted while away disappear), driven in
+  slices of at most RELIST_SLICE_SECONDS so that a relist of a 100,000-node
+  cluster never holds up a verb for long, and `mark_synced(kind)` the first time;
 - watch from the list's resourceVersion with bookmarks and a server-side
   `timeoutSeconds` (randomised so the four watches do not reconnect in step),
   remembering the resourceVersion of every event and bookmark;
@@ -32,7 +33,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
@@ -50,6 +51,8 @@ APPLIED_EVENTS: Final = frozenset({"ADDED", "MODIFIED", "DELETED"})
 # Events handled between two yields to the event loop, so a burst of watch
 # events cannot hold up the extender's HTTP requests for long.
 EVENTS_PER_YIELD: Final = 16
+# Longest a relist runs before it lets the event loop serve a verb.
+RELIST_SLICE_SECONDS: Final = 0.005
 
 
 class EventSink(Protocol):
@@ -57,7 +60,7 @@ class EventSink(Protocol):
 
     def apply(self, kind: str, event_type: str, obj: Mapping[str, Any]) -> None: ...
 
-    def replace(self, kind: str, objs: Iterable[Mapping[str, Any]]) -> None: ...
+    def replacing(self, kind: str, objs: Iterable[Mapping[str, Any]]) -> Iterator[None]: ...
 
     def mark_synced(self, kind: str) -> None: ...
 
@@ -185,7 +188,7 @@ class Informer:
                 break
         if not rv:
             raise WatchError("list: the response carries no metadata.resourceVersion")
-        self._replace(items)
+        await self._replace(items)
         self._metrics.seen(self.kind)
         if not self._synced:
             self._sink.mark_synced(self.kind)
@@ -217,9 +220,9 @@ class Informer:
             raise WatchError("list: the response is not an object")
         return decoded
 
-    def _replace(self, items: list[Any]) -> None:
+    async def _replace(self, items: list[Any]) -> None:
         try:
-            self._sink.replace(self.kind, items)
+            await _stepwise(self._sink.replacing(self.kind, items))
             return
         except InvalidObject:
             pass
@@ -234,7 +237,7 @@ class Informer:
                 log.warning("%s: rejected from the list: %s", self.kind, exc)
             else:
                 valid.append(item)
-        self._sink.replace(self.kind, valid)
+        await _stepwise(self._sink.replacing(self.kind, valid))
 
     async def _watch(self, rv: str) -> None:
         """One watch request from `rv`; `resource_version` follows every event."""
@@ -328,6 +331,16 @@ class KubeSource:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks = []
+
+
+async def _stepwise(steps: Iterator[None]) -> None:
+    """Run `steps` on the event loop, yielding to it every RELIST_SLICE_SECONDS."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + RELIST_SLICE_SECONDS
+    for _ in steps:
+        if loop.time() >= deadline:
+            await asyncio.sleep(0)
+            deadline = loop.time() + RELIST_SLICE_SECONDS
 
 
 def _status_message(body: bytes) -> str:
