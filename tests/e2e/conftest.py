@@ -8,6 +8,7 @@ The suite skips, with one reason, only when `go` is not on PATH.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -19,11 +20,12 @@ from tests.e2e.kube import Kube
 SAMPLE_CLASSES = Path(__file__).resolve().parents[2] / "app" / "sample" / "00-deviceclasses.yaml"
 
 
-@pytest.fixture(scope="session")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+@contextmanager
+def running_cluster(directory: Path, *, drax_mode: str = "allocator") -> Iterator[Cluster]:
+    """A started control plane with the sample DeviceClasses, stopped on exit."""
     if not go_available():
         pytest.skip("e2e tests need `go` on PATH to build the upstream control plane")
-    running = start(tmp_path_factory.mktemp("e2e-cluster"))
+    running = start(directory, drax_mode=drax_mode)
     try:
         kube = running.kube()
         kube.apply_file(SAMPLE_CLASSES)
@@ -31,6 +33,12 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         yield running
     finally:
         stop(running)
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    with running_cluster(tmp_path_factory.mktemp("e2e-cluster")) as running:
+        yield running
 
 
 @pytest.fixture()

@@ -13,19 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from loadtest.generator import SHAPES
 from tests.e2e.cluster import Cluster
 from tests.e2e.kube import ApiError, Kube, load_documents, wait_for
 from tests.e2e.workload import (
     add_pool,
     add_templates,
-    check_allocation,
-    claim,
-    exclusive_devices,
-    pod,
-    pod_claim,
-    published_devices,
-    wait_bound,
+    check_workload,
+    create_too_big,
+    schedule_every_shape,
+    unschedulable_message,
 )
 
 MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
@@ -66,46 +62,15 @@ def pool(cluster: Cluster) -> list[str]:
 
 
 def test_every_shape_is_bound_with_a_valid_allocation(pool: list[str], kube: Kube) -> None:
-    names = []
-    for shape in SHAPES:
-        for i in range(2):
-            name = f"{POOL}-{shape}-{i}"
-            kube.create(pod(name, scheduler="drax", template=f"{POOL}-{shape}",
-                            node_selector={"e2e/pool": POOL}))
-            names.append(name)
-    kube.create(claim(f"{POOL}-named", "2gpu-1nic-same-root"))
-    kube.create(pod(f"{POOL}-named", scheduler="drax", claim_name=f"{POOL}-named",
-                    node_selector={"e2e/pool": POOL}))
-    names.append(f"{POOL}-named")
-    pods = wait_bound(kube, names)
-    devices = published_devices(kube)
-    claims = []
-    for name, pod_obj in pods.items():
-        assert pod_obj["spec"]["nodeName"] in pool, name
-        claim_obj = pod_claim(kube, pod_obj)
-        check_allocation(claim_obj, pod_obj=pod_obj, devices_by_key=devices)
-        claims.append(claim_obj)
-    taken = exclusive_devices(claims)
-    assert len(taken) == len(set(taken)), "a device is in two claims"
+    pods = schedule_every_shape(kube, prefix=POOL, scheduler="drax", pool=POOL)
+    check_workload(kube, pods, nodes=pool)
 
 
 def test_a_pod_that_cannot_fit_stays_pending_with_drax_reason(pool: list[str], kube: Kube
                                                               ) -> None:
     name = f"{POOL}-too-big"
-    spec = {"devices": {"requests": [{"name": "gpu", "exactly": {
-        "deviceClassName": "gpu.nvidia.com", "count": 9}}]}}
-    kube.create({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
-                 "metadata": {"name": name, "namespace": "default"}, "spec": spec})
-    kube.create(pod(name, scheduler="drax", claim_name=name, node_selector={"e2e/pool": POOL}))
-
-    def unschedulable() -> str | None:
-        conditions = kube.get("Pod", name, "default").get("status", {}).get("conditions", [])
-        for c in conditions:
-            if c["type"] == "PodScheduled" and c["status"] == "False":
-                return str(c.get("message", ""))
-        return None
-
-    message = wait_for(f"{name} PodScheduled=False", unschedulable)
+    create_too_big(kube, name, scheduler="drax", pool=POOL)
+    message = wait_for(f"{name} PodScheduled=False", lambda: unschedulable_message(kube, name))
     assert kube.get("Pod", name, "default")["spec"].get("nodeName") is None
     # drax's per-node reason, passed through by kube-scheduler's FitError.
     assert f"claim default/{name}: request \"gpu\"" in message, message

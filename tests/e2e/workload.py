@@ -9,9 +9,17 @@ the DRA driver: it publishes the ResourceSlices and marks the Nodes Ready.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any, Final
 
-from loadtest.generator import PCIE_ROOT, SHAPES, generate_cluster
+from loadtest.generator import (
+    GPU_DRIVER,
+    NIC_DRIVER,
+    PCIE_ROOT,
+    SHAPES,
+    STANDARD_NUMA,
+    generate_cluster,
+)
 from tests.e2e.cluster import make_node_ready
 from tests.e2e.kube import Kube, wait_for
 
@@ -159,5 +167,145 @@ def exclusive_devices(claims: Iterable[dict[str, Any]]) -> list[tuple[str, str, 
     return taken
 
 
-__all__ = ["PCIE_ROOT", "add_pool", "add_templates", "check_allocation", "claim",
-           "exclusive_devices", "pod", "pod_claim", "published_devices", "wait_bound"]
+# Shapes that need a node kind of which a pool has few (shared GPUs on 1 node in 8,
+# MIG on 2, 8 free GPUs): scheduled first, so the outcome does not depend on where
+# a first-fit allocator or the in-tree scores spread the small pods.
+FIRST_SHAPES: Final = ("shared-gpu", "mig-1g", "8gpu")
+
+
+def schedule_every_shape(kube: Kube, *, prefix: str, scheduler: str, pool: str
+                         ) -> dict[str, dict[str, Any]]:
+    """Two pods per loadtest shape through the pool's templates, and one on a named
+    ResourceClaim, all kept to `pool` by nodeSelector: FIRST_SHAPES, then (once
+    those are bound) the rest. Returns name -> bound Pod."""
+    later = [shape for shape in SHAPES if shape not in FIRST_SHAPES]
+    bound: dict[str, dict[str, Any]] = {}
+    for shapes in (FIRST_SHAPES, later):
+        names = []
+        for shape in shapes:
+            for i in range(2):
+                name = f"{prefix}-{shape}-{i}"
+                kube.create(pod(name, scheduler=scheduler, template=f"{pool}-{shape}",
+                                node_selector={"e2e/pool": pool}))
+                names.append(name)
+        if shapes is later:
+            kube.create(claim(f"{prefix}-named", "2gpu-1nic-same-root"))
+            kube.create(pod(f"{prefix}-named", scheduler=scheduler,
+                            claim_name=f"{prefix}-named", node_selector={"e2e/pool": pool}))
+            names.append(f"{prefix}-named")
+        bound.update(wait_bound(kube, names))
+    return bound
+
+
+def check_workload(kube: Kube, pods: dict[str, dict[str, Any]], *, nodes: Iterable[str]
+                   ) -> list[dict[str, Any]]:
+    """Every pod on one of `nodes` with a valid allocation, no device in two claims;
+    returns the pods' claims."""
+    allowed = set(nodes)
+    devices = published_devices(kube)
+    claims = []
+    for name, pod_obj in pods.items():
+        assert pod_obj["spec"]["nodeName"] in allowed, (name, pod_obj["spec"]["nodeName"])
+        claim_obj = pod_claim(kube, pod_obj)
+        check_allocation(claim_obj, pod_obj=pod_obj, devices_by_key=devices)
+        claims.append(claim_obj)
+    taken = exclusive_devices(claims)
+    assert len(taken) == len(set(taken)), "a device is in two claims"
+    return claims
+
+
+def create_too_big(kube: Kube, name: str, *, scheduler: str, pool: str) -> None:
+    """A claim for 9 GPUs (nodes have 8) and its pod: it can never fit."""
+    spec = {"devices": {"requests": [{"name": "gpu", "exactly": {
+        "deviceClassName": "gpu.nvidia.com", "count": 9}}]}}
+    kube.create({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                 "metadata": {"name": name, "namespace": "default"}, "spec": spec})
+    kube.create(pod(name, scheduler=scheduler, claim_name=name, node_selector={"e2e/pool": pool}))
+
+
+def unschedulable_message(kube: Kube, name: str) -> str | None:
+    """The message of the pod's PodScheduled=False condition, None while there is none."""
+    conditions = kube.get("Pod", name, "default").get("status", {}).get("conditions", [])
+    for c in conditions:
+        if c["type"] == "PodScheduled" and c["status"] == "False":
+            return str(c.get("message", ""))
+    return None
+
+
+@dataclass(slots=True)
+class PlacementQuality:
+    """Device locality of placed pods, from their claims' allocations and the slices.
+
+    A GPU is aligned when a NIC of the same pod sits on its PCIe root; GPU+NIC
+    pods are the ones that got both. A device's NUMA node is the one it publishes
+    or, where it publishes none (NVIDIA full GPUs), that of a device on the same
+    node and PCIe root that does."""
+
+    gpu_nic_pods: int = 0
+    gpus_in_gpu_nic_pods: int = 0
+    aligned_gpus: int = 0
+    multi_device_pods: int = 0
+    single_numa_pods: int = 0
+
+    @property
+    def aligned_share(self) -> float | None:
+        return self.aligned_gpus / self.gpus_in_gpu_nic_pods if self.gpus_in_gpu_nic_pods else None
+
+    @property
+    def single_numa_share(self) -> float | None:
+        return self.single_numa_pods / self.multi_device_pods if self.multi_device_pods else None
+
+
+def placement_quality(claims: Iterable[dict[str, Any]],
+                      devices_by_key: dict[tuple[str, str, str], dict[str, Any]]
+                      ) -> PlacementQuality:
+    numa_of_root = {(pool, _attribute(d, PCIE_ROOT)): numa
+                    for (driver, pool, _), d in devices_by_key.items()
+                    if (numa := _numa(d, driver)) is not None}
+
+    def numa_of(key: tuple[str, str, str]) -> Any:
+        device = devices_by_key[key]
+        own = _numa(device, key[0])
+        return own if own is not None else numa_of_root.get((key[1], _attribute(device, PCIE_ROOT)))
+
+    out = PlacementQuality()
+    for c in claims:
+        results = c.get("status", {}).get("allocation", {}).get("devices", {}).get("results", [])
+        keys = [(r["driver"], r["pool"], r["device"]) for r in results]
+        gpus = [devices_by_key[k] for k in keys if k[0] == GPU_DRIVER]
+        nic_roots = {_attribute(devices_by_key[k], PCIE_ROOT) for k in keys if k[0] == NIC_DRIVER}
+        if gpus and nic_roots:
+            out.gpu_nic_pods += 1
+            out.gpus_in_gpu_nic_pods += len(gpus)
+            out.aligned_gpus += sum(_attribute(g, PCIE_ROOT) in nic_roots for g in gpus)
+        if len(keys) > 1:
+            out.multi_device_pods += 1
+            numas = {numa_of(k) for k in keys}
+            out.single_numa_pods += len(numas) == 1 and None not in numas
+    return out
+
+
+def _numa(device: dict[str, Any], driver: str) -> Any:
+    attrs = device.get("attributes", {})
+    value = attrs.get(STANDARD_NUMA) or attrs.get(f"{driver}/numaNode") or {}
+    return next(iter(value.values()), None) if value else None
+
+
+__all__ = [
+    "PCIE_ROOT",
+    "PlacementQuality",
+    "add_pool",
+    "add_templates",
+    "check_allocation",
+    "check_workload",
+    "claim",
+    "create_too_big",
+    "exclusive_devices",
+    "placement_quality",
+    "pod",
+    "pod_claim",
+    "published_devices",
+    "schedule_every_shape",
+    "unschedulable_message",
+    "wait_bound",
+]
