@@ -167,20 +167,22 @@ def exclusive_devices(claims: Iterable[dict[str, Any]]) -> list[tuple[str, str, 
     return taken
 
 
-# Shapes that need a node kind of which a pool has few (shared GPUs on 1 node in 8,
-# MIG on 2, 8 free GPUs): scheduled first, so the outcome does not depend on where
-# a first-fit allocator or the in-tree scores spread the small pods.
-FIRST_SHAPES: Final = ("shared-gpu", "mig-1g", "8gpu")
+# Waves of shapes, each bound before the next is created. Shared GPUs (1 node in 8)
+# and MIG (2 nodes in 8) go first and 8-GPU pods next: an 8-GPU pod on a shared
+# or partitionable node takes every full GPU (and the counters of every MIG
+# slice) there, and neither drax's score nor first fit keeps it off them, so in
+# one wave the outcome would depend on the order the claims were created in.
+WAVES: Final = (("shared-gpu", "mig-1g"), ("8gpu",),
+                tuple(s for s in SHAPES if s not in ("shared-gpu", "mig-1g", "8gpu")))
 
 
 def schedule_every_shape(kube: Kube, *, prefix: str, scheduler: str, pool: str
                          ) -> dict[str, dict[str, Any]]:
     """Two pods per loadtest shape through the pool's templates, and one on a named
-    ResourceClaim, all kept to `pool` by nodeSelector: FIRST_SHAPES, then (once
-    those are bound) the rest. Returns name -> bound Pod."""
-    later = [shape for shape in SHAPES if shape not in FIRST_SHAPES]
+    ResourceClaim, all kept to `pool` by nodeSelector, in WAVES (the named claim's
+    pod with the last). Returns name -> bound Pod."""
     bound: dict[str, dict[str, Any]] = {}
-    for shapes in (FIRST_SHAPES, later):
+    for shapes in WAVES:
         names = []
         for shape in shapes:
             for i in range(2):
@@ -188,7 +190,7 @@ def schedule_every_shape(kube: Kube, *, prefix: str, scheduler: str, pool: str
                 kube.create(pod(name, scheduler=scheduler, template=f"{pool}-{shape}",
                                 node_selector={"e2e/pool": pool}))
                 names.append(name)
-        if shapes is later:
+        if shapes is WAVES[-1]:
             kube.create(claim(f"{prefix}-named", "2gpu-1nic-same-root"))
             kube.create(pod(f"{prefix}-named", scheduler=scheduler,
                             claim_name=f"{prefix}-named", node_selector={"e2e/pool": pool}))
