@@ -36,7 +36,7 @@ from app.cel.device import DeviceView, device_view
 from app.model import Device, parse_object
 from app.sources.files import load_objects
 
-EXAMPLES = Path("/work/shared/examples")
+EXAMPLES = Path(__file__).resolve().parents[1] / "tests" / "examples"
 G = 'device.attributes["gpu.nvidia.com"]'
 N = 'device.attributes["dra.net"]'
 

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-EXAMPLES = Path("/work/shared/examples")
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 GPU_CLASS = ("device.driver == 'gpu.nvidia.com' && "
              "device.attributes['gpu.nvidia.com'].type == 'gpu'")
 RDMA_CLASS = ('device.driver == "dra.net" && device.attributes["dra.net"].?rdma.orValue(false) '

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-EXAMPLES = Path("/work/shared/examples")
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 SAMPLE = Path(__file__).resolve().parents[2] / "app" / "sample"
 
 

@@ -8,7 +8,7 @@ import pytest
 from app.model import InvalidObject, ResourceClaim, ResourceSlice, parse_object
 from app.sources.files import SourceError, load_objects
 
-EXAMPLES = Path(__file__).resolve().parents[2].parent / "shared" / "examples"
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
 def _slice(**spec: Any) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from app.cli import build_parser
 
-EXAMPLES = Path("/work/shared/examples")
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 POD = """
 apiVersion: v1
