@@ -7,6 +7,8 @@ from typing import Any
 
 import yaml
 
+from app.cli import build_parser
+from app.cli.serve import settings_from
 from app.config import Settings
 
 MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
@@ -50,3 +52,21 @@ def test_https_scheduler_config_matches_the_plain_one_and_the_certificates() -> 
     serving = certs["drax-serving"]["spec"]
     assert ext["tlsConfig"]["serverName"] in serving["dnsNames"]
     assert "client auth" in certs["drax-scheduler-client"]["spec"]["usages"]
+
+
+def test_deployment_serves_metrics_where_the_service_monitor_scrapes() -> None:
+    docs = list(yaml.safe_load_all((MANIFESTS / "deployment.yaml").read_text()))
+    template = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]
+    drax = next(c for c in template["spec"]["containers"] if c["name"] == "drax")
+    settings = settings_from(build_parser().parse_args(drax["args"]))
+    (port,) = (p for p in drax["ports"] if p["name"] == "metrics")
+    assert settings.metrics_port == port["containerPort"] and settings.metrics_host == "0.0.0.0"
+    assert settings.host == "127.0.0.1"  # the verbs stay on loopback
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert drax[probe]["httpGet"]["port"] == "metrics"
+    service, monitor = yaml.safe_load_all(
+        (MANIFESTS / "prometheus" / "drax-service-monitor.yaml").read_text())
+    assert service["spec"]["selector"].items() <= template["metadata"]["labels"].items()
+    (service_port,) = service["spec"]["ports"]
+    assert service_port["targetPort"] == "metrics"
+    assert monitor["spec"]["endpoints"][0]["port"] == service_port["name"]
