@@ -34,7 +34,7 @@ from typing import Any
 
 import orjson
 
-from loadtest import bench, churn, generator, peer, profile, report
+from loadtest import bench, churn, generator, peer, profile, real_cluster, report
 from loadtest.bench import BenchmarkError, Client, PodJob, serving
 from tests.upstream.differential import open_oracle
 
@@ -229,8 +229,9 @@ def _head_commit() -> str:
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m loadtest", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--nodes", type=int, nargs="+", default=[500, 5000],
-                        help="cluster sizes to run (default: 500 5000)")
+    parser.add_argument("--nodes", type=int, nargs="+",
+                        help="cluster sizes to run (default: 500 5000); with --real-cluster "
+                             "the nodes of each pool (default 32)")
     parser.add_argument("--pods", type=int,
                         help="pods in the mixed phase (default 600; 200 above 1,000 nodes)")
     parser.add_argument("--target-pods", type=int,
@@ -264,7 +265,19 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--upstream", action="store_true",
                         help="also time upstream's Go allocator on the same clusters and "
                              "claim shapes (loadtest/peer.py; needs the oracle, built with go)")
+    parser.add_argument("--real-cluster", action="store_true",
+                        help="drax beside the in-tree DRA scheduler on a real 1.37 control "
+                             "plane (loadtest/real_cluster.py; needs go): two identical pools, "
+                             "the same workload through each scheduler")
+    parser.add_argument("--dir", help="with --real-cluster: a cluster already up there "
+                                      "(python -m tests.e2e.cluster up --dir DIR)")
+    parser.add_argument("--mix", default="topology", choices=sorted(generator.MIXES),
+                        help="with --real-cluster: the workload mix (default topology)")
     args = parser.parse_args(argv)
+    if args.nodes is None:
+        args.nodes = [32] if args.real_cluster else [500, 5000]
+    if args.real_cluster and len(args.nodes) != 1:
+        parser.error("--real-cluster takes one --nodes value (the nodes of each pool)")
     if args.profile:
         Path(args.profile).mkdir(parents=True, exist_ok=True)
     if (args.pods or 0) < 0 or (args.target_pods or 0) < 0 or args.pods == args.target_pods == 0:
@@ -278,6 +291,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     command = "python -m loadtest " + " ".join(
         shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv))
+    if args.real_cluster:
+        return _real_cluster(args, command.strip())
     doc: dict[str, Any] = {
         "machine": {"cores": os.cpu_count(), "python": platform.python_version(),
                     "platform": platform.platform()},
@@ -297,6 +312,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows = _peer(args)
         doc["upstream"] = [r.to_dict() for r in rows]
         text += "\n\n## drax vs upstream's allocator\n\n" + peer.markdown(rows) + "\n"
+    print(text)
+    if args.json:
+        Path(args.json).write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2))
+    if args.markdown:
+        Path(args.markdown).write_text(text)
+    return 0
+
+
+def _real_cluster(args: argparse.Namespace, command: str) -> int:
+    try:
+        doc = real_cluster.run(args)
+    except (TimeoutError, RuntimeError, OSError, subprocess.CalledProcessError) as exc:
+        print(f"real-cluster benchmark failed: {exc}", file=sys.stderr)
+        return 1
+    doc["command"], doc["commit"] = command, _head_commit()
+    text = real_cluster.markdown(doc, command=command)
     print(text)
     if args.json:
         Path(args.json).write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2))

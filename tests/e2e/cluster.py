@@ -40,6 +40,7 @@ from tests.e2e.kube import Kube, tls_context, wait_for
 
 REPO: Final = Path(__file__).resolve().parents[2]
 MANIFESTS: Final = REPO / "manifests"
+SAMPLE_CLASSES: Final = REPO / "app" / "sample" / "00-deviceclasses.yaml"
 DRAX_SA: Final = ("kube-system", "drax-scheduler")
 SCHEDULERS: Final = ("default-scheduler", "drax")
 TOKEN_SECONDS: Final = 48 * 3600

@@ -14,10 +14,8 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.build import go_available
-from tests.e2e.cluster import Cluster, start, stop
+from tests.e2e.cluster import SAMPLE_CLASSES, Cluster, start, stop
 from tests.e2e.kube import Kube
-
-SAMPLE_CLASSES = Path(__file__).resolve().parents[2] / "app" / "sample" / "00-deviceclasses.yaml"
 
 
 @contextmanager
