@@ -8,8 +8,10 @@ after the default scheduler:
 
 1. for each claim to allocate: add the `resource.kubernetes.io/delete-protection`
    finalizer with an update of the object (the status subresource ignores
-   metadata), then write `status.allocation` and append the pod to
-   `status.reservedFor` in one update of the status subresource;
+   metadata), then write `status.allocation` (with `allocationTimestamp`
+   while DRADeviceBindingConditions is on, as the in-tree PreBind does) and
+   append the pod to `status.reservedFor` in one update of the status
+   subresource;
 2. for each other claim of the pod (already allocated): only append the pod
    to `status.reservedFor`;
 3. create the pod's `Binding` (pod UID as precondition).
@@ -45,6 +47,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Final
 
 import aiohttp
@@ -99,7 +102,8 @@ class KubeBinder:
     """Implements the extender's `Binder` protocol against the API server."""
 
     def __init__(self, api_client: client.ApiClient, *, metrics: BindMetrics,
-                 max_attempts: int = 5, request_timeout: float = 10.0) -> None:
+                 max_attempts: int = 5, request_timeout: float = 10.0,
+                 allocation_timestamp: bool = True) -> None:
         # Typed as Any: the client's stubs demand model objects as bodies, but
         # it sends plain dicts as they are, which keeps unknown fields intact.
         self._claims: Any = client.ResourceV1Api(api_client)
@@ -107,6 +111,10 @@ class KubeBinder:
         self._metrics = metrics
         self._max_attempts = max_attempts
         self._timeout = aiohttp.ClientTimeout(total=request_timeout)
+        # The DRADeviceBindingConditions gate (and DRAResourceClaimDeviceStatus, GA
+        # and locked on in 1.37): the in-tree PreBind then stamps every allocation
+        # it reserves a claim under, and its binding timeout counts from the stamp.
+        self._allocation_timestamp = allocation_timestamp
 
     async def bind(self, *, pod: Pod, node: str, allocations: Sequence[ClaimAllocation],
                    reserve: Sequence[ResourceClaim],
@@ -224,7 +232,7 @@ class KubeBinder:
                     _remember(written, rec)
                     claim = body
                     claim["status"] = status
-                status["allocation"] = allocation
+                status["allocation"] = self._stamped(allocation)
             elif status.get("allocation") is None:
                 raise BindError(f"resourceclaim {rec.key} is no longer allocated")
             if len(reserved) >= RESERVED_FOR_MAX:
@@ -240,6 +248,15 @@ class KubeBinder:
             return
         raise BindError(f"resourceclaim {rec.key}: still conflicting after "
                         f"{self._max_attempts} attempts")
+
+    def _stamped(self, allocation: dict[str, Any]) -> dict[str, Any]:
+        """The allocation with its allocationTimestamp. Only a new one: an allocation
+        written already is immutable (upstream's PreBind also stamps an unstamped old
+        one, which validation would refuse)."""
+        if not self._allocation_timestamp or allocation.get("allocationTimestamp"):
+            return allocation
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return {**allocation, "allocationTimestamp": now}
 
     async def _read_claim(self, rec: _Written) -> dict[str, Any]:
         code, claim = await self._call(self._claims.read_namespaced_resource_claim(

@@ -286,7 +286,9 @@ def _kube_lifespan(settings: Settings, inventory: Inventory, binder: DeferredBin
         api = await api_client(kubeconfig=settings.kubeconfig or None)
         watches = KubeSource(api, inventory, metrics=watch_metrics)
         if binder is not None and bind_metrics is not None:
-            binder.target = KubeBinder(api, metrics=bind_metrics)
+            binder.target = KubeBinder(
+                api, metrics=bind_metrics,
+                allocation_timestamp=settings.features.device_binding_conditions)
         watches.start()
         try:
             yield

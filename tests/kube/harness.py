@@ -143,3 +143,10 @@ def pod(name: str, *claims: str, namespace: str = "default", uid: str | None = N
             "spec": {"schedulerName": "drax", "resourceClaims": refs,
                      "containers": [{"name": "main", "image": "busybox"}]},
             "status": {"resourceClaimStatuses": statuses}}
+
+
+def unstamped(allocation: dict[str, Any]) -> dict[str, Any]:
+    """A written allocation without the allocationTimestamp the binder adds (it must
+    be there), for comparing with what the allocator chose."""
+    assert allocation.get("allocationTimestamp"), allocation
+    return {k: v for k, v in allocation.items() if k != "allocationTimestamp"}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from app.model import (
     parse_object,
 )
 from app.model.objects import NodeSelectorRequirement, NodeSelectorTerm
-from tests.kube.harness import DRIVER, KubeHarness, claim, pod
+from tests.kube.harness import DRIVER, KubeHarness, claim, pod, unstamped
 
 
 def allocation(node: str, *devices: str) -> AllocationResult:
@@ -44,11 +45,13 @@ def consumer(name: str) -> dict[str, str]:
 
 
 class Setup:
-    def __init__(self, h: KubeHarness, *, max_attempts: int = 5) -> None:
+    def __init__(self, h: KubeHarness, *, max_attempts: int = 5,
+                 allocation_timestamp: bool = True) -> None:
         assert h.client is not None
         self.h = h
         self.binder = KubeBinder(h.client, metrics=BindMetrics(h.registry),
-                                 max_attempts=max_attempts)
+                                 max_attempts=max_attempts,
+                                 allocation_timestamp=allocation_timestamp)
         self.pod: Pod = parse_object("Pod", h.server.create("pods", pod("p1", "c1")))
 
     def claim_obj(self, name: str = "c1") -> dict[str, Any]:
@@ -68,7 +71,7 @@ async def test_bind_writes_finalizer_allocation_reservation_then_binding(tmp_pat
                             allocations=[ClaimAllocation("default/c1", chosen)], reserve=[])
         written = s.claim_obj()
         assert written["metadata"]["finalizers"] == [FINALIZER]
-        assert written["status"]["allocation"] == chosen.to_dict()
+        assert unstamped(written["status"]["allocation"]) == chosen.to_dict()
         assert written["status"]["reservedFor"] == [consumer("p1")]
         assert h.server.bindings == [{
             "apiVersion": "v1", "kind": "Binding",
@@ -82,6 +85,23 @@ async def test_bind_writes_finalizer_allocation_reservation_then_binding(tmp_pat
         assert h.metric("drax_bind_attempts_total", result="ok") == 1
 
 
+@pytest.mark.parametrize("gate", [True, False])
+async def test_a_new_allocation_is_stamped_as_the_in_tree_prebind_does(tmp_path: Path,
+                                                                      gate: bool) -> None:
+    async with KubeHarness(tmp_path) as h:
+        s = Setup(h, allocation_timestamp=gate)  # DRADeviceBindingConditions
+        h.server.create("resourceclaims", claim("c1"))
+        before = datetime.now(UTC).replace(microsecond=0)
+        await s.binder.bind(pod=s.pod, node="node-a", reserve=[], allocations=[
+            ClaimAllocation("default/c1", allocation("node-a", "gpu-2"))])
+        written = s.claim_obj()["status"]["allocation"]
+        if not gate:
+            assert "allocationTimestamp" not in written
+            return
+        stamp = datetime.strptime(written["allocationTimestamp"], "%Y-%m-%dT%H:%M:%SZ")
+        assert before <= stamp.replace(tzinfo=UTC) <= datetime.now(UTC)
+
+
 async def test_conflicts_are_retried_with_a_fresh_read(tmp_path: Path) -> None:
     async with KubeHarness(tmp_path) as h:
         s = Setup(h)
@@ -91,7 +111,7 @@ async def test_conflicts_are_retried_with_a_fresh_read(tmp_path: Path) -> None:
         await s.binder.bind(pod=s.pod, node="node-a",
                             allocations=[ClaimAllocation("default/c1", chosen)], reserve=[])
         written = s.claim_obj()
-        assert written["status"]["allocation"] == chosen.to_dict()
+        assert unstamped(written["status"]["allocation"]) == chosen.to_dict()
         assert written["metadata"]["annotations"] == {"test/concurrent": "x"}  # kept
         assert h.metric("drax_bind_conflicts_total") == 2
         assert len(h.server.bindings) == 1

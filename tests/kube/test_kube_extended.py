@@ -18,7 +18,7 @@ from app.extender.extended import (
 )
 from app.model import Pod, parse_object
 from app.model.objects import parse_device_class
-from tests.kube.harness import KubeHarness, pod
+from tests.kube.harness import KubeHarness, pod, unstamped
 from tests.kube.test_kube_binder import allocation
 
 GPU = "nvidia.com/gpu"
@@ -62,7 +62,7 @@ async def test_bind_creates_the_special_claim_and_writes_the_pod_status(tmp_path
                 "count": 2}}]}}
         stored = h.server.get("resourceclaims", name, "default")
         assert stored["metadata"]["finalizers"] == [FINALIZER]
-        assert stored["status"]["allocation"] == chosen.to_dict()
+        assert unstamped(stored["status"]["allocation"]) == chosen.to_dict()
         assert stored["status"]["reservedFor"] == [
             {"resource": "pods", "name": "p1", "uid": "uid-p1"}]
         bound = h.server.get("pods", "p1", "default")

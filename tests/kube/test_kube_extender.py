@@ -24,6 +24,7 @@ from tests.kube.harness import (
     gpu_slice,
     node,
     pod,
+    unstamped,
 )
 
 H100 = f'device.attributes["{DRIVER}"].productName == "H100"'
@@ -209,7 +210,7 @@ async def test_bind_writes_exactly_the_best_allocation_filter_found(tmp_path: Pa
 
         assert await ext.bind(namespace="default", name="p1", uid="uid-p1", node="node-a") \
             is None
-        assert allocated_to(h, "pair") == reported
+        assert unstamped(allocated_to(h, "pair")) == reported
         written = h.server.get("resourceclaims", "pair", "default")
         assert written["status"]["reservedFor"] == [
             {"resource": "pods", "name": "p1", "uid": "uid-p1"}]
