@@ -273,6 +273,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                                       "(python -m tests.e2e.cluster up --dir DIR)")
     parser.add_argument("--mix", default="topology", choices=sorted(generator.MIXES),
                         help="with --real-cluster: the workload mix (default topology)")
+    parser.add_argument("--scheduler-qps", type=int,
+                        help="with --real-cluster: restart both kube-schedulers with this "
+                             "clientConnection.qps (burst 2x) first (default: theirs, 50)")
     args = parser.parse_args(argv)
     if args.nodes is None:
         args.nodes = [32] if args.real_cluster else [500, 5000]

@@ -39,10 +39,11 @@ from pathlib import Path
 from typing import Any, Final
 
 import httpx
+import yaml
 
 from loadtest import generator
 from tests.e2e.cluster import SAMPLE_CLASSES, Cluster, start, stop
-from tests.e2e.kube import Kube, collection_path
+from tests.e2e.kube import Kube, collection_path, wait_for
 from tests.e2e.workload import (
     PlacementQuality,
     add_pool,
@@ -57,6 +58,8 @@ RUN_LABEL: Final = "loadtest.drax.dev/run"
 CREATE_THREADS: Final = 8
 # No pod event for this long, with every pod bound or unschedulable: the run is over.
 SETTLE_SECONDS: Final = 3.0
+# kube-scheduler's clientConnection.qps default (KubeSchedulerConfiguration v1).
+DEFAULT_CLIENT_QPS: Final = 50
 
 # (metric, label filter) -> the name it is reported under; sums and counts of
 # histograms give totals and means per pod.
@@ -316,12 +319,44 @@ def _cluster(directory: str | None) -> Iterator[Cluster]:
             stop(running)
 
 
+def set_client_qps(cluster: Cluster, qps: int) -> None:
+    """Restart both kube-schedulers with `clientConnection.qps` = `qps` (burst twice
+    that). The default, 50 (burst 100), throttles the in-tree scheduler's claim and
+    Binding writes here, while drax's go through drax's own client, which has no
+    client-side limit; both schedulers always get the same setting."""
+    kube = cluster.kube()
+    try:
+        for name in ("default-scheduler", "drax-scheduler"):
+            config = Path(next(a for a in cluster.commands[name]
+                               if a.startswith("--config="))[len("--config="):])
+            doc = yaml.safe_load(config.read_text())
+            doc["clientConnection"].update(qps=qps, burst=2 * qps)
+            config.write_text(yaml.safe_dump(doc))
+            holder = kube.get("Lease", name, "kube-system")["spec"].get("holderIdentity") \
+                if name == "drax-scheduler" else None
+            cluster.restart(name)
+            port = cluster.ports[name]
+            wait_for(f"{name} /healthz", lambda p=port: httpx.get(
+                f"https://127.0.0.1:{p}/healthz", verify=False, timeout=5).status_code == 200)
+            if holder is not None:
+                # kube-scheduler releases its lease on SIGTERM (holderIdentity ""); wait
+                # until the new process holds it, or it would schedule nothing.
+                wait_for("drax-scheduler leader lease", lambda h=holder: kube.get(
+                    "Lease", "drax-scheduler", "kube-system")["spec"].get("holderIdentity")
+                    not in (None, "", h), timeout=120)
+    finally:
+        kube.close()
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     nodes = args.nodes[0]
     pods = args.pods if args.pods is not None else 4 * nodes
     with _cluster(args.dir) as cluster:
-        return measure(cluster, nodes=nodes, pods=pods, mix=args.mix, seed=args.seed,
-                       timeout=args.timeout * 10)
+        if args.scheduler_qps:
+            set_client_qps(cluster, args.scheduler_qps)
+        doc = measure(cluster, nodes=nodes, pods=pods, mix=args.mix, seed=args.seed,
+                      timeout=args.timeout * 10)
+    return {**doc, "scheduler_qps": args.scheduler_qps or DEFAULT_CLIENT_QPS}
 
 
 def measure(cluster: Cluster, *, nodes: int, pods: int, mix: str, seed: int,
@@ -372,7 +407,8 @@ def _pct(share: float | None) -> str:
 def markdown(doc: Mapping[str, Any], *, command: str) -> str:
     runs = doc["runs"]
     lines = [f"Command: `{command}`; {doc['nodes_per_pool']} nodes per pool (8 GPUs + 8 NICs "
-             f"each), {doc['pods']} pods of the `{doc['mix']}` mix per scheduler.", "",
+             f"each), {doc['pods']} pods of the `{doc['mix']}` mix per scheduler; both "
+             f"kube-schedulers' client QPS {doc.get('scheduler_qps', DEFAULT_CLIENT_QPS)}.", "",
              "| | " + " | ".join(r["scheduler"] for r in runs) + " |",
              "| --- |" + " --- |" * len(runs)]
 
