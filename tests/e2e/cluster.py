@@ -7,7 +7,8 @@
 kube-apiserver (client certificates, Node,RBAC), kube-controller-manager,
 two kube-schedulers (`default-scheduler` unchanged; `drax` from
 manifests/scheduler-config.yaml with only the extender URL, the kubeconfig
-and the ports adjusted) and `drax serve` in kube mode. drax and its scheduler
+and the ports adjusted, and with the kube-scheduler flags of
+manifests/deployment.yaml) and `drax serve` in kube mode. drax and its scheduler
 authenticate as the `drax-scheduler` ServiceAccount with a TokenRequest
 token, so the least-privilege RBAC of manifests/rbac.yaml is what runs. It
 writes DIR/kubeconfig (cluster admin) and DIR/cluster.json, and exits 0 only
@@ -196,6 +197,16 @@ def default_scheduler_config(kubeconfig: Path) -> dict[str, Any]:
             "leaderElection": {"leaderElect": False}}
 
 
+def drax_scheduler_flags() -> list[str]:
+    """The flags manifests/deployment.yaml gives the drax kube-scheduler, but --config."""
+    for doc in yaml.safe_load_all((MANIFESTS / "deployment.yaml").read_text()):
+        if doc and doc["kind"] == "Deployment":
+            (container,) = (c for c in doc["spec"]["template"]["spec"]["containers"]
+                            if c["name"] == "kube-scheduler")
+            return [a for a in container["command"][1:] if not a.startswith("--config=")]
+    raise RuntimeError("manifests/deployment.yaml has no Deployment")
+
+
 def drax_argv(cluster: Cluster) -> list[str]:
     return [sys.executable, "-m", "app", "serve", "--kubeconfig",
             str(cluster.path / "drax.kubeconfig"), "--port", str(cluster.ports["drax"]),
@@ -285,15 +296,16 @@ def _start_components(cluster: Cluster, bins: dict[str, Path]) -> None:
     try:
         drax_kc = _drax_identity(cluster, kube)
         cluster.spawn("drax", drax_argv(cluster))
-        for name, config, kc in (
-                ("default-scheduler", default_scheduler_config(admin_kc), admin_kc),
-                ("drax-scheduler", drax_scheduler_config(cluster, drax_kc), drax_kc)):
+        for name, config, kc, flags in (
+                ("default-scheduler", default_scheduler_config(admin_kc), admin_kc, ["--v=2"]),
+                ("drax-scheduler", drax_scheduler_config(cluster, drax_kc), drax_kc,
+                 drax_scheduler_flags())):
             path = d / f"{name}.yaml"
             path.write_text(yaml.safe_dump(config))
             cluster.spawn(name, [
                 str(bins["kube-scheduler"]), f"--config={path}", "--bind-address=127.0.0.1",
                 f"--secure-port={ports[name]}", f"--authentication-kubeconfig={kc}",
-                f"--authorization-kubeconfig={kc}", "--v=2"])
+                f"--authorization-kubeconfig={kc}", *flags])
         wait_drax_ready(cluster)
         for name in ("kube-controller-manager", "default-scheduler", "drax-scheduler"):
             port = ports["controller-manager" if name == "kube-controller-manager" else name]

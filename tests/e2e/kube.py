@@ -108,9 +108,12 @@ class Kube:
         return list(self.request("GET", collection_path(kind, namespace),
                                  params=params)["items"])
 
-    def delete(self, kind: str, name: str, namespace: str | None = None) -> None:
+    def delete(self, kind: str, name: str, namespace: str | None = None, *,
+               grace_period_seconds: int | None = None) -> None:
+        params = ({"gracePeriodSeconds": str(grace_period_seconds)}
+                  if grace_period_seconds is not None else None)
         try:
-            self.request("DELETE", object_path(kind, name, namespace))
+            self.request("DELETE", object_path(kind, name, namespace), params=params)
         except ApiError as exc:
             if exc.status != 404:
                 raise
