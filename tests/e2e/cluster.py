@@ -115,6 +115,9 @@ class Cluster:
         self.kill(name, sig=sig)
         self.spawn(name, self.commands[name])
 
+    def alive(self, name: str) -> bool:
+        return _alive(self.pids[name])
+
 
 def _alive(pid: int) -> bool:
     # The children are ours when run in-process: reap them so they do not linger as zombies.
@@ -215,7 +218,7 @@ def drax_argv(cluster: Cluster) -> list[str]:
 
 def _up(cluster: Cluster, name: str, probe: Any) -> Any:
     """`probe()`, but fail at once with the log's tail if component `name` has exited."""
-    if not _alive(cluster.pids[name]):
+    if not cluster.alive(name):
         tail = Path(cluster.logs[name]).read_text(errors="replace")[-3000:]
         raise RuntimeError(f"{name} exited; last log lines:\n{tail}")
     return probe()

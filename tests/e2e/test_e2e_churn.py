@@ -8,19 +8,23 @@ module has a control plane of its own, since some of its tests kill components:
 - drax SIGKILLed and restarted mid-workload: it rebuilds its state from the
   API, every pod is bound, no device is in two claims, and every claim is
   either allocated and reserved for its bound pod or untouched (no
-  delete-protection finalizer without an allocation).
+  delete-protection finalizer without an allocation);
+- the API server restarted: drax rides it out, its informers follow again (a
+  node and slices created after the restart are used) and a new pod is bound.
 """
 
 from __future__ import annotations
 
 import signal
 from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from loadtest.generator import GPU_DRIVER
-from tests.e2e.cluster import Cluster, wait_drax_ready
+from tests.e2e.cluster import READY_TIMEOUT, Cluster, wait_apiserver_ready, wait_drax_ready
 from tests.e2e.conftest import running_cluster
 from tests.e2e.kube import Kube, wait_for
 from tests.e2e.workload import (
@@ -168,3 +172,47 @@ def test_drax_killed_mid_workload_rebuilds_from_the_api(churn: Cluster, ckube: K
             _claim_state(c, pods_by_uid)
     assert sum(len(_devices(c)) for c in claims) == 16 + 6
 
+
+
+def _leading_again(cluster: Cluster, kube: Kube, *, since: datetime) -> bool:
+    """Whether the drax kube-scheduler holds its Lease again, renewed after `since`.
+
+    With leader election on (scheduler-config.yaml), kube-scheduler exits on
+    purpose ("Leaderelection lost") when it cannot renew its Lease within
+    renewDeadline (10 s), and an API-server restart takes longer: the old
+    server stops listening at once but drains its watches until it is killed.
+    In the Deployment the kubelet restarts the container; here this does, for
+    that exit only: any other one fails the test."""
+    name = "drax-scheduler"
+    if not cluster.alive(name):
+        tail = Path(cluster.logs[name]).read_text(errors="replace")[-2000:]
+        assert '"Leaderelection lost"' in tail, f"{name} exited otherwise:\n{tail}"
+        cluster.spawn(name, cluster.commands[name])
+        return False
+    spec = kube.get("Lease", name, "kube-system")["spec"]
+    renewed = spec.get("renewTime")
+    return bool(spec.get("holderIdentity") and renewed
+                and datetime.fromisoformat(renewed) > since)
+
+
+def test_api_server_restart_drax_and_its_informers_recover(churn: Cluster, ckube: Kube
+                                                           ) -> None:
+    before = _pool(ckube, "ap")
+    ckube.create(pod("ap-before", scheduler="drax", template="ap-1gpu",
+                     node_selector={"e2e/pool": "ap"}))
+    wait_bound(ckube, ["ap-before"], timeout=60)
+
+    churn.restart("kube-apiserver")
+    wait_apiserver_ready(churn)
+    back = datetime.now(UTC)
+    wait_for("the drax kube-scheduler leading again",
+             lambda: _leading_again(churn, ckube, since=back), timeout=READY_TIMEOUT)
+    assert churn.alive("drax"), "drax exited while the API server was away"
+    # Objects that exist only after the restart: drax must have watched them.
+    after = add_pool(ckube, prefix="ap2", nodes=1, seed=1)
+    add_templates(ckube, prefix="ap2")
+    ckube.create(pod("ap-after", scheduler="drax", template="ap2-2gpu-1nic-same-root",
+                     node_selector=_on(after[0])))
+    bound = wait_bound(ckube, ["ap-after"], timeout=90)
+    check_workload(ckube, bound, nodes=after)
+    assert set(before).isdisjoint(after)
