@@ -11,9 +11,14 @@ writes/s). The clock runs from the first pod created to the last pod bound; a
 watch on the pool's pods records each pod's first binding and each
 `PodScheduled=False`.
 
-Per scheduler it reports pods placed before the first failure (pods are
-created in workload order; the count of pods before the first that ended
-unbound), the share of GPUs of GPU+NIC pods with one of their NICs on the
+Per scheduler it reports pods placed before the first failure: the pods
+are created in workload order from a few threads, so the API server commits
+them a few places out of that order, and the scheduler queues them in commit
+order; the count is of the pods, in the order the watch saw them added,
+before the first that ended unbound. Pods that were bound only after a failed
+attempt (`PodScheduled=False`: Unschedulable, or SchedulerError for a refused
+bind) are counted too: a refused bind sends a pod to the back-off queue,
+behind pods created after it. Then the share of GPUs of GPU+NIC pods with one of their NICs on the
 same PCIe root, the share of multi-device pods on one NUMA node
 (tests/e2e/workload.py `placement_quality`), pods/s, and where the time goes:
 deltas of the scheduler's own metrics (scheduling cycle, binding), drax's
@@ -79,6 +84,8 @@ SCHEDULER_METRICS: Final = {
 class PodOutcome:
     bound_at: float | None = None
     unschedulable: bool = False
+    # PodScheduled=False reasons seen before the pod was bound, or at the end.
+    reasons: set[str] = field(default_factory=set)
 
 
 @dataclass(slots=True)
@@ -89,6 +96,8 @@ class SchedulerRun:
     bound: int
     before_first_failure: int
     first_failure_shape: str | None
+    # bound after a failed attempt, by the PodScheduled reason of that attempt
+    bound_after_retry: dict[str, int]
     seconds: float
     create_seconds: float
     quality: PlacementQuality
@@ -188,6 +197,12 @@ def timings(before: Mapping[str, Metrics], after: Mapping[str, Metrics], *, boun
         count = _delta(after["drax"], before["drax"], f"{name}_count", {"verb": verb})
         out[f"drax_{verb}_calls"] = int(count)
         out[f"drax_{verb}_ms"] = round(1000 * seconds / count, 2) if count else None
+    # Filters that found the previous pods' binds still on their way (app/extender/pending.py).
+    name = "drax_filter_bind_wait_seconds"
+    seconds = _delta(after["drax"], before["drax"], f"{name}_sum")
+    count = _delta(after["drax"], before["drax"], f"{name}_count")
+    out["drax_bind_wait_filters"] = int(count)
+    out["drax_bind_wait_ms"] = round(1000 * seconds / count, 2) if count else None
     writes: dict[str, float] = {}
     for (name, labels), value in after["apiserver"].items():
         if name != "apiserver_request_total":
@@ -223,13 +238,16 @@ def _outcome(pod_obj: dict[str, Any], record: PodOutcome, now: float) -> None:
     for c in pod_obj.get("status", {}).get("conditions", []):
         if c["type"] == "PodScheduled" and c["status"] == "False":
             record.unschedulable = True
+            record.reasons.add(c.get("reason") or "")
 
 
 def follow(kube: Kube, *, selector: str, resource_version: str, names: Sequence[str],
            timeout: float) -> dict[str, PodOutcome]:
     """Watch the pods matching `selector` from `resource_version` until every one of
-    `names` is bound or unschedulable and nothing changed for SETTLE_SECONDS."""
-    outcomes = {name: PodOutcome() for name in names}
+    `names` is bound or unschedulable and nothing changed for SETTLE_SECONDS. The
+    outcomes are in the order the pods were added (the API server's commit order)."""
+    outcomes: dict[str, PodOutcome] = {}
+    wanted = set(names)
     deadline = time.monotonic() + timeout
     rv = resource_version
     while time.monotonic() < deadline:
@@ -243,14 +261,15 @@ def follow(kube: Kube, *, selector: str, resource_version: str, names: Sequence[
                     event = json.loads(line)
                     obj = event["object"]
                     rv = obj["metadata"].get("resourceVersion", rv)
-                    if event["type"] in ("ADDED", "MODIFIED"):
-                        record = outcomes.get(obj["metadata"]["name"])
-                        if record is not None:
-                            _outcome(obj, record, time.monotonic())
+                    name = obj["metadata"]["name"]
+                    if event["type"] in ("ADDED", "MODIFIED") and name in wanted:
+                        _outcome(obj, outcomes.setdefault(name, PodOutcome()),
+                                 time.monotonic())
                     if time.monotonic() >= deadline:
                         break
         except httpx.ReadTimeout:
-            if all(o.bound_at is not None or o.unschedulable for o in outcomes.values()):
+            if len(outcomes) == len(wanted) and all(
+                    o.bound_at is not None or o.unschedulable for o in outcomes.values()):
                 return outcomes
     raise TimeoutError(f"pods of {selector} not settled within {timeout:.0f}s")
 
@@ -286,8 +305,15 @@ def run_scheduler(kube: Kube, scrapers: Scrapers, *, scheduler: str, pool: str,
     after = scrapers.snapshot(scheduler)
     _delete_pending(kube)
     bound_times = [o.bound_at for o in outcomes.values() if o.bound_at is not None]
-    first_failure = next((i for i, n in enumerate(names) if outcomes[n].bound_at is None),
-                         len(names))
+    shape_of = dict(zip(names, shapes, strict=True))
+    added = list(outcomes)
+    first_failure = next((i for i, n in enumerate(added) if outcomes[n].bound_at is None),
+                         len(added))
+    retried: dict[str, int] = {}
+    for o in outcomes.values():
+        if o.bound_at is not None:
+            for reason in o.reasons:
+                retried[reason] = retried.get(reason, 0) + 1
     claims = [c for c in kube.list("ResourceClaim", "default")
               if c["metadata"]["name"] in outcomes
               and outcomes[c["metadata"]["name"]].bound_at is not None]
@@ -296,7 +322,9 @@ def run_scheduler(kube: Kube, scrapers: Scrapers, *, scheduler: str, pool: str,
     return SchedulerRun(
         scheduler=scheduler, pool=pool, pods=len(names), bound=len(bound_times),
         before_first_failure=first_failure,
-        first_failure_shape=shapes[first_failure] if first_failure < len(shapes) else None,
+        first_failure_shape=shape_of[added[first_failure]] if first_failure < len(added)
+        else None,
+        bound_after_retry=dict(sorted(retried.items())),
         seconds=round(max(bound_times) - started, 3) if bound_times else 0.0,
         create_seconds=round(create_seconds, 3),
         quality=placement_quality(claims, devices),
@@ -419,6 +447,9 @@ def markdown(doc: Mapping[str, Any], *, command: str) -> str:
     row("pods bound / created", [f"{r['bound']} / {r['pods']}" for r in runs])
     row("pods placed before the first failure (its shape)",
         [f"{r['before_first_failure']} ({r['first_failure_shape']})" for r in runs])
+    row("pods bound after a failed attempt (its reason)",
+        [", ".join(f"{n} ({k})" for k, n in r["bound_after_retry"].items()) or "0"
+         for r in runs])
     row("GPUs with a NIC on their PCIe root (GPU+NIC pods)",
         [f"{_pct(r['aligned_share'])} ({x['aligned_gpus']}/{x['gpus_in_gpu_nic_pods']})"
          for r, x in zip(runs, q, strict=True)])
@@ -436,6 +467,9 @@ def markdown(doc: Mapping[str, Any], *, command: str) -> str:
         row(f"drax `{verb}` handler mean ms (calls)",
             [f"{r['timings'][f'drax_{verb}_ms']} ({r['timings'][f'drax_{verb}_calls']})"
              for r in runs])
+    row("drax filters that waited for a bind on its way: mean ms (filters)",
+        [f"{r['timings']['drax_bind_wait_ms']} ({r['timings']['drax_bind_wait_filters']})"
+         for r in runs])
     row("API writes per bound pod", [
         ", ".join(f"{k} {v}" for k, v in r["timings"]["api_writes_per_pod"].items())
         for r in runs])
