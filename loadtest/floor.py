@@ -44,6 +44,9 @@ class FloorVerbs:
     def prioritize(self, pod: Pod, node_names: Sequence[str]) -> list[tuple[str, int]]:
         return [(name, 0) for name in node_names]
 
+    async def wait_for_binds(self, pod: Pod) -> float | None:
+        return None
+
     async def bind(self, *, namespace: str, name: str, uid: str, node: str) -> str | None:
         return None
 

@@ -11,7 +11,9 @@ the one that answer was computed at (the answer is a deterministic function of
 that version, so this is not trusting a stale cache); otherwise it recomputes
 it from the current inventory. It assumes it immediately (so concurrent filters
 see the devices as taken), then hands it to the binder and forgets the
-assumption if that fails.
+assumption if that fails. kube-scheduler may send the next pod's filter
+before that bind: `wait_for_binds` (called by the server before `filter`)
+holds it until the binds on their way have arrived (`pending`).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from app.extender.answers import (
 from app.extender.binder import Binder, BindError, MemoryBinder
 from app.extender.claims import ClaimResolver
 from app.extender.extended import ExtendedClaim
+from app.extender.pending import PendingBinds
 from app.extender.warming import Warmer
 from app.features import FeatureGates
 from app.inventory import Inventory
@@ -109,7 +112,8 @@ class Extender:
                  mode: str = "allocator", topology_config: TopologyConfig | None = None,
                  binder: Binder | None = None, file_mode: bool = False,
                  step_budget: int = DEFAULT_STEP_BUDGET,
-                 assume_ttl: float = DEFAULT_ASSUME_TTL_SECONDS) -> None:
+                 assume_ttl: float = DEFAULT_ASSUME_TTL_SECONDS,
+                 bind_wait: float = 0.0) -> None:
         if mode not in ("allocator", "advisor"):
             raise ValueError(f"mode: {mode!r} is not one of allocator, advisor")
         self._inventory = inventory
@@ -117,6 +121,8 @@ class Extender:
         self._resolver = ClaimResolver(inventory, generate=file_mode,
                                        extended_resources=features.extended_resource)
         self._assume_ttl = assume_ttl
+        # Only a binder assumes devices, so only then is a bind worth waiting for.
+        self._pending = PendingBinds(wait=bind_wait if self._binder is not None else 0.0)
         self._book = AnswerBook(inventory, features=features, mode=mode,
                                 topology_config=topology_config or TopologyConfig(),
                                 step_budget=step_budget)
@@ -164,6 +170,7 @@ class Extender:
                 result.unresolvable[name] = reason or "cannot allocate all claims"
             else:
                 result.failed[name] = reason or "cannot allocate all claims"
+        self._expect_bind(pod, request, passed=bool(result.passed))
         return result
 
     def prioritize(self, pod: Pod, node_names: Sequence[str]) -> list[tuple[str, int]]:
@@ -182,7 +189,17 @@ class Extender:
                 score = passed.get(name)
             if score:
                 scores.append((name, score))
+        self._expect_bind(pod, request, passed=bool(scores))
         return scores
+
+    async def wait_for_binds(self, pod: Pod) -> float | None:
+        """Before `pod`'s filter: wait for the binds of the pods scheduled just before
+        it (`pending`); the seconds waited, or None when no bind was on its way."""
+        return await self._pending.settle(pod.key)
+
+    def _expect_bind(self, pod: Pod, request: Request, *, passed: bool) -> None:
+        if passed and (request.pending or request.claims.extended is not None):
+            self._pending.expect(pod.key)
 
     def evaluate(self, pod: Pod, node_names: Sequence[str]) -> list[NodeEvaluation]:
         """Whether and how the pod's claims fit on each node (filter's code path)."""
@@ -229,6 +246,9 @@ class Extender:
         """Allocate on `node` (see the module doc), assume it, and write it; None or
         the error text."""
         bound_at = self._warmer.note_request()
+        # Cleared before anything below yields, so a waiting filter resumes only
+        # after this bind has assumed its devices (or refused).
+        self._pending.arrived(f"{namespace}/{name}")
         pod = self._pod(namespace=namespace, name=name, uid=uid)
         if pod is None:
             return (f"pod {namespace}/{name} (uid {uid or '-'}) is unknown to drax: it was "

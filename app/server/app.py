@@ -63,6 +63,8 @@ class Verbs(Protocol):
 
     def prioritize(self, pod: Pod, node_names: Sequence[str]) -> list[tuple[str, int]]: ...
 
+    async def wait_for_binds(self, pod: Pod) -> float | None: ...
+
     async def bind(self, *, namespace: str, name: str, uid: str, node: str) -> str | None: ...
 
 
@@ -195,6 +197,9 @@ class ExtenderEdge:
         args = wire.parse_extender_args(doc)
         if not self.ready():
             return wire.error_filter_result(NOT_SYNCED)
+        waited = await self.verbs.wait_for_binds(args.pod)
+        if waited is not None:
+            metrics.BIND_WAIT_SECONDS.observe(waited)
         computed = self._computed()
         try:
             result = self.verbs.filter(args.pod, args.node_names)

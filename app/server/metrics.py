@@ -85,6 +85,12 @@ BIND_FAILURES: Final = Counter(
     "drax_bind_failures_total", "Bind calls that answered with an error, by cause.",
     ["cause"], registry=REGISTRY)
 
+BIND_WAIT_SECONDS: Final = Histogram(
+    "drax_filter_bind_wait_seconds",
+    "Time a filter waited for the binds of the pods scheduled just before it "
+    "(only filters that found a bind on its way).",
+    buckets=LATENCY_BUCKETS, registry=REGISTRY)
+
 TIER_NAMES: Final = ("spanning", "one_numa", "one_pcie_root")
 PLACEMENTS: Final = Counter(
     "drax_bound_placements_total",

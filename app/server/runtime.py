@@ -35,6 +35,7 @@ from app.config import ConfigError, Settings
 from app.extender import Binder, BindError, Extender
 from app.extender.binder import MemoryBinder
 from app.extender.extended import ExtendedClaim
+from app.extender.pending import DEFAULT_BIND_WAIT_SECONDS
 from app.inventory import KINDS, Inventory
 from app.model import InvalidObject, Pod, ResourceClaim
 from app.observability.inventory import CapacityShape, InventoryObserver, parse_capacity
@@ -196,8 +197,10 @@ def build_runtime(settings: Settings, *,
     if source == "kube":
         inventory = Inventory(expected_kinds=[w.kind for w in WATCHED_KINDS])
         binder = DeferredBinder() if settings.mode == "allocator" else None
+        # Only here does a kube-scheduler bind from its own goroutine (file mode
+        # has no API server, so no scheduler in front of it).
         extender = Extender(inventory, features=settings.features, mode=settings.mode,
-                            topology_config=topology,
+                            topology_config=topology, bind_wait=DEFAULT_BIND_WAIT_SECONDS,
                             binder=None if binder is None else PlacementRecorder(
                                 binder, inventory=inventory, config=topology))
         lifespan = _kube_lifespan(settings, inventory, binder, registry)
