@@ -5,6 +5,7 @@ GPU+NIC on one PCIe root, MIG, shared GPU) through templates, plus a pod on a
 named ResourceClaim, all with `schedulerName: drax`. Each must be bound with
 its claim allocated on its node, reserved for it, constraints met and no
 device in two claims; a pod that cannot fit stays Pending with drax's reason.
+A claim drax allocated can be shared by a pod of the in-tree scheduler.
 """
 
 from __future__ import annotations
@@ -19,9 +20,12 @@ from tests.e2e.workload import (
     add_pool,
     add_templates,
     check_workload,
+    claim,
     create_too_big,
+    pod,
     schedule_every_shape,
     unschedulable_message,
+    wait_bound,
 )
 
 MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
@@ -75,3 +79,27 @@ def test_a_pod_that_cannot_fit_stays_pending_with_drax_reason(pool: list[str], k
     # drax's per-node reason, passed through by kube-scheduler's FitError.
     assert f"claim default/{name}: request \"gpu\"" in message, message
     assert "9 needed" in message, message
+
+
+def test_a_claim_drax_allocated_is_shared_by_an_in_tree_scheduled_pod(kube: Kube) -> None:
+    """The in-tree PreBind stamps allocationTimestamp on a claim it reserves when the
+    allocation has none (DRADeviceBindingConditions, on in 1.37), and the API server
+    refuses that change to a set allocation: before drax stamped its allocations, the
+    second pod failed PreBind on every attempt ("field cannot be modified once set")."""
+    prefix = f"{POOL}-share"
+    (node,) = add_pool(kube, prefix=prefix, nodes=1, seed=4)
+    on_node = {"kubernetes.io/hostname": node}
+    kube.create(claim(f"{prefix}-gpu", "1gpu"))
+    kube.create(pod(f"{prefix}-drax", scheduler="drax", claim_name=f"{prefix}-gpu",
+                    node_selector=on_node))
+    wait_bound(kube, [f"{prefix}-drax"], timeout=60)
+    allocation = kube.get("ResourceClaim", f"{prefix}-gpu", "default")["status"]["allocation"]
+    assert allocation.get("allocationTimestamp"), allocation
+    kube.create(pod(f"{prefix}-in-tree", scheduler="default-scheduler",
+                    claim_name=f"{prefix}-gpu", node_selector=on_node))
+    bound = wait_bound(kube, [f"{prefix}-in-tree"], timeout=60)
+    assert bound[f"{prefix}-in-tree"]["spec"]["nodeName"] == node
+    shared = kube.get("ResourceClaim", f"{prefix}-gpu", "default")
+    assert sorted(r["name"] for r in shared["status"]["reservedFor"]) == [
+        f"{prefix}-drax", f"{prefix}-in-tree"]
+    assert shared["status"]["allocation"] == allocation
