@@ -79,9 +79,12 @@ _DEVICE_FIELDS: Final = {
     "allowMultipleAllocations": BOOL,
 }
 _FAST_EQ_TYPES: Final = frozenset({"int", "uint", "bool", "string", "bytes", "double"})
-_ONE_VAR_MACROS: Final = frozenset({"all", "exists", "exists_one", "existsOne", "map", "filter",
+# As in Kubernetes' environment: `existsOne` is only the two-variable macro
+# (cel-go's two-variable comprehensions), `exists_one` takes one or two.
+_ONE_VAR_MACROS: Final = frozenset({"all", "exists", "exists_one", "map", "filter",
                                     "sortBy", "optMap", "optFlatMap"})
-_TWO_VAR_MACROS: Final = frozenset({"all", "exists", "existsOne", "transformList",
+_TWO_VAR_MACROS: Final = frozenset({"all", "exists", "exists_one", "existsOne",
+                                    "transformList",
                                     "transformMap", "transformMapEntry"})
 
 
@@ -136,6 +139,8 @@ def charge(ctx: Ctx, amount: int) -> None:
 class Compiler:
     def __init__(self) -> None:
         self.scopes: list[dict[str, CelType]] = []
+        # ids of the scopes opened by `cel.bind`, whose variable is evaluated lazily.
+        self.bind_scopes: set[int] = set()
 
     def compile(self, node: ast.Node) -> Compiled:
         method = getattr(self, f"_{type(node).__name__.lower()}")
@@ -147,16 +152,22 @@ class Compiler:
         return _constant(node.value, _literal_type(node.value))
 
     def _lookup_var(self, name: str) -> CelType | None:
+        scope = self._scope_of(name)
+        return None if scope is None else scope[name]
+
+    def _scope_of(self, name: str) -> dict[str, CelType] | None:
         for scope in reversed(self.scopes):
             if name in scope:
-                return scope[name]
+                return scope
         return None
 
     def _ident(self, node: ast.Ident) -> Compiled:
         name = node.name
-        var_type = self._lookup_var(name)
-        if var_type is not None:
-            return Compiled(var_type, lambda c: c.vars[name])
+        scope = self._scope_of(name)
+        if scope is not None and id(scope) in self.bind_scopes:
+            return Compiled(scope[name], lambda c: c.vars[name].get(c))
+        if scope is not None:
+            return Compiled(scope[name], lambda c: c.vars[name])
         if name == "device":
             return Compiled(DEVICE, lambda c: c.vars["device"])
         if name in TYPE_IDENTS:
@@ -341,6 +352,9 @@ class Compiler:
             source = args[0].opt_source
             if node.name == "orValue" and source is not None and len(args) == 2:
                 result.fn = _fast_or_value(source, args[1].fn, result.fn)
+            elif node.name in ("or", "orValue") and len(args) == 2:
+                result.fn = _short_circuit_optional(node.name, args[0].fn, args[1].fn,
+                                                    result.fn)
             return result
         args = [self.compile(a) for a in node.args]
         return self._resolve(node.name, args, member=False, node=node)
@@ -533,16 +547,19 @@ class Compiler:
             raise CheckError("found no matching overload for 'cel.bind'", node.pos)
         var = self._var_name(node.args[0])
         init = self.compile(node.args[1])
-        self.scopes.append({var: init.type})
+        scope = {var: init.type}
+        self.scopes.append(scope)
+        self.bind_scopes.add(id(scope))
         try:
             body = self.compile(node.args[2])
         finally:
             self.scopes.pop()
+            self.bind_scopes.discard(id(scope))
         inf, bf = init.fn, body.fn
 
         def bound(c: Ctx) -> Any:
             saved = c.vars.get(var, _MISSING)
-            c.vars[var] = inf(c)
+            c.vars[var] = _LazyVar(inf, dict(c.vars))
             try:
                 return bf(c)
             finally:
@@ -688,18 +705,53 @@ def _make_opt_select(op: Fn, name: str) -> Fn:
 
 
 def _fast_or_value(source: tuple[Fn, str], default: Fn, generic: Fn) -> Fn:
-    """`m.?name.orValue(d)` on a plain map without building an Optional; the default is
-    still evaluated every time, as a strict function argument is in cel-go."""
+    """`m.?name.orValue(d)` on a plain map without building an Optional; the default
+    is evaluated only when the key is missing (cel-go short-circuits `orValue`)."""
     op, name = source
 
     def or_value(c: Ctx) -> Any:
         obj = op(c)
         if type(obj) is not dict:
             return generic(c)
-        fallback = default(c)
         value = obj.get(name, _MISSING)
-        return fallback if value is _MISSING else value
+        return default(c) if value is _MISSING else value
     return or_value
+
+
+def _short_circuit_optional(name: str, target: Fn, alternative: Fn, generic: Fn) -> Fn:
+    """`o.or(p)` / `o.orValue(v)`: cel-go evaluates the argument only when `o` is
+    empty (a receiver that is not an optional goes to the overloads' error)."""
+    unwrap = name == "orValue"
+
+    def short_circuit(c: Ctx) -> Any:
+        o = target(c)
+        if type(o) is not Optional:
+            return generic(c)
+        if o.present:
+            return o.value if unwrap else o
+        return alternative(c)
+    return short_circuit
+
+
+class _LazyVar:
+    """A `cel.bind` variable: cel-go evaluates the value on first use, in the
+    variables of the bind (an unused value's error does not surface)."""
+
+    __slots__ = ("fn", "scope", "value")
+
+    def __init__(self, fn: Fn, scope: dict[str, Any]) -> None:
+        self.fn = fn
+        self.scope = scope
+        self.value: Any = _MISSING
+
+    def get(self, c: Ctx) -> Any:
+        if self.value is _MISSING:
+            current, c.vars = c.vars, self.scope
+            try:
+                self.value = self.fn(c)
+            finally:
+                c.vars = current
+        return self.value
 
 
 def _optional_chain(op: Fn, name: str, *, optional: bool) -> Fn:

@@ -339,6 +339,10 @@ class Parser:
             symbol = self.peek().text
             while self.at(symbol):
                 ops.append(self.take())
+            if len(ops) % 2 == 0:
+                # cel-go's parser drops an even run of `!` or `-` without a check:
+                # `!!"a"` is the string "a".
+                return self.member()
             if symbol == "-" and self.peek().kind == "num" and not isinstance(
                     self.peek().value, UInt) and not self._literal_has_member():
                 # cel-go lexes `-` directly before a number as part of a negative literal.
