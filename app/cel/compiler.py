@@ -50,6 +50,7 @@ from app.cel.types import (
     STRING,
     TYPE_IDENTS,
     UINT,
+    UNBOUND,
     CelType,
     is_dynish,
     join,
@@ -266,7 +267,7 @@ class Compiler:
             else:
                 elem_types.append(e.type)
         self._check_homogeneous(elem_types, node.elements)
-        elem_t = join(elem_types) or DYN if elem_types else DYN
+        elem_t = join(elem_types) or DYN if elem_types else UNBOUND
         cost = 1 + sum(e.cost for e in elems)
         if not node.optional_indices and all(e.const for e in elems):
             return Compiled(list_of(elem_t), _const_fn(tuple(e.value for e in elems)), cost,
@@ -308,8 +309,8 @@ class Compiler:
                        for v, (_, _, opt) in zip(values, node.entries, strict=True)]
         self._check_homogeneous([k.type for k in keys], [k for k, _, _ in node.entries])
         self._check_homogeneous(value_types, [v for _, v, _ in node.entries])
-        key_t = join([k.type for k in keys]) or DYN if keys else DYN
-        value_t = join(value_types) or DYN if values else DYN
+        key_t = join([k.type for k in keys]) or DYN if keys else UNBOUND
+        value_t = join(value_types) or DYN if values else UNBOUND
         pairs = [(k.fn, v.fn, opt) for k, v, (_, _, opt) in zip(keys, values, node.entries,
                                                                    strict=True)]
 

@@ -42,6 +42,7 @@ from app.cel.types import (
     SEMVER,
     STRING,
     UINT,
+    UNBOUND,
     A,
     CelType,
     K,
@@ -853,7 +854,7 @@ def _of_non_zero(value: Any) -> Optional:
 OA = optional_of(A)
 _def("optional.of", "optional_of", (A,), OA, Optional)
 _def("optional.ofNonZeroValue", "optional_of_non_zero_value", (A,), OA, _of_non_zero)
-_def("optional.none", "optional_none", (), optional_of(DYN), lambda: OPTIONAL_NONE)
+_def("optional.none", "optional_none", (), optional_of(UNBOUND), lambda: OPTIONAL_NONE)
 _def("value", "optional_value", (OA,), A, _optional_value, member=True)
 _def("hasValue", "optional_has_value", (OA,), BOOL, lambda o: o.present, member=True)
 _def("orValue", "optional_or_value", (OA, A), A,

@@ -38,6 +38,10 @@ DEVICE: Final = CelType("kubernetes.DRADevice")
 IP: Final = CelType("net.IP")
 CIDR: Final = CelType("net.CIDR")
 ERROR: Final = CelType("*error*")
+# The element type of an empty literal and of `optional.none()`: a `dyn` that a
+# later argument may still narrow, as cel-go's free type variable is, while a
+# real `dyn` (`dyn(x)`, an attribute) stays dyn. Told apart by identity.
+UNBOUND: Final = CelType("dyn")
 A: Final = CelType("A", is_param=True)
 K: Final = CelType("K", is_param=True)
 V: Final = CelType("V", is_param=True)
@@ -81,7 +85,7 @@ def unify(param: CelType, arg: CelType, bindings: dict[str, CelType]) -> bool:
         if bound is None:
             bindings[param.name] = arg
             return True
-        if bound.name == "dyn" and not bound.params:
+        if bound is UNBOUND:
             bindings[param.name] = arg
             return True
         return unify(bound, arg, bindings)

@@ -524,6 +524,13 @@ DIFFERENTIAL: list[tuple[str, Any]] = [
     (f"optional.of(1).or(optional.of({D}.nope)).hasValue()", True),
     (f"{D}.?int.orValue({D}.nope) > 0", True),
     (f"{D}.?missing.orValue({D}.nope) > 0", Runtime("no such key: nope")),
+    # A type parameter bound to a real `dyn` stays dyn; an empty literal's or
+    # `optional.none()`'s element type is still narrowed by the next argument.
+    (f"{D}.?missing.orValue(1u)", Runtime("could not be converted to bool")),
+    (f"{D}.?missing.orValue(1u) == 1u", True),
+    ("optional.none().orValue(1u)", Compile("must evaluate to bool")),
+    ("([] + [1])[0] + 1.0 > 0.0", Compile("found no matching overload for '_+_'")),
+    ("dyn([1])[0] == 1", True),
 ]
 
 ALL_CASES = (DIFFERENTIAL + DEVICE_LOOKUP + TYPED_VALUES + INCLUDES + INTEGERS + STRINGS
