@@ -17,6 +17,7 @@ import sys
 from typing import Any
 
 from app.config import LOG_LEVELS, MODES, ConfigError, Settings, load_settings
+from app.server.collector import collector_paused
 from app.server.runtime import Runtime, build_runtime
 from app.server.serving import Listener, ListenerSpec, listener, serve_all
 from app.server.tls import ReloadingContext, TLSError, TLSFiles
@@ -74,14 +75,16 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=settings.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        runtime = build_runtime(settings)
+        # The inventory and the answers warmed for it are long-lived and hold no
+        # cycles: freeze them out of the collector without ever scanning them. A
+        # full collection here (and the ones re-enabling it between load and
+        # warming set off) took 48 s of the 600 s start of 100,000 nodes.
+        with collector_paused():
+            runtime = build_runtime(settings)
+            gc.freeze()
     except (ConfigError, SourceError) as exc:
         print(f"drax serve: {exc}", file=sys.stderr)
         return 2
-    # The inventory is long-lived: keep the collector from re-scanning it on
-    # every young-generation pass over request garbage.
-    gc.collect()
-    gc.freeze()
     try:
         listeners = listeners_for(runtime)
     except TLSError as exc:

@@ -40,10 +40,9 @@ from app.extender.extended import (
     served_by_dra,
 )
 from app.extender.signature import (
+    MatchColumns,
     StaticSignatures,
-    flat_devices,
     map_outcome,
-    match_signature,
     rename_words,
     request_kinds,
 )
@@ -172,6 +171,7 @@ class AnswerBook:
         self._by_signature: LRUCache[tuple[Hashable, Hashable], tuple[NodeState, Verdict]] = \
             LRUCache(maxsize=_SIGNATURE_CACHE_SIZE)
         self.static = StaticSignatures()
+        self.matches = MatchColumns()
         self._unfit_when_empty: LRUCache[Hashable, bool] = LRUCache(
             maxsize=_SIGNATURE_CACHE_SIZE)
 
@@ -311,10 +311,9 @@ class AnswerBook:
     def _signature(self, request: Request, state: NodeState) -> tuple[Hashable, Hashable]:
         """(full signature, hardware signature), both including the selector matches."""
         static = self.static.of(state)
-        matches = match_signature(flat_devices(state.view), request.kinds,
-                                  classes=self._inventory.classes,
-                                  class_matcher=self._inventory.class_matcher,
-                                  selector_matches=self._inventory.selectors.selector_matches)
+        matches = self.matches.signature(state.view, request.kinds,
+                                         classes=self._inventory.classes,
+                                         matcher=self._inventory.selectors.matches_shared)
         return (static.full, matches), (static.hardware, matches)
 
     def _compute(self, claims: Sequence[ResourceClaim], state: NodeState, *,

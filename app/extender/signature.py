@@ -21,7 +21,8 @@ everything the allocator or the objective can read:
   CEL result, or its error), so selectors that read raw values stay exact.
 
 The per-node part that does not depend on the claim shape is cached per node
-version; the rest is computed once per (shape, node version) by the caller.
+version; the selector matches per node and request kind (`MatchColumns`), for
+as long as the node's slices stay the same.
 """
 
 from __future__ import annotations
@@ -252,26 +253,70 @@ def _relabel(column: Sequence[Any]) -> Hashable:
     return tuple(out)
 
 
-def match_signature(devices: Sequence[Device], kinds: Sequence[RequestKind], *,
-                    classes: Mapping[str, DeviceClass],
-                    class_matcher: Callable[[DeviceClass, Device], bool],
-                    selector_matches: Callable[[str, Device], bool]) -> Hashable:
-    """Per device, per request kind: does it match (or which error it raises)."""
-    resolved = [(classes.get(class_name), selectors) for class_name, selectors in kinds]
-    return HashedKey(tuple(
-        tuple(None if device_class is None else _matches(
-            device, device_class, selectors, class_matcher, selector_matches)
-            for device_class, selectors in resolved)
-        for device in devices))
+MatchResult = bool | str  # whether a device matches a request kind, or the CEL error
+Matcher = Callable[[DeviceClass, tuple[str, ...], Device], bool]
+
+
+class MatchColumns:
+    """Per node and request kind, whether each of its devices matches (the CEL
+    result, or its error): the part of a signature that depends on the claim
+    shape, kept per node because the shapes of a cluster share their kinds (a
+    GPU class, a NIC class, ...), and a node's devices change far less often
+    than its allocations. Columns of identical nodes are equal and stored once.
+    """
+
+    __slots__ = ("_interned", "_nodes")
+
+    def __init__(self) -> None:
+        # node -> (the Node, its pools' slices, kind -> (the class read, column))
+        self._nodes: dict[str, tuple[Node, tuple[tuple[ResourceSlice, ...], ...],
+                                     dict[RequestKind, tuple[DeviceClass,
+                                                             tuple[MatchResult, ...]]]]] = {}
+        self._interned: dict[tuple[MatchResult, ...], tuple[MatchResult, ...]] = {}
+
+    def signature(self, view: NodeView, kinds: Sequence[RequestKind], *,
+                  classes: Mapping[str, DeviceClass], matcher: Matcher) -> Hashable:
+        """Per kind, per device of `view` in order: does it match."""
+        slices = tuple(pool.slices for pool in view.pools)
+        name = view.node.name
+        hit = self._nodes.get(name)
+        # the Node too: its labels decide which devices of a slice it can use
+        if hit is None or hit[0] is not view.node or not _same_slices(hit[1], slices):
+            hit = self._nodes[name] = (view.node, slices, {})
+        columns = hit[2]
+        devices: tuple[Device, ...] | None = None
+        out: list[tuple[MatchResult, ...] | None] = []
+        for kind in kinds:
+            device_class = classes.get(kind[0])
+            if device_class is None:
+                out.append(None)
+                continue
+            known = columns.get(kind)
+            if known is not None and known[0] is device_class:
+                out.append(known[1])
+                continue
+            if devices is None:
+                devices = flat_devices(view)
+            column = tuple(_matches(d, device_class, kind[1], matcher) for d in devices)
+            if len(self._interned) >= _INTERNED_LIMIT:
+                self._interned.clear()
+            column = self._interned.setdefault(column, column)
+            columns[kind] = (device_class, column)
+            out.append(column)
+        return HashedKey(tuple(out))
+
+
+def _same_slices(a: tuple[tuple[ResourceSlice, ...], ...],
+                 b: tuple[tuple[ResourceSlice, ...], ...]) -> bool:
+    return len(a) == len(b) and all(
+        len(x) == len(y) and all(s is t for s, t in zip(x, y, strict=True))
+        for x, y in zip(a, b, strict=True))
 
 
 def _matches(device: Device, device_class: DeviceClass, selectors: tuple[str, ...],
-             class_matcher: Callable[[DeviceClass, Device], bool],
-             selector_matches: Callable[[str, Device], bool]) -> bool | str:
+             matcher: Matcher) -> MatchResult:
     try:
-        if not class_matcher(device_class, device):
-            return False
-        return all(selector_matches(e, device) for e in selectors)
+        return matcher(device_class, selectors, device)
     except (CelCompileError, CelEvalError) as exc:
         return f"{type(exc).__name__}: {exc}"
 

@@ -1,8 +1,8 @@
 """Warming: the work a first filter would do, done between requests.
 
 After start-up, a DeviceClass change or a new claim shape, the first filter
-would pay for node snapshots, signatures, class selectors on every device and
-an answer per node. `Warmer` does that work in small slices while the
+would pay for node snapshots, signatures, the selector matches of its request
+kinds on every device and an answer per node. `Warmer` does that work in small slices while the
 scheduler is quiet and stores it where the verbs look (`AnswerBook`, the
 inventory's selector caches), so it changes no answer, only when it is paid.
 It is a generator driven by a time budget so that a slice can stop anywhere
@@ -12,18 +12,16 @@ and a request never waits for more than one slice.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import time
-from collections.abc import Callable, Generator, Hashable, Iterator, Sequence
+from collections.abc import Callable, Generator, Hashable, Iterator
 from typing import Any, Final
 
-from app.cel import CelCompileError, CelEvalError
 from app.extender.answers import AnswerBook, Request, request_of
 from app.extender.claims import ClaimResolver
-from app.extender.signature import flat_devices, match_signature, request_kinds
+from app.extender.signature import request_kinds
 from app.inventory import Inventory
-from app.model import Device, ResourceClaim
+from app.model import ResourceClaim
 
 _WARM_SCAN: Final = 512  # node versions compared per warming step
 
@@ -46,7 +44,6 @@ class Warmer:
         self._claim_shapes: dict[str, tuple[Any, Request]] = {}
         self._full_pass_done = False  # the last warming pass visited every node
         self.last_call = -float("inf")  # when a request last arrived (monotonic)
-        self._warmed_devices: dict[str, tuple[Device, ...]] = {}
 
     def note_request(self) -> float:
         """A request has arrived (the server calls this before reading its body):
@@ -57,7 +54,7 @@ class Warmer:
 
     def warm(self, *, budget_seconds: float = 0.005) -> bool:
         """Do up to `budget_seconds` of work a filter would otherwise do on its first
-        call: node snapshots and signatures, class selectors on every device, and the
+        call: node snapshots and signatures with their selector matches, and the
         answer for every known claim and template shape on every node. True if work
         remains.
 
@@ -143,26 +140,14 @@ class Warmer:
                 if name not in answers.verdicts:
                     self._book.refresh(request, answers, name)
                     yield
-            devices = flat_devices(state.view)
-            # A bind changes the node, not its devices: their selector results
-            # (cached per device object) are already in, unless classes or
-            # shapes changed, which makes this a pass over every node.
-            if changed is None or not _same_objects(self._warmed_devices.get(name), devices):
-                self._warm_selectors(devices, kinds)
-                self._warmed_devices[name] = devices
+            # A bind changes the node, not its devices: their match columns are
+            # kept, so this is a few lookups unless its slices changed.
+            self._book.matches.signature(state.view, kinds, classes=inv.classes,
+                                         matcher=inv.selectors.matches_shared)
             self._warmed_versions[name] = state.view.version
             yield
         stats.warming_backlog = 0
         self._full_pass_done = changed is None
-
-    def _warm_selectors(self, devices: Sequence[Device], kinds: Sequence[Any]) -> None:
-        inv = self._inventory
-        match_signature(devices, kinds, classes=inv.classes, class_matcher=inv.class_matcher,
-                        selector_matches=inv.selectors.selector_matches)
-        for device_class in list(inv.classes.values()):
-            for device in devices:
-                with contextlib.suppress(CelCompileError, CelEvalError):
-                    inv.class_matcher(device_class, device)
 
     def _known_shapes(self) -> Generator[None, None, dict[Hashable, Request]]:
         """One request per claim shape of the pending claims and the templates;
@@ -187,9 +172,3 @@ class Warmer:
             shapes.setdefault(hit[1].claims.shape, hit[1])
         self._claim_shapes = by_claim
         return shapes
-
-
-def _same_objects(a: Sequence[Any] | None, b: Sequence[Any]) -> bool:
-    return a is not None and len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
-
-

@@ -23,8 +23,9 @@ device in is never affected.
 
 from __future__ import annotations
 
+import functools
 import sys
-from collections.abc import Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from typing import Final, TypeAlias
 
 from app.cel import CelCompileError, CelEvalError, CompiledSelector, compile_selector
@@ -69,6 +70,13 @@ class SelectorCache:
         return True
 
     def _one(self, expression: str, device: Device) -> bool:
+        selector = self._selector(expression)
+        key = selector.projection(device)
+        if key is None:
+            return selector.matches(device)
+        return self._shared_result(expression, selector, key, device)
+
+    def _selector(self, expression: str) -> CompiledSelector:
         selector = self._compiled.get(expression)
         if selector is None:
             if len(self._compiled) >= _SHARED_LIMIT:
@@ -79,9 +87,10 @@ class SelectorCache:
                 selector = self._compiled[expression] = str(exc)
         if isinstance(selector, str):
             raise CelCompileError(selector)
-        key = selector.projection(device)
-        if key is None:
-            return selector.matches(device)
+        return selector
+
+    def _shared_result(self, expression: str, selector: CompiledSelector, key: Hashable,
+                       device: Device) -> bool:
         shared = self._shared.get(expression)
         if shared is None:
             shared = self._shared[expression] = {}
@@ -92,6 +101,34 @@ class SelectorCache:
                 shared.clear()
             shared[key] = hit
         return hit
+
+    def matches_shared(self, device_class: DeviceClass, selectors: Iterable[str],
+                       device: Device) -> bool:
+        """The class's selectors, then `selectors`, on `device`, without keeping a
+        per-device entry where the results can be shared by projection: node
+        signatures ask about every device of the cluster, and an entry per
+        (class, device) cost more than a gigabyte at 100,000 nodes. Expressions
+        without a projection go through the per-device memo. Raises what
+        `class_matches` and `selector_matches` raise."""
+        if not self._by_projection(device_class.selectors, device,
+                                   lambda: self.class_matches(device_class, device)):
+            return False
+        for expression in selectors:
+            if not self._by_projection((expression,), device, functools.partial(
+                    self.selector_matches, expression, device)):
+                return False
+        return True
+
+    def _by_projection(self, expressions: Iterable[str], device: Device,
+                       per_device: Callable[[], bool]) -> bool:
+        for expression in expressions:
+            selector = self._selector(expression)
+            key = selector.projection(device)
+            if key is None:
+                return per_device()  # the earlier expressions held: same answer
+            if not self._shared_result(expression, selector, key, device):
+                return False
+        return True
 
     def class_matches(self, device_class: DeviceClass, device: Device) -> bool:
         """The `ClassMatcher` the allocator accepts: all class selectors hold."""

@@ -257,10 +257,28 @@ def test_warming_leaves_no_work_for_the_first_filter(monkeypatch) -> None:
     assert runs == []  # the template's answers were computed while warming
     [evaluation] = ext.evaluate(the_pod(inv), ["n2"])
     assert [ca.claim_key for ca in evaluation.claims] == ["default/p-c"]
+    matched = count_shared_matches(monkeypatch)
     inv.apply("DeviceClass", "MODIFIED", GPU_CLASS | {"metadata": {"name": "gpu",
                                                                    "generation": 2}})
     assert ext.warm(budget_seconds=10) is False
-    assert len(calls) == 20  # the changed class, once per device (4 GPUs + 1 NIC, 4 nodes)
+    assert len(matched) == 20  # the changed class, once per device (4 GPUs + 1 NIC, 4 nodes)
+    assert ext.filter(the_pod(inv), [f"n{i}" for i in range(4)]).passed == [
+        "n0", "n1", "n2", "n3"]
+    assert len(matched) == 20  # the filter found the matches warming made
+
+
+def count_shared_matches(monkeypatch: Any) -> list[str]:
+    import app.inventory.selectors as selectors
+
+    calls: list[str] = []
+    real = selectors.SelectorCache.matches_shared
+
+    def counting(self, device_class, expressions, device):
+        calls.append(device.id)
+        return real(self, device_class, expressions, device)
+
+    monkeypatch.setattr(selectors.SelectorCache, "matches_shared", counting)
+    return calls
 
 
 async def test_keep_warm_runs_in_the_background() -> None:
