@@ -49,6 +49,7 @@ VERDICTS: Final = ("compileError", "runtimeError", "costError", "true", "false")
 BATCH: Final = 400
 SHRINK_ROUNDS: Final = 40
 PRINTED_PER_CLASS: Final = 1
+PROGRESS: Final = 20_000
 
 
 @dataclass(slots=True, frozen=True)
@@ -179,15 +180,21 @@ def batches(seed: int, indices: range, size: int = BATCH) -> Iterator[list[Case]
         yield batch
 
 
-def run(seed: int, indices: range, *, oracle: Oracle) -> Tally:
-    """Check every case in `indices`; the oracle works on batch k+1 while drax does batch k."""
+def run(seed: int, indices: range, *, oracle: Oracle, progress: int = 0) -> Tally:
+    """Check every case in `indices`; the oracle works on batch k+1 while drax does batch k.
+    With `progress`, a line on stderr every `progress` cases (long runs stay observable)."""
     tally = Tally()
+    started = time.monotonic()
     with ThreadPoolExecutor(max_workers=1) as pool:
         pending = None
         for batch in batches(seed, indices):
             future = pool.submit(oracle.batch, [c.request() for c in batch])
             if pending is not None:
                 _check(*pending, tally=tally)
+                if progress and tally.cases % progress < BATCH:
+                    print(f"progress {indices.start}::{indices.step}: {tally.cases} cases, "
+                          f"{len(tally.mismatches)} mismatches, "
+                          f"{time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
             pending = (batch, future.result)
         if pending is not None:
             _check(*pending, tally=tally)
@@ -214,7 +221,7 @@ def _worker(args: tuple[int, int, int, int]) -> Tally:
     seed, start, stop, step = args
     oracle = open_oracle()
     try:
-        return run(seed, range(start, stop, step), oracle=oracle)
+        return run(seed, range(start, stop, step), oracle=oracle, progress=PROGRESS)
     finally:
         oracle.close()
 
