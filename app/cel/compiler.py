@@ -72,6 +72,11 @@ from app.cel.values import (
 )
 
 COST_LIMIT: Final = 1_000_000
+# Calls cel-go evaluates when the program is planned if every argument is a
+# constant (a failure is `program instantiation failed`); `dyn` of a constant is
+# one. `find`/`findAll` only compile their pattern then (`_check_constant_regex`).
+_PLAN_TIME: Final = CONVERSIONS | {"dyn"}
+_MAP_KEY_TYPES: Final = frozenset({str, int, UInt, bool, float})
 _MISSING: Final = object()
 _DEVICE_FIELDS: Final = {
     "driver": STRING,
@@ -396,7 +401,7 @@ class Compiler:
         self._check_constant_regex(name, args, node)
         fn = _make_call([o for o, _ in matched], [a.fn for a in args], [a.type for a in args])
         cost = 1 + sum(a.cost for a in args)
-        if name in CONVERSIONS | {"find", "findAll"} and args and all(a.const for a in args):
+        if name in _PLAN_TIME and args and all(a.const for a in args):
             try:
                 value = fn(Ctx(None))
             except EvalError as exc:
@@ -825,6 +830,9 @@ def contains(coll: Any, elem: Any) -> bool:
                 continue
         return False
     if isinstance(coll, dict):
+        if type(elem) not in _MAP_KEY_TYPES and type(elem) is not bytes:
+            # cel-go: a list, map, null, ... is never a key; bytes fail to hash (an error).
+            return False
         return not is_missing(map_lookup(coll, elem))
     raise EvalError("no such overload")
 

@@ -211,7 +211,7 @@ def _to_uint(value: Any) -> UInt:
     if t is int:
         return check_uint(value)
     if t is float:
-        if math.isnan(value) or not (-1.0 < value < 2.0**64):
+        if math.isnan(value) or not (0.0 <= value < 2.0**64):
             raise EvalError("unsigned integer overflow")
         return UInt(int(value))
     if t is str:
@@ -552,6 +552,8 @@ class _SemverKey:
 
 
 def _range(n: int) -> tuple[int, ...]:
+    if n < 0:
+        raise EvalError(f"lists.range: size must be non-negative, got {n}")
     return tuple(range(n))
 
 
@@ -620,7 +622,8 @@ def _list_last_index_of(items: Sequence[Any], value: Any) -> int:
 
 LA = list_of(A)
 _def("slice", "list_slice", (LA, INT, INT), LA, _slice, member=True)
-_def("flatten", "list_flatten", (list_of(DYN),), list_of(DYN), _flatten, member=True,
+# As cel-go's ext.Lists: `flatten()` wants a list of lists; with a depth, any list.
+_def("flatten", "list_flatten", (list_of(LA),), LA, _flatten, member=True,
      cost=lambda items, depth=1: len(items))
 _def("flatten", "list_flatten_int", (list_of(DYN), INT), list_of(DYN), _flatten, member=True,
      cost=lambda items, depth=1: len(items))
