@@ -683,21 +683,23 @@ _UNSUPPORTED: Final = AttributeValue("", None)
 _SCALARS: dict[tuple[str, type, Any], AttributeValue] = {}
 
 
-def _attribute(raw: Any, what: str) -> AttributeValue:
+def _attribute(raw: Any, where: str, name: Any) -> AttributeValue:
     # Nearly every attribute is one scalar (`{"string": "gpu"}`): look it up by
     # (kind, type, value) before validating. The type is part of the key because
-    # `True == 1`, and `{"int": true}` must stay unsupported.
+    # `True == 1`, and `{"int": true}` must stay unsupported. The error context
+    # is formatted only off this path: once per attribute of millions of devices
+    # it was a tenth of the parse.
     if type(raw) is dict and len(raw) == 1:
         ((kind, value),) = raw.items()
         if type(value) in (str, int, bool):
             hit = _SCALARS.get((kind, type(value), value))
             if hit is not None:
                 return hit
-            parsed = _parse_attribute(raw, what)
+            parsed = _parse_attribute(raw, f"{where}.attributes[{name}]")
             if len(_SCALARS) < _SHARED_ATTRIBUTES_MAX:
                 _SCALARS[(kind, type(value), value)] = parsed
             return parsed
-    return _parse_attribute(raw, what)
+    return _parse_attribute(raw, f"{where}.attributes[{name}]")
 
 
 def _parse_attribute(raw: Any, what: str) -> AttributeValue:
@@ -837,34 +839,50 @@ def _counters(raw: Any, what: str) -> dict[str, Quantity]:
             for name, c in _map(raw, what).items()}
 
 
+_QUALIFIED: dict[tuple[Any, str], str] = {}
+
+
 def _key(name: Any, driver: str) -> str:
     """A qualified attribute/capacity name, interned: every device repeats the same
     few names, and one shared string per name instead of one per device saves
-    about a quarter of the parsed model's memory."""
-    return sys.intern(qualify(str(name), driver))
+    about a quarter of the parsed model's memory. Looked up by (name, driver)
+    first, since qualifying and interning each name of each device cost more."""
+    hit = _QUALIFIED.get((name, driver))
+    if hit is None:
+        hit = sys.intern(qualify(str(name), driver))
+        if len(_QUALIFIED) < _SHARED_ATTRIBUTES_MAX:
+            _QUALIFIED[(name, driver)] = hit
+    return hit
 
 
 def _device(raw: Any, *, driver: str, pool: str, slice_name: str, what: str) -> Device:
     d = _map(raw, what)
     name = sys.intern(_str(d.get("name"), f"{what}.name", required=True))
     where = f"{what} ({name})"
-    attributes = FieldMap({_key(k, driver): _attribute(v, f"{where}.attributes[{k}]")
-                           for k, v in _map(d.get("attributes"), f"{where}.attributes").items()})
+    get = d.get
+    # Absent optional fields skip their parser (and its error context): most
+    # devices carry only attributes and capacity.
+    attributes = FieldMap({_key(k, driver): _attribute(v, where, k)
+                           for k, v in _map(get("attributes"), f"{where}.attributes").items()})
+    conditions, failures = get("bindingConditions"), get("bindingFailureConditions")
     return Device(
         driver=driver, pool=pool, name=name, slice_name=slice_name,
         attributes=attributes,
-        capacity=_capacity_map(d.get("capacity"), driver=driver, where=where),
-        consumes_counters=_consumptions(d.get("consumesCounters"), where=where),
-        node_name=_str(d.get("nodeName"), f"{where}.nodeName") or None,
-        node_selector=parse_node_selector(d.get("nodeSelector"), f"{where}.nodeSelector"),
-        all_nodes=bool(d.get("allNodes")),
-        taints=_taints(d.get("taints"), f"{where}.taints"),
-        binds_to_node=bool(d.get("bindsToNode")),
-        binding_conditions=tuple(str(x) for x in _list(d.get("bindingConditions"),
-                                                       f"{where}.bindingConditions")),
-        binding_failure_conditions=tuple(str(x) for x in _list(
-            d.get("bindingFailureConditions"), f"{where}.bindingFailureConditions")),
-        allow_multiple_allocations=bool(d.get("allowMultipleAllocations")),
+        capacity=_capacity_map(get("capacity"), driver=driver, where=where),
+        consumes_counters=() if get("consumesCounters") is None
+        else _consumptions(get("consumesCounters"), where=where),
+        node_name=None if get("nodeName") is None
+        else _str(get("nodeName"), f"{where}.nodeName") or None,
+        node_selector=None if get("nodeSelector") is None
+        else parse_node_selector(get("nodeSelector"), f"{where}.nodeSelector"),
+        all_nodes=bool(get("allNodes")),
+        taints=() if get("taints") is None else _taints(get("taints"), f"{where}.taints"),
+        binds_to_node=bool(get("bindsToNode")),
+        binding_conditions=() if conditions is None else tuple(
+            str(x) for x in _list(conditions, f"{where}.bindingConditions")),
+        binding_failure_conditions=() if failures is None else tuple(
+            str(x) for x in _list(failures, f"{where}.bindingFailureConditions")),
+        allow_multiple_allocations=bool(get("allowMultipleAllocations")),
     )
 
 
