@@ -26,26 +26,45 @@ deletes that claim (finalizer first) and clears the pod status it wrote.
 
 Every write is a PUT carrying the resourceVersion just read, so the API server
 rejects it (409) if anyone changed the claim in between; the binder then
-re-reads and retries, at most `max_attempts` times. If the claim turns out to
+re-reads and retries, at most `max_attempts` times. A request that fails for
+a passing reason (500, 502-504, 429 after its Retry-After, a timeout, a
+dropped connection) is sent again, at most `max_attempts` times with a short
+backoff: the resourceVersion makes a repeated PUT safe (if the first one was
+applied, the repeat meets a 409 and the re-read shows the claim done), and a
+repeated Binding that finds the pod already on this node counts as bound. The
+POST creating the special claim is not repeated (a second POST would create a
+second claim); it fails the bind. If the claim turns out to
 be allocated by someone else meanwhile, it fails as upstream does ("got
 allocated elsewhere in the meantime") rather than overwrite. If a later step
 fails, what this bind wrote is removed again (reservation, allocation if
 nobody else reserved the claim meanwhile, and the finalizer if this bind
-added it), so the claim does not stay allocated to a pod that never ran.
+added it), so the claim does not stay allocated to a pod that never ran. A
+write whose answer never came (a timeout) may have been applied, so the undo
+is planned from intent and checked against the claim as read again: the
+pod's entry in `reservedFor` shows that its allocation went in (both are
+written in one update), a finalizer this bind meant to add and no allocation
+show that the finalizer is ours. The undo gets three times the attempts. A
+Binding that failed in a way that may have been applied (a timeout, a 5xx, a
+409 on a repeat) is checked by reading the pod; if even that fails, nothing
+is undone: the claims stay allocated and reserved for the pod, which is what
+the scheduler's retry of the pod needs to complete the bind, while undoing
+them under a pod that is on its node would leave it without its devices.
 
 RBAC (see manifests/rbac.yaml): `get`, `update` on resourceclaims (the
 finalizer), `create`, `delete` on resourceclaims (the special claim), `patch` on
 pods/status; `update` on resourceclaims/status and, since 1.36
 (DRAResourceClaimGranularStatusAuthorization), on the synthetic
 resourceclaims/binding subresource (allocation and reservedFor); `create` on
-pods/binding.
+pods/binding; `get` on pods (a repeated Binding).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Sequence
+import random
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -64,6 +83,11 @@ log = logging.getLogger(__name__)
 
 FINALIZER: Final = "resource.kubernetes.io/delete-protection"
 RESERVED_FOR_MAX: Final = 256
+# Answers worth sending the same request again for (client-go retries these too).
+TRANSIENT_STATUS: Final = frozenset({429, 500, 502, 503, 504})
+RETRY_BACKOFF_SECONDS: Final = 0.05
+RETRY_AFTER_MAX_SECONDS: Final = 2.0
+UNDO_ATTEMPTS_FACTOR: Final = 3
 
 
 class BindMetrics:
@@ -77,6 +101,10 @@ class BindMetrics:
         self.rollbacks = Counter("drax_bind_rollbacks_total",
                                  "Failed binds whose claim writes were undone, by result.",
                                  ["result"], registry=registry)
+        self.retries = Counter("drax_bind_retries_total",
+                               "API requests of binds sent again after a passing failure, "
+                               "by reason (the HTTP status, timeout, connection).",
+                               ["reason"], registry=registry)
         for result in ("ok", "error"):
             self.attempts.labels(result=result)
             self.rollbacks.labels(result=result)
@@ -89,6 +117,7 @@ class _Written:
     namespace: str
     name: str
     uid: str = ""
+    # Set before the write is sent (one that timed out may have been applied).
     finalizer_added: bool = False
     allocated: bool = False
     created: bool = False  # the special claim for extended resources: delete it on undo
@@ -153,6 +182,13 @@ class KubeBinder:
                     "resourceClaimName": created,
                     "requestMappings": [m.to_dict() for m in extended.mappings]})
             await self._create_binding(pod, node)
+        except _BindingUnknown as exc:
+            # Undoing the claims of a pod that may be running on the node would
+            # leave it without its devices; left reserved, the scheduler's retry
+            # of the pod finds them so and completes the bind.
+            self._metrics.attempts.labels(result="error").inc()
+            raise BindError(f"{exc}; whether the pod is bound is unknown, so its claims "
+                            "stay allocated and reserved for it") from exc
         except (BindError, aiohttp.ClientError, TimeoutError, OSError) as exc:
             self._metrics.attempts.labels(result="error").inc()
             message = str(exc) if isinstance(exc, BindError) else \
@@ -186,8 +222,9 @@ class KubeBinder:
                     "allocationMode": r.exactly.allocation_mode, "count": r.exactly.count}}
                 for r in claim.spec.requests if r.exactly is not None]}},
         }
-        code, answer = await self._call(self._claims.create_namespaced_resource_claim(
-            pod.namespace, body, _preload_content=False, _request_timeout=self._timeout))
+        code, answer = await self._call(lambda: self._claims.create_namespaced_resource_claim(
+            pod.namespace, body, _preload_content=False, _request_timeout=self._timeout),
+            attempts=1)
         if code not in (200, 201):
             raise BindError(f"creating the claim for the extended resources of pod {pod.key}: "
                             f"HTTP {code}: {_message(answer)}")
@@ -196,10 +233,10 @@ class KubeBinder:
                         uid=str(meta.get("uid") or ""), created=True)
 
     async def _patch_extended_status(self, pod: Pod, value: dict[str, Any] | None) -> None:
-        code, answer = await self._call(self._core.patch_namespaced_pod_status(
+        code, answer = await self._call(lambda: self._core.patch_namespaced_pod_status(
             pod.name, pod.namespace, {"status": {"extendedResourceClaimStatus": value}},
             _content_type="application/merge-patch+json", _preload_content=False,
-            _request_timeout=self._timeout))
+            _request_timeout=self._timeout), attempts=self._max_attempts)
         _expect_ok(code, answer, f"writing status.extendedResourceClaimStatus of pod {pod.key}")
 
     # ------------------------------------------------------------------ claims
@@ -223,13 +260,13 @@ class KubeBinder:
                 finalizers = list(meta.get("finalizers") or [])
                 if FINALIZER not in finalizers:
                     meta["finalizers"] = [*finalizers, FINALIZER]
+                    rec.finalizer_added = True
+                    _remember(written, rec)
                     body = await self._put_claim(
                         rec, claim, status=False,
                         what=f"adding the finalizer to resourceclaim {rec.key}")
                     if body is None:
                         continue
-                    rec.finalizer_added = True
-                    _remember(written, rec)
                     claim = body
                     claim["status"] = status
                 status["allocation"] = self._stamped(allocation)
@@ -240,11 +277,11 @@ class KubeBinder:
                                 f"{RESERVED_FOR_MAX} consumers, the maximum")
             status["reservedFor"] = [*reserved, _consumer(pod)]
             what = "allocation and reservation" if allocation is not None else "reservation"
+            rec.allocated = allocation is not None
+            _remember(written, rec)
             if await self._put_claim(rec, claim, status=True,
                                      what=f"writing the {what} of resourceclaim {rec.key}") is None:
                 continue
-            rec.allocated = allocation is not None
-            _remember(written, rec)
             return
         raise BindError(f"resourceclaim {rec.key}: still conflicting after "
                         f"{self._max_attempts} attempts")
@@ -258,9 +295,10 @@ class KubeBinder:
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         return {**allocation, "allocationTimestamp": now}
 
-    async def _read_claim(self, rec: _Written) -> dict[str, Any]:
-        code, claim = await self._call(self._claims.read_namespaced_resource_claim(
-            rec.name, rec.namespace, _preload_content=False, _request_timeout=self._timeout))
+    async def _read_claim(self, rec: _Written, *, undo: bool = False) -> dict[str, Any]:
+        code, claim = await self._call(lambda: self._claims.read_namespaced_resource_claim(
+            rec.name, rec.namespace, _preload_content=False, _request_timeout=self._timeout),
+            attempts=self._attempts(undo=undo))
         if code == 404:
             raise BindError(f"resourceclaim {rec.key} not found")
         _expect_ok(code, claim, f"reading resourceclaim {rec.key}")
@@ -281,12 +319,40 @@ class KubeBinder:
                 "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
         # _preload_content=False: the server answers with a Status the client
         # cannot deserialise into a Binding (it raises after binding).
-        code, answer = await self._call(self._core.create_namespaced_pod_binding(
-            pod.name, pod.namespace, body, _preload_content=False,
-            _request_timeout=self._timeout))
-        if code not in (200, 201):
-            raise BindError(f"binding pod {pod.key} to node {node}: HTTP {code}: "
-                            f"{_message(answer)}")
+        what = f"binding pod {pod.key} to node {node}"
+        try:
+            code, answer = await self._call(lambda: self._core.create_namespaced_pod_binding(
+                pod.name, pod.namespace, body, _preload_content=False,
+                _request_timeout=self._timeout), attempts=self._max_attempts)
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            code, answer = 0, {"message": f"{type(exc).__name__}: {exc}"}
+        if code in (200, 201):
+            return
+        failure = f"{what}: HTTP {code}: {_message(answer)}" if code else \
+            f"{what}: {_message(answer)}"
+        if code != 409 and code not in TRANSIENT_STATUS and code != 0:
+            raise BindError(failure)  # refused outright: nothing was applied
+        # A 409 may be an earlier attempt whose answer was lost; a timeout or a
+        # 5xx may have been applied: the pod itself says which.
+        if await self._bound_to(pod, node, failure=failure):
+            return
+        raise BindError(failure)
+
+    async def _bound_to(self, pod: Pod, node: str, *, failure: str) -> bool:
+        """Whether the pod is on `node`; _BindingUnknown if that cannot be read."""
+        try:
+            code, current = await self._call(lambda: self._core.read_namespaced_pod(
+                pod.name, pod.namespace, _preload_content=False,
+                _request_timeout=self._timeout), attempts=self._max_attempts)
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            raise _BindingUnknown(f"{failure}; reading the pod back failed: "
+                                  f"{type(exc).__name__}: {exc}") from exc
+        if code not in (200, 404):
+            raise _BindingUnknown(f"{failure}; reading the pod back failed: HTTP {code}: "
+                                  f"{_message(current)}")
+        meta, spec = current.get("metadata") or {}, current.get("spec") or {}
+        return code == 200 and spec.get("nodeName") == node and \
+            (not pod.uid or meta.get("uid") == pod.uid)
 
     # ------------------------------------------------------------------ rollback
 
@@ -306,9 +372,9 @@ class KubeBinder:
         if rec.created:
             await self._delete_created(rec)
             return
-        for _ in range(self._max_attempts):
+        for _ in range(self._attempts(undo=True)):
             try:
-                claim = await self._read_claim(rec)
+                claim = await self._read_claim(rec, undo=True)
             except BindError:
                 return  # gone or replaced: nothing of ours is left to remove
             meta = claim.setdefault("metadata", {})
@@ -317,8 +383,9 @@ class KubeBinder:
             reserved = list(status.get("reservedFor") or [])
             keep = [r for r in reserved if r.get("uid") != pod.uid]
             changed = len(keep) != len(reserved)
-            if rec.allocated and not keep and status.get("allocation") is not None:
-                # Only while nobody else uses it: a pod reserved since then keeps it.
+            # The pod's entry shows the allocation went in with it (one update);
+            # only while nobody else uses it: a pod reserved since then keeps it.
+            if rec.allocated and changed and not keep and status.get("allocation") is not None:
                 del status["allocation"]
                 changed = True
             if changed:
@@ -327,7 +394,7 @@ class KubeBinder:
                 else:
                     status.pop("reservedFor", None)
                 body = await self._put_claim(
-                    rec, claim, status=True,
+                    rec, claim, status=True, undo=True,
                     what=f"restoring the status of resourceclaim {rec.key}")
                 if body is None:
                     continue
@@ -339,7 +406,7 @@ class KubeBinder:
                     and FINALIZER in finalizers:
                 meta["finalizers"] = [f for f in finalizers if f != FINALIZER]
                 if await self._put_claim(
-                        rec, claim, status=False,
+                        rec, claim, status=False, undo=True,
                         what=f"removing the finalizer of resourceclaim {rec.key}") is None:
                     continue
             return
@@ -348,21 +415,21 @@ class KubeBinder:
 
     async def _delete_created(self, rec: _Written) -> None:
         """Remove the special claim this bind created: finalizer off, then delete."""
-        for _ in range(self._max_attempts):
+        for _ in range(self._attempts(undo=True)):
             try:
-                claim = await self._read_claim(rec)
+                claim = await self._read_claim(rec, undo=True)
             except BindError:
                 return
             meta = claim.setdefault("metadata", {})
             finalizers = list(meta.get("finalizers") or [])
             if FINALIZER in finalizers:
                 meta["finalizers"] = [f for f in finalizers if f != FINALIZER]
-                if await self._put_claim(rec, claim, status=False, what=(
+                if await self._put_claim(rec, claim, status=False, undo=True, what=(
                         f"removing the finalizer of resourceclaim {rec.key}")) is None:
                     continue
-            code, answer = await self._call(self._claims.delete_namespaced_resource_claim(
+            code, answer = await self._call(lambda: self._claims.delete_namespaced_resource_claim(
                 rec.name, rec.namespace, _preload_content=False,
-                _request_timeout=self._timeout))
+                _request_timeout=self._timeout), attempts=self._attempts(undo=True))
             if code not in (200, 202, 404):
                 raise BindError(f"deleting resourceclaim {rec.key}: HTTP {code}: "
                                 f"{_message(answer)}")
@@ -371,33 +438,65 @@ class KubeBinder:
                         f"{self._max_attempts} attempts")
 
     async def _put_claim(self, rec: _Written, claim: dict[str, Any], *, status: bool,
-                         what: str) -> dict[str, Any] | None:
+                         what: str, undo: bool = False) -> dict[str, Any] | None:
         """PUT the claim (or its status subresource), guarded by the resourceVersion
         it carries: the server's copy, or None on a conflict (re-read and retry)."""
         replace = (self._claims.replace_namespaced_resource_claim_status if status
                    else self._claims.replace_namespaced_resource_claim)
-        code, body = await self._call(replace(rec.name, rec.namespace, claim,
-                                              _preload_content=False,
-                                              _request_timeout=self._timeout))
+        code, body = await self._call(lambda: replace(rec.name, rec.namespace, claim,
+                                                      _preload_content=False,
+                                                      _request_timeout=self._timeout),
+                                      attempts=self._attempts(undo=undo))
         if code == 409:
             self._metrics.conflicts.inc()
             return None
         _expect_ok(code, body, what)
         return body
 
-    @staticmethod
-    async def _call(request: Awaitable[Any]) -> tuple[int, dict[str, Any]]:
-        """Send a `_preload_content=False` request; its status and decoded JSON body."""
-        resp = await request
-        try:
-            raw = await resp.read()
-        finally:
-            resp.release()
-        try:
-            body = orjson.loads(raw) if raw else {}
-        except orjson.JSONDecodeError:
-            body = {"message": raw[:200].decode("utf-8", "replace")}
-        return resp.status, body if isinstance(body, dict) else {}
+    def _attempts(self, *, undo: bool) -> int:
+        return self._max_attempts * (UNDO_ATTEMPTS_FACTOR if undo else 1)
+
+    async def _call(self, request: Callable[[], Awaitable[Any]], *, attempts: int
+                    ) -> tuple[int, dict[str, Any]]:
+        """Send a `_preload_content=False` request, again after a passing failure
+        (at most `attempts` sends); its status and decoded JSON body."""
+        for attempt in range(1, attempts + 1):
+            try:
+                code, body, retry_after = await _send(request())
+            except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+                if attempt == attempts:
+                    raise
+                reason = "timeout" if isinstance(exc, TimeoutError) else "connection"
+                retry_after = None
+            else:
+                if code not in TRANSIENT_STATUS or attempt == attempts:
+                    return code, body
+                reason = str(code)
+            self._metrics.retries.labels(reason=reason).inc()
+            backoff = random.uniform(0, RETRY_BACKOFF_SECONDS * 2 ** attempt)
+            await asyncio.sleep(retry_after if retry_after is not None else backoff)
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+async def _send(request: Awaitable[Any]) -> tuple[int, dict[str, Any], float | None]:
+    """One request: its status, decoded JSON body and Retry-After (seconds, capped)."""
+    resp = await request
+    try:
+        raw = await resp.read()
+    finally:
+        resp.release()
+    try:
+        body = orjson.loads(raw) if raw else {}
+    except orjson.JSONDecodeError:
+        body = {"message": raw[:200].decode("utf-8", "replace")}
+    retry_after: float | None = None
+    with contextlib.suppress(TypeError, ValueError):
+        retry_after = min(float(resp.headers.get("Retry-After")), RETRY_AFTER_MAX_SECONDS)
+    return resp.status, body if isinstance(body, dict) else {}, retry_after
+
+
+class _BindingUnknown(BindError):
+    """The Binding may or may not have been applied, and the pod cannot be read."""
 
 
 def _consumer(pod: Pod) -> dict[str, str]:

@@ -13,7 +13,11 @@ precondition (409 Conflict) and the `reservedFor` validation; pods/binding
 answers 201 with a Status, or fails on demand. POST on a collection creates
 (`generateName` completed with five random characters, 409 on a taken name);
 DELETE removes an object, or only marks it deleting while finalizers remain;
-PATCH of pods/status applies a JSON merge patch.
+PATCH of pods/status applies a JSON merge patch. `Faults` makes requests fail
+on demand: counted faults for lists, watches, status PUTs and bindings, and a
+seeded random share of all writes failing with 500, 429, a 409 (someone
+else's update first), a timeout (nothing applied, no answer in time) or a
+lost reply (applied, no answer in time).
 
 One global resourceVersion counter orders every change, as etcd's revision
 does. Objects are stored and served as plain dicts (copied on the way in and out)
@@ -23,10 +27,11 @@ so tests can assert on exactly what the client wrote.
 from __future__ import annotations
 
 import asyncio
+import collections
 import itertools
 import random
 import socket
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +40,9 @@ from aiohttp import web
 
 RESOURCE_GROUP = "/apis/resource.k8s.io/v1"
 RESERVED_FOR_MAX = 256
+WRITE_METHODS = frozenset({"PUT", "POST", "PATCH", "DELETE"})
+WRITE_FAULTS = ("500", "429", "409", "timeout", "lost-reply")
+_BUMP = web.RequestKey("bump", bool)  # a "409" fault: another writer goes first
 
 
 @dataclass(slots=True, frozen=True)
@@ -79,15 +87,53 @@ class Faults:
     only_plural: str = ""
     # The status of list and watch faults: 500, or 429 with Retry-After: 1.
     status: int = 500
+    # The share of writes (PUT, POST, PATCH, DELETE) failing at random with one of
+    # `write_kinds`, drawn from a generator seeded with `seed`; "409" applies to
+    # PUTs (another writer bumps the object first), the others to any write.
+    write_rate: float = 0.0
+    write_kinds: tuple[str, ...] = WRITE_FAULTS
+    seed: int = 0
+    # Instead of a random share: the first of every `write_period` writes fails.
+    write_period: int = 0
+    writes: int = 0
+    # How long a "timeout" or "lost-reply" holds its answer back.
+    stall_seconds: float = 1.0
+    injected: collections.Counter[str] = field(default_factory=collections.Counter)
+    _rng: random.Random | None = None
 
     def hits(self, plural: str) -> bool:
         return not self.only_plural or self.only_plural == plural
 
+    def draw_write(self, method: str) -> str | None:
+        if method not in WRITE_METHODS:
+            return None
+        self.writes += 1
+        if self._rng is None:
+            self._rng = random.Random(self.seed)
+        if self.write_period > 0:
+            if self.writes % self.write_period != 1:
+                return None
+        elif self.write_rate <= 0 or self._rng.random() >= self.write_rate:
+            return None
+        kinds = [k for k in self.write_kinds if method == "PUT" or k != "409"]
+        kind = self._rng.choice(kinds) if kinds else None
+        if kind is not None:
+            self.injected[kind] += 1
+        return kind
+
+    def answer_write(self, fault: str, method: str) -> web.Response:
+        if fault == "429":
+            return self._too_many(f"{method} failed on demand")
+        return _status(500, "InternalError", f"{method} failed on demand")
+
+    def _too_many(self, message: str) -> web.Response:
+        response = _status(429, "TooManyRequests", message)
+        response.headers["Retry-After"] = "1"
+        return response
+
     def answer(self, message: str) -> web.Response:
         if self.status == 429:
-            response = _status(429, "TooManyRequests", message)
-            response.headers["Retry-After"] = "1"
-            return response
+            return self._too_many(message)
         return _status(self.status, "InternalError", message)
 
 
@@ -238,6 +284,27 @@ class FakeApiServer:
 
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         self.requests.append((request.method, request.path))
+        fault = self.faults.draw_write(request.method)
+        if fault is None:
+            return await self._route(request)
+        return await self._fail_write(fault, request, self._route)
+
+    async def _fail_write(self, fault: str, request: web.Request,
+                          route: Callable[[web.Request], Awaitable[web.StreamResponse]]
+                          ) -> web.StreamResponse:
+        if fault in ("500", "429"):
+            return self.faults.answer_write(fault, request.method)
+        if fault == "timeout":
+            await asyncio.sleep(self.faults.stall_seconds)
+            return _status(504, "Timeout", "the request did not complete in time")
+        if fault == "409":
+            request[_BUMP] = True
+            return await route(request)
+        answer = await route(request)  # lost-reply: applied, answered too late
+        await asyncio.sleep(self.faults.stall_seconds)
+        return answer
+
+    async def _route(self, request: web.Request) -> web.StreamResponse:
         parts = request.path.strip("/").split("/")
         if request.path.startswith(RESOURCE_GROUP):
             parts = parts[3:]
@@ -373,14 +440,15 @@ class FakeApiServer:
         if key not in self.store[plural]:
             return _status(404, "NotFound", f'{plural} "{name}" not found')
         body = orjson.loads(await request.read())
-        if status:
-            if self.before_status_put is not None:
-                self.before_status_put(namespace, name)
-            if self.faults.status_conflicts > 0:
-                self.faults.status_conflicts -= 1
-                bumped = _copy(self.store[plural][key])
-                bumped["metadata"].setdefault("annotations", {})["test/concurrent"] = "x"
-                self._commit(plural, key, bumped, "MODIFIED")
+        if status and self.before_status_put is not None:
+            self.before_status_put(namespace, name)
+        conflict = status and self.faults.status_conflicts > 0
+        if conflict:
+            self.faults.status_conflicts -= 1
+        if conflict or request.get(_BUMP):
+            bumped = _copy(self.store[plural][key])
+            bumped["metadata"].setdefault("annotations", {})["test/concurrent"] = "x"
+            self._commit(plural, key, bumped, "MODIFIED")
         current = self.store[plural][key]
         sent_rv = body.get("metadata", {}).get("resourceVersion")
         if sent_rv and sent_rv != current["metadata"]["resourceVersion"]:

@@ -163,7 +163,7 @@ async def test_failed_binding_rolls_the_claims_back(tmp_path: Path) -> None:
         h.server.create("resourceclaims", claim("c1"))
         h.server.create("resourceclaims",
                         allocated_claim("shared", "node-a", reserved_for=[consumer("other")]))
-        h.server.faults.binding_failures = 1
+        h.server.faults.binding_failures = 5  # every attempt
         with pytest.raises(BindError, match="binding pod default/p1 to node node-a: HTTP 500"):
             await s.binder.bind(pod=s.pod, node="node-a",
                                 allocations=[ClaimAllocation("default/c1",
@@ -249,3 +249,30 @@ async def test_a_claim_being_deleted_is_not_reserved(tmp_path: Path) -> None:
                                 reserve=[s.parsed("c1")])
         assert s.claim_obj()["status"]["reservedFor"] == [consumer("other")]
         assert h.server.status_writes == [] and h.server.bindings == []
+
+
+@pytest.mark.parametrize("fault", ["500", "429", "timeout", "lost-reply"])
+async def test_a_passing_failure_of_every_write_is_retried(tmp_path: Path, fault: str) -> None:
+    """Every other write fails: a 500, a 429 (sent again after its Retry-After),
+    a timeout (nothing applied), or a reply lost after the write was applied (the
+    repeat meets a 409, the re-read or the pod shows the write done)."""
+    async with KubeHarness(tmp_path) as h:
+        assert h.client is not None
+        binder = KubeBinder(h.client, metrics=BindMetrics(h.registry), request_timeout=0.2)
+        p1: Pod = parse_object("Pod", h.server.create("pods", pod("p1", "c1")))
+        h.server.create("resourceclaims", claim("c1"))
+        faults = h.server.faults
+        faults.write_period, faults.write_kinds, faults.stall_seconds = 2, (fault,), 0.3
+        chosen = allocation("node-a", "gpu-0")
+        await binder.bind(pod=p1, node="node-a", reserve=[],
+                          allocations=[ClaimAllocation("default/c1", chosen)])
+        assert faults.injected[fault] == 3  # finalizer, status, Binding
+        written = h.server.get("resourceclaims", "c1", "default")
+        assert written["metadata"]["finalizers"] == [FINALIZER]
+        assert unstamped(written["status"]["allocation"]) == chosen.to_dict()
+        assert written["status"]["reservedFor"] == [consumer("p1")]
+        assert h.server.get("pods", "p1", "default")["spec"]["nodeName"] == "node-a"
+        assert len(h.server.bindings) == 1
+        assert h.metric("drax_bind_attempts_total", result="ok") == 1
+        reason = fault if fault in ("500", "429") else "timeout"
+        assert h.metric("drax_bind_retries_total", reason=reason) == 3

@@ -82,7 +82,7 @@ async def test_a_failed_binding_deletes_the_claim_and_clears_the_status(tmp_path
         binder = KubeBinder(h.client, metrics=BindMetrics(h.registry))
         p: Pod = parse_object("Pod", h.server.create("pods", gpu_pod()))
         special = special_for(p)
-        h.server.faults.binding_failures = 1
+        h.server.faults.binding_failures = 5  # every attempt
         try:
             await binder.bind(pod=p, node="node-a", reserve=[], extended=special,
                               allocations=[ClaimAllocation(

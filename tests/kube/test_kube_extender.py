@@ -258,7 +258,7 @@ async def test_failed_binding_rolls_the_claim_back_and_frees_the_device(tmp_path
                                                                         ) -> None:
     async with KubeHarness(tmp_path) as h:
         ext, p1 = await one_gpu_passing_pod(h)
-        h.server.faults.binding_failures = 1
+        h.server.faults.binding_failures = 5  # every attempt
         error = await ext.bind(namespace="default", name="p1", uid="uid-p1", node="node-a")
         assert error is not None and "HTTP 500" in error and "undone" in error
         rolled_back = h.server.get("resourceclaims", "c1", "default")
