@@ -31,6 +31,7 @@ from prometheus_client.registry import Collector
 
 from app.allocator.types import ClaimAllocation
 from app.binder import BindMetrics, KubeBinder
+from app.binder.repair import RepairMetrics, keep_releasing
 from app.config import ConfigError, Settings
 from app.extender import Binder, BindError, Extender
 from app.extender.binder import MemoryBinder
@@ -283,19 +284,27 @@ def _kube_lifespan(settings: Settings, inventory: Inventory, binder: DeferredBin
     watch_metrics = WatchMetrics(registry, kinds=[w.kind for w in WATCHED_KINDS])
     registry.register(InventorySizes(inventory))
     bind_metrics = BindMetrics(registry) if binder is not None else None
+    repair_metrics = RepairMetrics(registry) if binder is not None else None
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         api = await api_client(kubeconfig=settings.kubeconfig or None)
         watches = KubeSource(api, inventory, metrics=watch_metrics)
-        if binder is not None and bind_metrics is not None:
+        repair: asyncio.Task[None] | None = None
+        if binder is not None and bind_metrics is not None and repair_metrics is not None:
             binder.target = KubeBinder(
                 api, metrics=bind_metrics,
                 allocation_timestamp=settings.features.device_binding_conditions)
+            repair = asyncio.get_running_loop().create_task(
+                keep_releasing(api, metrics=repair_metrics))
         watches.start()
         try:
             yield
         finally:
+            if repair is not None:
+                repair.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await repair
             await watches.stop()
             await api.close()
 

@@ -98,6 +98,8 @@ class Faults:
     writes: int = 0
     # How long a "timeout" or "lost-reply" holds its answer back.
     stall_seconds: float = 1.0
+    # Every write waits this long first (an API server under load).
+    write_delay: float = 0.0
     injected: collections.Counter[str] = field(default_factory=collections.Counter)
     _rng: random.Random | None = None
 
@@ -284,6 +286,8 @@ class FakeApiServer:
 
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         self.requests.append((request.method, request.path))
+        if self.faults.write_delay > 0 and request.method in WRITE_METHODS:
+            await asyncio.sleep(self.faults.write_delay)
         fault = self.faults.draw_write(request.method)
         if fault is None:
             return await self._route(request)

@@ -1,0 +1,124 @@
+"""At start-up: finish what a killed drax left half written on the claims.
+
+A bind writes a claim in two updates (the finalizer, then allocation and
+reservation together; see `kube`), and its undo in two as well (status, then
+the finalizer). A process killed between the two leaves a claim with the
+`resource.kubernetes.io/delete-protection` finalizer but no allocation: it
+protects nothing, and a claim deleted in that state could never go away. Such
+a claim is released here (the finalizer removed, guarded by the resourceVersion
+just listed: a 409 means someone is writing it now and it is left alone).
+
+The other state a kill can leave, claims allocated and reserved for a pod
+whose Binding was never created, is not undone: it is exactly what the
+scheduler's retry of the pod needs (drax's bind finds the reservation and only
+creates the Binding), and if the pod is deleted instead, the resourceclaim
+controller drops the reservation and the allocation, as for any pod.
+
+The pass runs in the background until one has gone through; a bind racing it
+is safe, as every write on both sides carries the resourceVersion it read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Final
+
+import aiohttp
+import orjson
+from kubernetes_asyncio import client
+from prometheus_client import CollectorRegistry, Counter
+
+from app.binder.kube import FINALIZER
+
+log = logging.getLogger(__name__)
+
+RETRY_SECONDS: Final = 5.0
+PAGE_SIZE: Final = 500
+
+
+class RepairMetrics:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.released = Counter("drax_bind_half_written_released_total",
+                                "Claims found with drax's finalizer but no allocation at "
+                                "start-up (a bind or undo killed half-way) and released.",
+                                registry=registry)
+
+
+def half_written(claim: dict[str, Any]) -> bool:
+    """The finalizer without an allocation to protect."""
+    meta = claim.get("metadata") or {}
+    status = claim.get("status") or {}
+    return FINALIZER in (meta.get("finalizers") or []) and not status.get("allocation")
+
+
+async def release_half_written(api_client: client.ApiClient, *, metrics: RepairMetrics,
+                               request_timeout: float = 10.0) -> int:
+    """One pass over every claim; how many were released."""
+    claims: Any = client.ResourceV1Api(api_client)
+    timeout = aiohttp.ClientTimeout(total=request_timeout)
+    released = 0
+    token = ""
+    while True:
+        page = await _read(claims.list_resource_claim_for_all_namespaces(
+            limit=PAGE_SIZE, _continue=token or None, _preload_content=False,
+            _request_timeout=timeout))
+        for claim in page.get("items") or []:
+            if half_written(claim) and await _release(claims, claim, timeout=timeout):
+                released += 1
+                metrics.released.inc()
+        token = (page.get("metadata") or {}).get("continue") or ""
+        if not token:
+            return released
+
+
+async def keep_releasing(api_client: client.ApiClient, *, metrics: RepairMetrics) -> None:
+    """`release_half_written` until one pass completes (the API may be down)."""
+    while True:
+        try:
+            released = await release_half_written(api_client, metrics=metrics)
+        except (aiohttp.ClientError, TimeoutError, OSError, RepairError) as exc:
+            log.warning("releasing half-written claims failed, retrying in %.0f s: %s",
+                        RETRY_SECONDS, exc)
+            await asyncio.sleep(RETRY_SECONDS)
+            continue
+        log.info("released %d half-written claims (the finalizer without an allocation)",
+                 released)
+        return
+
+
+class RepairError(Exception):
+    """The API server refused a list."""
+
+
+async def _release(claims: Any, claim: dict[str, Any], *,
+                   timeout: aiohttp.ClientTimeout) -> bool:
+    meta = claim["metadata"]
+    meta["finalizers"] = [f for f in meta.get("finalizers") or [] if f != FINALIZER]
+    resp = await claims.replace_namespaced_resource_claim(
+        meta["name"], meta["namespace"], claim, _preload_content=False,
+        _request_timeout=timeout)
+    try:
+        await resp.read()
+    finally:
+        resp.release()
+    if resp.status == 200:
+        log.info("released resourceclaim %s/%s: drax's finalizer without an allocation",
+                 meta["namespace"], meta["name"])
+        return True
+    if resp.status not in (404, 409):  # gone, or being written by someone now
+        log.warning("releasing resourceclaim %s/%s: HTTP %d", meta["namespace"], meta["name"],
+                    resp.status)
+    return False
+
+
+async def _read(request: Any) -> dict[str, Any]:
+    resp = await request
+    try:
+        raw = await resp.read()
+    finally:
+        resp.release()
+    if resp.status != 200:
+        raise RepairError(f"listing resourceclaims: HTTP {resp.status}: {raw[:200]!r}")
+    body: dict[str, Any] = orjson.loads(raw)
+    return body
