@@ -125,10 +125,13 @@ class Compiled:
     value: Any = None
     # For `m.?name`: (fn producing m, name), so `m.?name.orValue(d)` can skip the Optional.
     opt_source: tuple[Fn, str] | None = None
+    # A constant for cel-go's planner too (a literal, a list of such, a conversion
+    # of one); drax's folded `quantity('1')` or `ip('::1')` is const but not literal.
+    literal: bool = False
 
 
 def _constant(value: Any, t: CelType) -> Compiled:
-    return Compiled(t, lambda c: value, 1, True, value)
+    return Compiled(t, lambda c: value, 1, True, value, literal=True)
 
 
 def _literal_type(value: Any) -> CelType:
@@ -276,7 +279,8 @@ class Compiler:
         cost = 1 + sum(e.cost for e in elems)
         if not node.optional_indices and all(e.const for e in elems):
             return Compiled(list_of(elem_t), _const_fn(tuple(e.value for e in elems)), cost,
-                            True, tuple(e.value for e in elems))
+                            True, tuple(e.value for e in elems),
+                            literal=all(e.literal for e in elems))
         fns = [e.fn for e in elems]
         if node.optional_indices:
             opt = node.optional_indices
@@ -328,11 +332,13 @@ class Compiler:
                     if not value.present:
                         continue
                     value = value.value
-                if not is_missing(map_lookup(out, key)):
-                    raise EvalError(f"Failed with repeated key: {key}")
-                out[key] = value
+                out[key] = value  # a repeated key: the last entry wins, as in cel-go
             return out
         cost = 1 + sum(k.cost + v.cost for k, v in zip(keys, values, strict=True))
+        if all(x.literal for x in (*keys, *values)) and not any(o for _, _, o in node.entries):
+            value = build(Ctx(None))
+            return Compiled(map_of(key_t, value_t), _const_fn(value), cost, True, value,
+                            literal=True)
         return Compiled(map_of(key_t, value_t), build, cost)
 
     # ------------------------------------------------------------------ calls
@@ -401,12 +407,12 @@ class Compiler:
         self._check_constant_regex(name, args, node)
         fn = _make_call([o for o, _ in matched], [a.fn for a in args], [a.type for a in args])
         cost = 1 + sum(a.cost for a in args)
-        if name in _PLAN_TIME and args and all(a.const for a in args):
+        if name in _PLAN_TIME and args and all(a.literal for a in args):
             try:
                 value = fn(Ctx(None))
             except EvalError as exc:
                 raise CheckError(f"program instantiation failed: {exc}", None) from None
-            return Compiled(result_t, _const_fn(value), cost, True, value)
+            return Compiled(result_t, _const_fn(value), cost, True, value, literal=True)
         if name in FOLDABLE and args and all(a.const for a in args):
             try:
                 value = fn(Ctx(None))
@@ -494,6 +500,9 @@ class Compiler:
         if not ok:
             raise CheckError(f"found no matching overload for '@in' applied to "
                              f"'({elem.type}, {t})'", node.pos)
+        if coll.literal and coll.value == ():
+            # cel-go's planner turns `x in []` into false without evaluating x.
+            return _constant(False, BOOL)
         ef, cf = elem.fn, coll.fn
         literal_type = _homogeneous_literal_type(coll)
         if literal_type is not None:

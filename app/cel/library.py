@@ -366,11 +366,15 @@ def _char_at(s: str, i: int) -> str:
     return s[i:i + 1]
 
 
+# cel-go's offsets: negative is an error; past the end finds nothing (an empty
+# substring is found at the offset, clamped to the end).
 def _index_of(s: str, sub: str, offset: int = 0) -> int:
-    if sub == "":
-        return offset
-    if offset < 0 or offset >= len(s):
+    if offset < 0:
         raise EvalError(f"index out of range: {offset}")
+    if sub == "":
+        return min(offset, len(s))
+    if offset >= len(s):
+        return -1
     return s.find(sub, offset)
 
 
@@ -379,10 +383,12 @@ def _last_index_of(s: str, sub: str, offset: int | None = None) -> int:
         if sub == "":
             return len(s)
         offset = len(s) - 1
-    if sub == "":
-        return offset
-    if offset < 0 or offset >= len(s):
+    if offset < 0:
         raise EvalError(f"index out of range: {offset}")
+    if sub == "":
+        return min(offset, len(s))
+    if offset >= len(s):
+        return -1
     return s.rfind(sub, 0, offset + len(sub))
 
 
