@@ -43,6 +43,8 @@ class Settings:
     access_log: bool = False
     max_body_bytes: int = 16 * 1024 * 1024
     body_read_timeout: float = 10.0  # seconds from a verb's headers to the end of its body
+    # Seconds a filter or prioritize may compute; below kube-scheduler's httpTimeout (5 s).
+    verb_deadline: float = 4.0
     url_prefix: str = "/scheduler"
     mode: str = "allocator"
     feature_gates: Mapping[str, bool] = field(default_factory=dict)
@@ -141,6 +143,7 @@ FIELDS: Final[dict[str, Callable[[Any, str], Any]]] = {
     "access_log": _as_bool,
     "max_body_bytes": _as_int,
     "body_read_timeout": _as_float,
+    "verb_deadline": _as_float,
     "url_prefix": _as_str,
     "mode": _as_str,
     "feature_gates": _as_gates,
@@ -207,6 +210,9 @@ def _validate(settings: Settings) -> Settings:
     if not 0 < settings.body_read_timeout < float("inf"):
         raise ConfigError(f"body_read_timeout: must be a positive number of seconds, "
                           f"got {settings.body_read_timeout}")
+    if not 0 < settings.verb_deadline < float("inf"):
+        raise ConfigError(f"verb_deadline: must be a positive number of seconds, "
+                          f"got {settings.verb_deadline}")
     if settings.max_body_bytes < 1:
         raise ConfigError(f"max_body_bytes: must be positive, got {settings.max_body_bytes}")
     if settings.mode not in MODES:

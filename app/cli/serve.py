@@ -42,6 +42,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--max-body-bytes", type=int, help="largest request body (default 16 MiB)")
     p.add_argument("--body-read-timeout", type=float, metavar="SECONDS",
                    help="408 for a body not received this long after its headers (default 10)")
+    p.add_argument("--verb-deadline", type=float, metavar="SECONDS",
+                   help="filter answers with Error, prioritize with the scores so far, once "
+                        "it has computed this long (default 4; keep it below the "
+                        "scheduler's httpTimeout)")
     p.add_argument("--url-prefix", help="also serve the verbs under this path "
                                         "(default /scheduler)")
     p.add_argument("--mode", choices=MODES, help="allocator (default) or advisor")
@@ -61,8 +65,9 @@ def register(subparsers: Any) -> None:
 def settings_from(args: argparse.Namespace) -> Settings:
     overrides = {key: getattr(args, key) for key in (
         "host", "port", "inventory", "kubeconfig", "log_level", "access_log",
-        "max_body_bytes", "body_read_timeout", "url_prefix", "mode", "feature_gates",
-        "tls_cert_file", "tls_private_key_file", "client_ca_file", "metrics_port", "metrics_host")}
+        "max_body_bytes", "body_read_timeout", "verb_deadline", "url_prefix", "mode",
+        "feature_gates", "tls_cert_file", "tls_private_key_file", "client_ca_file",
+        "metrics_port", "metrics_host")}
     return load_settings(config_path=args.config, overrides=overrides)
 
 

@@ -16,6 +16,8 @@ answer may be reused; the verbs only read it, and warming only fills it.
 from __future__ import annotations
 
 import contextlib
+import math
+import time
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
@@ -154,6 +156,10 @@ class Request:
     variants: dict[tuple[str, ...], Request] = field(default_factory=dict)
 
 
+class DeadlineExceeded(Exception):
+    """A verb's deadline passed; the argument is the last node computed."""
+
+
 class AnswerBook:
     """Per claim shape, every asked node's verdict, kept current (see module doc)."""
 
@@ -174,6 +180,12 @@ class AnswerBook:
         self.matches = MatchColumns()
         self._unfit_when_empty: LRUCache[Hashable, bool] = LRUCache(
             maxsize=_SIGNATURE_CACHE_SIZE)
+        # time.monotonic() past which `refresh` raises DeadlineExceeded once it has
+        # kept its node's verdict (a verb sets it while it runs): checked between
+        # nodes, as one node's search is already bounded by the step budget.
+        # Answers stay consistent: `current` records its sequence only once every
+        # changed node is refreshed.
+        self.deadline = math.inf
 
     def current(self, request: Request) -> Answers:
         """The shape's answers with every node that changed since the last call
@@ -191,7 +203,10 @@ class AnswerBook:
                     self.refresh(request, answers, name)
         else:
             for name in changed:
-                if name in answers.verdicts:
+                entry = answers.verdicts.get(name)
+                # The version check skips what an attempt cut short by its
+                # deadline already refreshed.
+                if entry is not None and entry[0] != inv.version(name):
                     self.refresh(request, answers, name)
         answers.sequence = sequence
         return answers
@@ -213,6 +228,8 @@ class AnswerBook:
             answers.passed[name] = verdict.priority
         else:
             answers.passed.pop(name, None)
+        if time.monotonic() > self.deadline:
+            raise DeadlineExceeded(name)  # after keeping it: every attempt progresses
 
     def _verdict_for(self, request: Request, name: str) -> Verdict:
         state = self._inventory.node_state(name)

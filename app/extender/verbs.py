@@ -14,12 +14,21 @@ see the devices as taken), then hands it to the binder and forgets the
 assumption if that fails. kube-scheduler may send the next pod's filter
 before that bind: `wait_for_binds` (called by the server before `filter`)
 holds it until the binds on their way have arrived (`pending`).
+
+`filter` and `prioritize` compute under a deadline (`verb_deadline`, below
+kube-scheduler's httpTimeout): past it, filter answers with `Error` (the
+scheduler retries the pod) and prioritize with no scores, rather than let the
+scheduler's HTTP call time out. The answers computed so far are kept.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+import contextlib
+import logging
+import math
+import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -31,6 +40,7 @@ from app.extender.answers import (
     NO_CLAIMS,
     AnswerBook,
     Answers,
+    DeadlineExceeded,
     Request,
     Verdict,
     Wording,
@@ -50,6 +60,8 @@ from app.inventory import Inventory
 from app.model import Pod
 from app.observability.stats import SearchStats
 from app.topology import TopologyConfig
+
+log = logging.getLogger(__name__)
 
 _POD_CACHE_SIZE: Final = 10_000
 _POD_TTL_SECONDS: Final = 600.0
@@ -113,7 +125,7 @@ class Extender:
                  binder: Binder | None = None, file_mode: bool = False,
                  step_budget: int = DEFAULT_STEP_BUDGET,
                  assume_ttl: float = DEFAULT_ASSUME_TTL_SECONDS,
-                 bind_wait: float = 0.0) -> None:
+                 bind_wait: float = 0.0, verb_deadline: float = math.inf) -> None:
         if mode not in ("allocator", "advisor"):
             raise ValueError(f"mode: {mode!r} is not one of allocator, advisor")
         self._inventory = inventory
@@ -121,6 +133,7 @@ class Extender:
         self._resolver = ClaimResolver(inventory, generate=file_mode,
                                        extended_resources=features.extended_resource)
         self._assume_ttl = assume_ttl
+        self._verb_deadline = verb_deadline
         # Only a binder assumes devices, so only then is a bind worth waiting for.
         self._pending = PendingBinds(wait=bind_wait if self._binder is not None else 0.0)
         self._book = AnswerBook(inventory, features=features, mode=mode,
@@ -133,6 +146,14 @@ class Extender:
     # ------------------------------------------------------------------ verbs
 
     def filter(self, pod: Pod, node_names: Sequence[str]) -> FilterResult:
+        try:
+            with self._deadline():
+                return self._filter(pod, node_names)
+        except DeadlineExceeded as exc:
+            return FilterResult(passed=[], failed={}, unresolvable={},
+                                error=self._past_deadline("filter", pod, node_names, exc))
+
+    def _filter(self, pod: Pod, node_names: Sequence[str]) -> FilterResult:
         if not self._inventory.synced:
             return FilterResult(passed=[], failed={}, unresolvable={},
                                 error=f"{NOT_SYNCED}; drax answers once the initial list of "
@@ -175,7 +196,33 @@ class Extender:
 
     def prioritize(self, pod: Pod, node_names: Sequence[str]) -> list[tuple[str, int]]:
         """The nodes' scores; a node scoring 0 is left out, which kube-scheduler
-        reads as 0 (extender-protocol.md §4.3), so the answer stays small."""
+        reads as 0 (extender-protocol.md §4.3), so the answer stays small. Past
+        the deadline: no scores (all 0), which leaves the order to the scheduler's
+        own plugins; scores for only the nodes reached would favour those."""
+        try:
+            with self._deadline():
+                return self._prioritize(pod, node_names)
+        except DeadlineExceeded as exc:
+            self._past_deadline("prioritize", pod, node_names, exc)
+            return []
+
+    @contextlib.contextmanager
+    def _deadline(self) -> Iterator[None]:
+        self._book.deadline = time.monotonic() + self._verb_deadline
+        try:
+            yield
+        finally:
+            self._book.deadline = math.inf
+
+    def _past_deadline(self, verb: str, pod: Pod, node_names: Sequence[str],
+                       exc: DeadlineExceeded) -> str:
+        message = (f"{verb} of pod {pod.key} ran past its {self._verb_deadline:g} s deadline "
+                   f"after node {exc} of {len(node_names)} candidates; the answers computed "
+                   "so far are kept for the next attempt")
+        log.warning("%s", message)
+        return message
+
+    def _prioritize(self, pod: Pod, node_names: Sequence[str]) -> list[tuple[str, int]]:
         judged = self._judge(pod, node_names)
         if isinstance(judged, Verdict):
             return [(name, judged.priority) for name in node_names] if judged.priority else []

@@ -202,6 +202,7 @@ def build_runtime(settings: Settings, *,
         # has no API server, so no scheduler in front of it).
         extender = Extender(inventory, features=settings.features, mode=settings.mode,
                             topology_config=topology, bind_wait=DEFAULT_BIND_WAIT_SECONDS,
+                            verb_deadline=settings.verb_deadline,
                             binder=None if binder is None else PlacementRecorder(
                                 binder, inventory=inventory, config=topology))
         lifespan = _kube_lifespan(settings, inventory, binder, registry)
@@ -213,6 +214,7 @@ def build_runtime(settings: Settings, *,
                  ", ".join(map(str, paths)), report.invalid)
         extender = Extender(inventory, features=settings.features, mode=settings.mode,
                             topology_config=topology, file_mode=True,
+                            verb_deadline=settings.verb_deadline,
                             binder=PlacementRecorder(MemoryBinder(inventory),
                                                      inventory=inventory, config=topology))
         warm_fully(extender)
