@@ -77,6 +77,8 @@ COST_LIMIT: Final = 1_000_000
 # one. `find`/`findAll` only compile their pattern then (`_check_constant_regex`).
 _PLAN_TIME: Final = CONVERSIONS | {"dyn"}
 _MAP_KEY_TYPES: Final = frozenset({str, int, UInt, bool, float})
+# Key types `sortBy` accepts (cel-go's comparable types that drax has, and dyn).
+_SORTABLE: Final = frozenset({"int", "uint", "double", "bool", "string", "bytes", "dyn"})
 _MISSING: Final = object()
 _DEVICE_FIELDS: Final = {
     "driver": STRING,
@@ -299,13 +301,13 @@ class Compiler:
         return Compiled(list_of(elem_t), lambda c: tuple(f(c) for f in fns), cost)
 
     def _check_homogeneous(self, types: list[CelType], nodes: list[ast.Node]) -> None:
+        """Kubernetes' homogeneous-aggregate-literal validator: every element has
+        exactly the first one's type (`dyn` is a type of its own there)."""
         first: CelType | None = None
         for t, n in zip(types, nodes, strict=True):
-            if t.name == "dyn":
-                continue
             if first is None:
                 first = t
-            elif join([first, t]) is None:
+            elif not _same_type(first, t):
                 raise CheckError(f"expected type '{first}' but found '{t}'", n.pos)
 
     def _maplit(self, node: ast.MapLit) -> Compiled:
@@ -402,6 +404,10 @@ class Compiler:
             shown = f"{args[0].type}.({arg_text})" if member else f"({arg_text})"
             raise CheckError(f"found no matching overload for '{name}' applied to '{shown}'",
                              node.pos)
+        if len(matched) > 1 and any(_has_unbound(a.type) for a in args):
+            # cel-go binds a free type variable in the first overload that accepts it
+            # (`[].sum()` is an int), so later overloads no longer match.
+            matched = matched[:1]
         result_types = {t for _, t in matched}
         result_t = matched[0][1] if len(result_types) == 1 else DYN
         self._check_constant_regex(name, args, node)
@@ -654,6 +660,10 @@ class Compiler:
         last = bodies[-1].type
         if kind in ("all", "exists", "existsOne"):
             return BOOL
+        if kind == "sortBy" and last.name not in _SORTABLE:
+            listed = t if t.name == "list" else list_of(var_types[0])
+            raise CheckError(f"found no matching overload for '@sortByAssociatedKeys' applied "
+                             f"to '{listed}.(list({last}))'", node.pos)
         if kind in ("filter", "sortBy"):
             return t if t.name == "list" else list_of(var_types[0])
         if kind in ("map", "transformList"):
@@ -664,6 +674,18 @@ class Compiler:
         if last.name not in ("map", "dyn"):
             raise CheckError(f"expected type 'map' but found '{last}'", node.args[-1].pos)
         return last if last.name == "map" else map_of(DYN, DYN)
+
+
+def _has_unbound(t: CelType) -> bool:
+    return t is UNBOUND or any(_has_unbound(p) for p in t.params)
+
+
+def _same_type(a: CelType, b: CelType) -> bool:
+    """Exact type equality, where an empty literal's free element type takes any type."""
+    if a is UNBOUND or b is UNBOUND:
+        return True
+    return (a.name == b.name and len(a.params) == len(b.params)
+            and all(_same_type(x, y) for x, y in zip(a.params, b.params, strict=True)))
 
 
 def _homogeneous_literal_type(coll: Compiled) -> type | None:

@@ -636,7 +636,10 @@ _def("flatten", "list_flatten_int", (list_of(DYN), INT), list_of(DYN), _flatten,
 _def("distinct", "list_distinct", (LA,), LA, _distinct, member=True,
      cost=lambda items: len(items) * len(items) // 10)
 _def("reverse", "list_reverse", (LA,), LA, lambda items: tuple(reversed(items)), member=True)
-_def("sort", "list_sort", (LA,), LA, sort_values, member=True, cost=lambda items: len(items))
+# cel-go's ext.Lists sorts only these element types (its comparableTypes, in its order).
+for _t in (INT, UINT, DOUBLE, BOOL, STRING, BYTES):
+    _def("sort", f"list_{_t.name}_sort", (list_of(_t),), list_of(_t), sort_values, member=True,
+         cost=lambda items: len(items))
 _def("lists.range", "lists_range", (INT,), list_of(INT), _range, cost=lambda n: max(n, 0))
 _def("isSorted", "list_is_sorted", (LA,), BOOL, _is_sorted, member=True)
 for _t in (INT, UINT, DOUBLE, QUANTITY):
