@@ -34,7 +34,7 @@ from typing import Any
 
 import orjson
 
-from loadtest import bench, churn, generator, peer, profile, real_cluster, report
+from loadtest import bench, churn, generator, peer, profile, real_cluster, report, soak
 from loadtest.bench import BenchmarkError, Client, PodJob, serving
 from tests.upstream.differential import open_oracle
 
@@ -265,6 +265,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--upstream", action="store_true",
                         help="also time upstream's Go allocator on the same clusters and "
                              "claim shapes (loadtest/peer.py; needs the oracle, built with go)")
+    parser.add_argument("--soak", type=float, metavar="SECONDS",
+                        help="scheduling and churn together against drax serve in kube mode "
+                             "for this long (loadtest/soak.py); RSS, p99 drift and errors")
     parser.add_argument("--real-cluster", action="store_true",
                         help="drax beside the in-tree DRA scheduler on a real 1.37 control "
                              "plane (loadtest/real_cluster.py; needs go): two identical pools, "
@@ -296,6 +299,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv))
     if args.real_cluster:
         return _real_cluster(args, command.strip())
+    if args.soak is not None:
+        return _soak(args, command.strip())
     doc: dict[str, Any] = {
         "machine": {"cores": os.cpu_count(), "python": platform.python_version(),
                     "platform": platform.platform()},
@@ -321,6 +326,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.markdown:
         Path(args.markdown).write_text(text)
     return 0
+
+
+def _soak(args: argparse.Namespace, command: str) -> int:
+    try:
+        doc = soak.run(args.soak, seed=args.seed, workdir=args.workdir)
+    except (RuntimeError, OSError) as exc:
+        print(f"soak failed: {exc}", file=sys.stderr)
+        return 1
+    doc.update(command=command, commit=_head_commit())
+    text = soak.markdown(doc)
+    print(text)
+    if args.json:
+        Path(args.json).write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2))
+    if args.markdown:
+        Path(args.markdown).write_text(text)
+    return 0 if doc["passed"] else 1
 
 
 def _real_cluster(args: argparse.Namespace, command: str) -> int:
