@@ -4,15 +4,19 @@ A bind writes a claim in two updates (the finalizer, then allocation and
 reservation together; see `kube`), and its undo in two as well (status, then
 the finalizer). A process killed between the two leaves a claim with the
 `resource.kubernetes.io/delete-protection` finalizer but no allocation: it
-protects nothing, and a claim deleted in that state could never go away. Such
-a claim is released here (the finalizer removed, guarded by the resourceVersion
-just listed: a 409 means someone is writing it now and it is left alone).
+protects nothing. The resourceclaim controller (1.37.2) removes it only once
+the claim is being deleted, or when a last consumer leaves; a claim that was
+never reserved keeps it until then. Such a claim is released here (the
+finalizer removed, guarded by the resourceVersion just listed: a 409 means
+someone is writing it now and it is left alone).
 
 The other state a kill can leave, claims allocated and reserved for a pod
 whose Binding was never created, is not undone: it is exactly what the
 scheduler's retry of the pod needs (drax's bind finds the reservation and only
-creates the Binding), and if the pod is deleted instead, the resourceclaim
-controller drops the reservation and the allocation, as for any pod.
+creates the Binding). The resourceclaim controller, too, keeps a reservation
+while its pod exists and is not done; once the pod is deleted, replaced or
+done, it drops the reservation and, with the last one, the allocation and the
+finalizer.
 
 The pass runs in the background until one has gone through; a bind racing it
 is safe, as every write on both sides carries the resourceVersion it read.

@@ -113,7 +113,7 @@ class Faults:
         if self._rng is None:
             self._rng = random.Random(self.seed)
         if self.write_period > 0:
-            if self.writes % self.write_period != 1:
+            if (self.writes - 1) % self.write_period:
                 return None
         elif self.write_rate <= 0 or self._rng.random() >= self.write_rate:
             return None
