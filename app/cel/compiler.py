@@ -69,6 +69,7 @@ from app.cel.values import (
     go_type_name,
     is_missing,
     map_lookup,
+    not_equals,
 )
 
 COST_LIMIT: Final = 1_000_000
@@ -313,9 +314,6 @@ class Compiler:
     def _maplit(self, node: ast.MapLit) -> Compiled:
         keys = [self.compile(k) for k, _, _ in node.entries]
         values = [self.compile(v) for _, v, _ in node.entries]
-        for k, (key_node, _, _) in zip(keys, node.entries, strict=True):
-            if k.type.name not in ("int", "uint", "bool", "string", "dyn"):
-                raise CheckError(f"unsupported map key type: {k.type}", key_node.pos)
         value_types = [v.type.params[0] if opt and v.type.params else v.type
                        for v, (_, _, opt) in zip(values, node.entries, strict=True)]
         self._check_homogeneous([k.type for k in keys], [k for k, _, _ in node.entries])
@@ -338,7 +336,10 @@ class Compiler:
             return out
         cost = 1 + sum(k.cost + v.cost for k, v in zip(keys, values, strict=True))
         if all(x.literal for x in (*keys, *values)) and not any(o for _, _, o in node.entries):
-            value = build(Ctx(None))
+            try:
+                value = build(Ctx(None))
+            except TypeError:  # an unhashable key: the runtime error stays at runtime
+                return Compiled(map_of(key_t, value_t), build, cost)
             return Compiled(map_of(key_t, value_t), _const_fn(value), cost, True, value,
                             literal=True)
         return Compiled(map_of(key_t, value_t), build, cost)
@@ -495,7 +496,7 @@ class Compiler:
         if node.name == "_==_":
             fn: Fn = (lambda c: lf(c) == rf(c)) if fast else (lambda c: equals(lf(c), rf(c)))
         else:
-            fn = (lambda c: lf(c) != rf(c)) if fast else (lambda c: not equals(lf(c), rf(c)))
+            fn = (lambda c: lf(c) != rf(c)) if fast else (lambda c: not_equals(lf(c), rf(c)))
         return Compiled(BOOL, fn, 1 + left.cost + right.cost)
 
     def _in(self, node: ast.Call) -> Compiled:
@@ -907,7 +908,8 @@ def _runtime_checks(params: tuple[CelType, ...],
     pin down (static type dyn somewhere) whose parameter is concrete."""
     return tuple((i, _PY_TYPES[p.name]) for i, (p, s) in enumerate(zip(params, static,
                                                                          strict=True))
-                 if is_dynish(s) and not p.is_param and p.name != "dyn")
+                 if (is_dynish(s) or s.name == "null_type") and not p.is_param
+                 and p.name not in ("dyn", "null_type"))
 
 
 def _make_call(overloads: list[Overload], args: list[Fn], static: list[CelType]) -> Fn:

@@ -158,7 +158,7 @@ _def("-_", "negate_double", (DOUBLE,), DOUBLE, lambda a: -a)
 
 def _cmp(a: Any, b: Any) -> int:
     if (isinstance(a, float) and math.isnan(a)) or (isinstance(b, float) and math.isnan(b)):
-        return 2  # unordered: every relation is false
+        raise EvalError("NaN values cannot be ordered")
     return (a > b) - (a < b)
 
 

@@ -78,6 +78,12 @@ def is_dynish(t: CelType) -> bool:
     return t.name == "dyn" or t.is_param or any(is_dynish(p) for p in t.params)
 
 
+# Types a null is assignable to in cel-go (opaque and optional types; not
+# primitives, lists or maps).
+_NULLABLE: Final = frozenset({"kubernetes.Quantity", "kubernetes.Semver", "net.IP", "net.CIDR",
+                              "optional_type", "null_type"})
+
+
 def unify(param: CelType, arg: CelType, bindings: dict[str, CelType]) -> bool:
     """Is `arg` assignable to `param`, binding type parameters as it goes?"""
     if param.is_param:
@@ -90,6 +96,9 @@ def unify(param: CelType, arg: CelType, bindings: dict[str, CelType]) -> bool:
             return True
         return unify(bound, arg, bindings)
     if param.name == "dyn" or arg.name == "dyn":
+        return True
+    if (arg.name == "null_type" and param.name in _NULLABLE) or (
+            param.name == "null_type" and arg.name in _NULLABLE):
         return True
     if param.name != arg.name or len(param.params) != len(arg.params):
         return False
@@ -125,5 +134,7 @@ def _more_specific(a: CelType, b: CelType) -> CelType:
         return b
     if b.name == "dyn" or not a.params:
         return a
+    if len(a.params) != len(b.params):  # optional(int) joined with null: the optional
+        return a if b.name == "null_type" else b
     return CelType(a.name, tuple(_more_specific(x, y)
                                  for x, y in zip(a.params, b.params, strict=True)))

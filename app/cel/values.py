@@ -109,8 +109,15 @@ def equals(left: Any, right: Any) -> bool:
     return result
 
 
+def not_equals(left: Any, right: Any) -> bool:
+    """CEL `!=`: cel-go answers true whenever `==` is not true, an error included."""
+    return _equal(left, right) is not True
+
+
 def _equal(left: Any, right: Any) -> bool | None:
     """True/False, or None for an error value (which list/map equality skips)."""
+    if left is None or right is None:
+        return left is right
     tl, tr = type(left), type(right)
     custom = getattr(left, "cel_equals", None)
     if custom is not None:

@@ -275,6 +275,15 @@ LISTS_AND_SETS: list[tuple[str, Any]] = [
     ("[dyn(1), 2][1] == 2", Compile("expected type 'dyn' but found 'int'")),
     ("{'a': 1, 'b': dyn(2)}.size() == 2", Compile("expected type 'int' but found 'dyn'")),
     ("[[], [1]].size() == 2 && [optional.none(), optional.of(1)].size() == 2", True),
+    # `!=` is true whenever `==` is not true, an error included; null equals only null
+    # and is assignable to opaque and optional types.
+    ("semver('1.0.0') != dyn('a') && quantity('1') != dyn('a')", True),
+    ("semver('1.0.0') == dyn('a')", Runtime("no such overload")),
+    ("null != quantity('1') && !(null == ip('::1')) && optional.none() != null", True),
+    ("quantity('1').compareTo(null) == 0", Runtime("no such overload")),
+    ("(false ? optional.of(1) : null) == null", True),
+    ("1.0 >= 0.0 / 0.0", Runtime("NaN values cannot be ordered")),
+    ("{[1u]: 2}.size() == 1 && {1.5: 1}.size() == 1 && {null: 3}.size() == 1", True),
     ("[1, 'a'].sort() == []", Compile("expected type 'int' but found 'string'")),
     ("[dyn(1), dyn('a')].sort() == []", Runtime("list elements must have the same type")),
     ("lists.range(3) == [0, 1, 2]", True),
