@@ -59,6 +59,8 @@ class Cluster:
     logs: dict[str, str] = field(default_factory=dict)
     commands: dict[str, list[str]] = field(default_factory=dict)
     schedulers: tuple[str, ...] = SCHEDULERS
+    # drax serves the verbs over HTTPS with client certificates (manifests/tls).
+    drax_tls: bool = False
 
     @property
     def path(self) -> Path:
@@ -166,6 +168,27 @@ def _sign(pki: Path, name: str, ext: str) -> None:
              "-extfile", f"{name}.ext", cwd=pki)
 
 
+def make_drax_pki(pki: Path) -> None:
+    """drax's serving pair, the drax kube-scheduler's client pair (both from the
+    e2e CA), and a client pair from another CA that drax must refuse."""
+    leaves = {"drax": ("/CN=drax", "subjectAltName=IP:127.0.0.1,DNS:localhost\n"
+                                   "extendedKeyUsage=serverAuth"),
+              "drax-client": ("/CN=drax-scheduler", "extendedKeyUsage=clientAuth")}
+    for name, (subject, ext) in leaves.items():
+        _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key",
+                 "-out", f"{name}.csr", "-subj", subject, cwd=pki)
+        _sign(pki, name, ext)
+    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "30",
+             "-keyout", "other-ca.key", "-out", "other-ca.crt", "-subj", "/CN=other-ca",
+             cwd=pki)
+    _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "stranger.key",
+             "-out", "stranger.csr", "-subj", "/CN=drax-scheduler", cwd=pki)
+    (pki / "stranger.ext").write_text("extendedKeyUsage=clientAuth\n")
+    _openssl("x509", "-req", "-in", "stranger.csr", "-CA", "other-ca.crt", "-CAkey",
+             "other-ca.key", "-CAcreateserial", "-days", "30", "-out", "stranger.crt",
+             "-extfile", "stranger.ext", cwd=pki)
+
+
 def write_kubeconfig(path: Path, *, server: str, ca: Path, user: dict[str, str]) -> None:
     doc = {"apiVersion": "v1", "kind": "Config", "current-context": "e2e",
            "clusters": [{"name": "e2e", "cluster": {"server": server,
@@ -180,11 +203,18 @@ def _get_ok(url: str, **kwargs: Any) -> bool:
 
 
 def drax_scheduler_config(cluster: Cluster, kubeconfig: Path) -> dict[str, Any]:
-    """manifests/scheduler-config.yaml with only the extender URL and the kubeconfig set."""
-    config = yaml.safe_load((MANIFESTS / "scheduler-config.yaml").read_text())
+    """manifests/scheduler-config.yaml (tls/scheduler-config-https.yaml with TLS) with
+    only the extender URL, the certificate files and the kubeconfig set."""
+    source = "tls/scheduler-config-https.yaml" if cluster.drax_tls else "scheduler-config.yaml"
+    config = yaml.safe_load((MANIFESTS / source).read_text())
     config["clientConnection"] = {"kubeconfig": str(kubeconfig)}
+    pki = cluster.path / "pki"
     for extender in config["extenders"]:
         extender["urlPrefix"] = f"{cluster.drax_url}/scheduler"
+        if cluster.drax_tls:
+            extender["tlsConfig"].update(caFile=str(pki / "ca.crt"),
+                                         certFile=str(pki / "drax-client.crt"),
+                                         keyFile=str(pki / "drax-client.key"))
     if cluster.drax_mode == "advisor":
         # README "advisor mode": the in-tree plugin allocates and binds; drax filters and scores.
         for profile in config["profiles"]:
@@ -211,9 +241,23 @@ def drax_scheduler_flags() -> list[str]:
 
 
 def drax_argv(cluster: Cluster) -> list[str]:
-    return [sys.executable, "-m", "app", "serve", "--kubeconfig",
+    argv = [sys.executable, "-m", "app", "serve", "--kubeconfig",
             str(cluster.path / "drax.kubeconfig"), "--port", str(cluster.ports["drax"]),
             "--mode", cluster.drax_mode]
+    if cluster.drax_tls:
+        pki = cluster.path / "pki"
+        argv += ["--tls-cert-file", str(pki / "drax.crt"),
+                 "--tls-private-key-file", str(pki / "drax.key"),
+                 "--client-ca-file", str(pki / "ca.crt"),
+                 "--metrics-port", str(cluster.ports["drax-metrics"])]
+    return argv
+
+
+def drax_probe_url(cluster: Cluster) -> str:
+    """Where /readyz answers without a client certificate."""
+    if cluster.drax_tls:
+        return f"http://127.0.0.1:{cluster.ports['drax-metrics']}"
+    return cluster.drax_url
 
 
 def _up(cluster: Cluster, name: str, probe: Any) -> Any:
@@ -226,7 +270,7 @@ def _up(cluster: Cluster, name: str, probe: Any) -> Any:
 
 def wait_drax_ready(cluster: Cluster, timeout: float = READY_TIMEOUT) -> None:
     wait_for("drax /readyz", lambda: _up(cluster, "drax", lambda: _get_ok(
-        f"{cluster.drax_url}/readyz")), timeout=timeout)
+        f"{drax_probe_url(cluster)}/readyz")), timeout=timeout)
 
 
 def wait_apiserver_ready(cluster: Cluster, timeout: float = READY_TIMEOUT) -> None:
@@ -236,19 +280,23 @@ def wait_apiserver_ready(cluster: Cluster, timeout: float = READY_TIMEOUT) -> No
             ca=pki / "ca.crt", cert=pki / "admin.crt", key=pki / "admin.key"))), timeout=timeout)
 
 
-def start(directory: Path, *, drax_mode: str = "allocator") -> Cluster:
+def start(directory: Path, *, drax_mode: str = "allocator", drax_tls: bool = False) -> Cluster:
     """Start the whole control plane in `directory`; return once everything is ready."""
     bins = control_plane_bins()
     directory = directory.resolve()
     directory.mkdir(parents=True, exist_ok=True)
     pki = directory / "pki"
     make_pki(pki)
+    if drax_tls:
+        make_drax_pki(pki)
     ports = {name: free_port() for name in (
         "etcd", "etcd-peer", "apiserver", "controller-manager", "default-scheduler",
-        "drax-scheduler", "drax")}
+        "drax-scheduler", "drax", "drax-metrics")}
+    scheme = "https" if drax_tls else "http"
     cluster = Cluster(dir=str(directory), drax_mode=drax_mode,
                       server=f"https://127.0.0.1:{ports['apiserver']}",
-                      drax_url=f"http://127.0.0.1:{ports['drax']}", ports=ports)
+                      drax_url=f"{scheme}://127.0.0.1:{ports['drax']}", ports=ports,
+                      drax_tls=drax_tls)
     try:
         _start_components(cluster, bins)
     except BaseException:
