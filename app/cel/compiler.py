@@ -247,7 +247,9 @@ class Compiler:
         elem_t = self._index_type(t, index.type, node.pos)
         op, ix = operand.fn, index.fn
         if node.optional:
-            return Compiled(optional_of(elem_t), lambda c: _opt_index(op(c), ix(c)),
+            # cel-go types `d[?i]` on a dyn `d` as dyn (a select `d.?f` stays optional).
+            opt_t = DYN if t.name == "dyn" else optional_of(elem_t)
+            return Compiled(opt_t, lambda c: _opt_index(op(c), ix(c)),
                             operand.cost + index.cost + 1)
         if index.const and type(index.value) is str and t.name == "map":
             return Compiled(elem_t, _make_select(op, index.value), operand.cost + 1)

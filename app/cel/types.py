@@ -118,23 +118,26 @@ def join(types: list[CelType]) -> CelType | None:
     """The common type of list elements / conditional branches; None if they disagree."""
     result: CelType | None = None
     for t in types:
-        if result is None or result.name == "dyn":
-            result = t if result is None or t.name != "dyn" else result
-            continue
-        if t.name == "dyn":
+        if result is None:
+            result = t
             continue
         if not unify(result, t, {}) and not unify(t, result, {}):
             return None
-        result = _more_specific(result, t)
+        result = _more_general(result, t)
     return result
 
 
-def _more_specific(a: CelType, b: CelType) -> CelType:
-    if a.name == "dyn":
+def _more_general(a: CelType, b: CelType) -> CelType:
+    """cel-go's join: a real dyn wins (`c ? dyn(x) : 'a'` is dyn), a free one yields."""
+    if a is UNBOUND:
         return b
-    if b.name == "dyn" or not a.params:
+    if b is UNBOUND:
         return a
+    if a.name == "dyn" or b.name == "dyn":
+        return DYN
+    if not a.params:
+        return b if a.name == "null_type" else a
     if len(a.params) != len(b.params):  # optional(int) joined with null: the optional
         return a if b.name == "null_type" else b
-    return CelType(a.name, tuple(_more_specific(x, y)
+    return CelType(a.name, tuple(_more_general(x, y)
                                  for x, y in zip(a.params, b.params, strict=True)))

@@ -283,6 +283,11 @@ LISTS_AND_SETS: list[tuple[str, Any]] = [
     ("quantity('1').compareTo(null) == 0", Runtime("no such overload")),
     ("(false ? optional.of(1) : null) == null", True),
     ("1.0 >= 0.0 / 0.0", Runtime("NaN values cannot be ordered")),
+    # A real dyn wins a join (ternary branches); `d[?i]` on a dyn is a dyn.
+    ("true ? 'a' : dyn(0u)", Runtime("could not be converted to bool")),
+    (f"true ? true : false ? {D}.nope : ['x']", True),
+    ("dyn([1])[?0]", Runtime("could not be converted to bool")),
+    ("(true ? [] : [1])[0] + 1.0 > 0.0", Compile("applied to '(int, double)'")),
     ("{[1u]: 2}.size() == 1 && {1.5: 1}.size() == 1 && {null: 3}.size() == 1", True),
     ("[1, 'a'].sort() == []", Compile("expected type 'int' but found 'string'")),
     ("[dyn(1), dyn('a')].sort() == []", Runtime("list elements must have the same type")),
