@@ -78,6 +78,8 @@ COST_LIMIT: Final = 1_000_000
 # one. `find`/`findAll` only compile their pattern then (`_check_constant_regex`).
 _PLAN_TIME: Final = CONVERSIONS | {"dyn"}
 _MAP_KEY_TYPES: Final = frozenset({str, int, UInt, bool, float})
+# The receivers cel-go's sortBy macro expands on (comprehensions and `a[i]` are calls).
+_SORT_BY_TARGETS: Final = (ast.ListLit, ast.Ident, ast.Call, ast.Select, ast.Index)
 # Key types `sortBy` accepts (cel-go's comparable types that drax has, and dyn).
 _SORTABLE: Final = frozenset({"int", "uint", "double", "bool", "string", "bytes", "dyn"})
 _MISSING: Final = object()
@@ -558,6 +560,9 @@ class Compiler:
     def _macro(self, node: ast.Call) -> Compiled | None:
         name, n = node.name, len(node.args)
         assert node.target is not None
+        if name == "sortBy" and n == 2 and not isinstance(node.target, _SORT_BY_TARGETS):
+            raise CheckError("sortBy can only be applied to a list, identifier, comprehension, "
+                             "call or select expression", node.pos)
         if (name in _ONE_VAR_MACROS and n == 2) or (name == "map" and n == 3):
             if name in ("optMap", "optFlatMap"):
                 return self._opt_map(node)

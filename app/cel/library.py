@@ -380,9 +380,7 @@ def _index_of(s: str, sub: str, offset: int = 0) -> int:
 
 def _last_index_of(s: str, sub: str, offset: int | None = None) -> int:
     if offset is None:
-        if sub == "":
-            return len(s)
-        offset = len(s) - 1
+        return s.rfind(sub)
     if offset < 0:
         raise EvalError(f"index out of range: {offset}")
     if sub == "":
