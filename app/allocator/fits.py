@@ -29,6 +29,7 @@ from dataclasses import dataclass, replace
 from typing import Final
 
 from app.allocator import DEFAULT_STEP_BUDGET, allocate
+from app.allocator.constraints import as_set, lookup_attribute
 from app.allocator.search import AllocationError, Search
 from app.allocator.types import AllocatedState, ClassMatcher, NodeView
 from app.cel import compile_selector
@@ -144,7 +145,48 @@ def _upper_bound(claims: Sequence[ResourceClaim], node_view: NodeView, *,
                 per_copy += fewest
     if per_copy:
         bound = min(bound, len(union) // per_copy)
+    for ci in range(len(search.requests)):
+        for k, spec in enumerate(search.constraint_specs[ci]):
+            if spec.match_attribute:
+                bound = min(bound, _matched_bound(search, ci=ci, constraint=k,
+                                                  attribute=spec.match_attribute))
     return bound
+
+
+def _matched_bound(search: Search, *, ci: int, constraint: int, attribute: str) -> int:
+    """No more copies than the attribute's values can each hold: a copy puts every
+    request under the matchAttribute on one value, so value `v` holds at most
+    min over those requests of (free candidates with `v`) // count. Without this
+    bound, proving the copy past it infeasible enumerates the copies' symmetric
+    permutations (6 GPUs and 6 NICs over three roots, one pair per root, already
+    ran out of budget). Only plain counted requests are bounded; anything else
+    under the constraint leaves the bound open."""
+    open_bound = MAX_COPIES + 1
+    constrained = [subs for subs in search.requests[ci]
+                   if any(constraint in r.constraints for r in subs)]
+    if not constrained:
+        return open_bound
+    per_value: dict[object, list[int]] = {}
+    for position, subs in enumerate(constrained):
+        request = subs[0]
+        if (len(subs) > 1 or request.sub is not None or request.num_devices <= 0
+                or request.admin or request.spec.capacity_requests):
+            return open_bound
+        for i in range(len(search.devices)):
+            if search.static_used[i] or not search.selectable(request, i):
+                continue
+            if search.multi(i):
+                return open_bound  # shared by several copies: counting devices bounds nothing
+            value = lookup_attribute(search.devices[i], attribute)
+            found = as_set(value) if value is not None else None
+            if found is None:
+                continue  # never satisfies the constraint
+            if len(found[1]) != 1:
+                return open_bound  # a list value can match on any of its items
+            counts = per_value.setdefault((found[0], *found[1]), [0] * len(constrained))
+            counts[position] += 1
+    return sum(min(n // r[0].num_devices for n, r in zip(counts, constrained, strict=True))
+               for counts in per_value.values())
 
 
 def _copies(claims: Sequence[ResourceClaim], k: int) -> list[ResourceClaim]:
