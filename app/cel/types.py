@@ -108,7 +108,8 @@ def unify(param: CelType, arg: CelType, bindings: dict[str, CelType]) -> bool:
 def substitute(t: CelType, bindings: dict[str, CelType]) -> CelType:
     if t.is_param:
         bound = bindings.get(t.name)
-        return substitute(bound, bindings) if bound is not None else DYN
+        # An unbound parameter stays free (cel-go gives the result a fresh type variable).
+        return substitute(bound, bindings) if bound is not None else UNBOUND
     if not t.params:
         return t
     return CelType(t.name, tuple(substitute(p, bindings) for p in t.params))

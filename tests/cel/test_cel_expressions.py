@@ -289,6 +289,8 @@ LISTS_AND_SETS: list[tuple[str, Any]] = [
     ("true ? 'a' : dyn(0u)", Runtime("could not be converted to bool")),
     (f"true ? true : false ? {D}.nope : ['x']", True),
     ("dyn([1])[?0]", Runtime("could not be converted to bool")),
+    # An unbound type parameter in a result stays free: dyn.or(dyn) is optional(T).
+    ("dyn(1).exists(x, x.or(x).orValue('a'))", Compile("expected type 'bool' but found 'string'")),
     ("(true ? [] : [1])[0] + 1.0 > 0.0", Compile("applied to '(int, double)'")),
     ("{[1u]: 2}.size() == 1 && {1.5: 1}.size() == 1 && {null: 3}.size() == 1", True),
     ("[1, 'a'].sort() == []", Compile("expected type 'int' but found 'string'")),
