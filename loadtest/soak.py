@@ -31,10 +31,10 @@ from typing import Any, Final
 
 import httpx
 
+from loadtest.bench import free_port
 from loadtest.stats import percentile
 from tests.kube.apiserver import FakeApiServer
 from tests.kube.harness import claim, device_class, gpu_slice, node, pod
-from tests.kube.test_kube_serve import free_port
 
 REPO: Final = Path(__file__).resolve().parents[1]
 NODES: Final = 100

@@ -19,10 +19,10 @@ from typing import Any
 import httpx
 
 from app.binder import FINALIZER
+from loadtest.bench import free_port
 from tests.kube.apiserver import FakeApiServer
 from tests.kube.harness import claim, device_class, eventually, gpu_slice, node, pod
 from tests.kube.test_kube_bind_faults import devices_of, reserved_uids
-from tests.kube.test_kube_serve import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 NODES = [f"node-{i:02d}" for i in range(20)]
