@@ -20,7 +20,8 @@ line can be rerun with `--expr/--device`. A mismatch that falls in a
 deviation class listed in `DEVIATIONS` (each documented in docs/decisions.md
 and pinned by a test) is counted under its name instead.
 
-    python -m tests.upstream.cel_differential --n N --seed S [--jobs J]
+    python -m tests.upstream.cel_differential --n N --seed S [--from A] [--jobs J]
+        [--mismatches FILE]
 """
 
 from __future__ import annotations
@@ -249,13 +250,17 @@ def _worker(args: tuple[int, int, int, int]) -> Tally:
         oracle.close()
 
 
-def run_parallel(count: int, seed: int, *, jobs: int) -> Tally:
+def run_parallel(count: int, seed: int, *, jobs: int, start: int = 0) -> Tally:
+    """Cases `start` .. `start + count - 1` of `seed`: a run split into parts
+    (`--from`) checks exactly the cases of the whole, so the parts' tallies add up."""
+    stop = start + count
     if jobs <= 1:
-        return _worker((seed, 0, count, 1))
+        return _worker((seed, start, stop, 1))
     tally = Tally()
     ctx = multiprocessing.get_context("spawn")
+    parts = [(seed, start + k, stop, jobs) for k in range(jobs)]
     with ctx.Pool(jobs) as pool:
-        for part in pool.imap_unordered(_worker, [(seed, k, count, jobs) for k in range(jobs)]):
+        for part in pool.imap_unordered(_worker, parts):
             tally.merge(part)
     return tally
 
@@ -342,11 +347,24 @@ def report(tally: Tally, *, seed: int, oracle: Oracle | None, out: Any = sys.std
     print(f"deviations (documented): {dict(tally.deviations.most_common())}", file=out)
 
 
+def write_mismatches(tally: Tally, path: Path) -> None:
+    with path.open("w") as out:
+        for m in sorted(tally.mismatches, key=lambda m: m.case.index):
+            out.write(json.dumps({"index": m.case.index, "drax": m.drax.verdict,
+                                  "upstream": m.upstream.verdict, "expression": m.case.text,
+                                  "drax_detail": m.drax.detail[:300],
+                                  "upstream_detail": m.upstream.detail[:300]}) + "\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.upstream.cel_differential")
     parser.add_argument("--n", dest="count", type=int, default=20_000, help="expressions to run")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--from", dest="start", type=int, default=0,
+                        help="first case index (a long run split into parts)")
     parser.add_argument("--jobs", type=int, default=1, help="worker processes (one oracle each)")
+    parser.add_argument("--mismatches", type=Path,
+                        help="write every mismatch (index, verdicts, expression) as JSON lines")
     parser.add_argument("--expr", help="check one expression (with --device) and print both")
     parser.add_argument("--device", default='{"driver":"dra.example.com","attributes":{},'
                                             '"capacity":{}}')
@@ -360,11 +378,14 @@ def main(argv: list[str] | None = None) -> int:
               f"{upstream.detail}")
         return 0 if drax.verdict == upstream.verdict else 1
     started = time.monotonic()
-    tally = run_parallel(args.count, args.seed, jobs=args.jobs)
+    tally = run_parallel(args.count, args.seed, jobs=args.jobs, start=args.start)
     elapsed = time.monotonic() - started
+    if args.mismatches is not None:
+        write_mismatches(tally, args.mismatches)
     with open_oracle() as oracle:
         report(tally, seed=args.seed, oracle=oracle)
-    print(f"{tally.cases} expressions (seed {args.seed}, {args.jobs} jobs) in {elapsed:.0f} s "
+    print(f"{tally.cases} expressions (seed {args.seed}, cases {args.start}.."
+          f"{args.start + args.count - 1}, {args.jobs} jobs) in {elapsed:.0f} s "
           f"({tally.cases / max(elapsed, 1e-9):.0f}/s); upstream verdicts "
           f"{dict(tally.verdicts.most_common())}; {len(tally.mismatches)} mismatches")
     return 1 if tally.mismatches else 0
