@@ -28,7 +28,7 @@ import re2
 
 from app.cel import net
 from app.cel.errors import EvalError
-from app.cel.quantity import CelQuantity, QuantityError, cel_quantity
+from app.cel.quantity import CelQuantity, QuantityError, cel_quantity, int_quantity
 from app.cel.semver import Semver, SemverError, parse_semver, parse_semver_tolerant
 from app.cel.types import (
     BOOL,
@@ -717,10 +717,6 @@ def _as_integer(q: CelQuantity) -> int:
     return value
 
 
-def _int_quantity(i: int) -> CelQuantity:
-    return cel_quantity(str(i))
-
-
 _def("quantity", "string_to_quantity", (STRING,), QUANTITY, _quantity)
 _def("isQuantity", "is_quantity_string", (STRING,), BOOL, _is_quantity)
 _def("sign", "quantity_sign", (QUANTITY,), INT,
@@ -733,11 +729,11 @@ _def("compareTo", "quantity_compare_to", (QUANTITY, QUANTITY), INT,
      lambda a, b: a.compare(b), member=True)
 _def("add", "quantity_add", (QUANTITY, QUANTITY), QUANTITY, lambda a, b: a.add(b), member=True)
 _def("add", "quantity_add_int", (QUANTITY, INT), QUANTITY,
-     lambda a, i: a.add(_int_quantity(i)), member=True)
+     lambda a, i: a.add(int_quantity(i)), member=True)
 _def("sub", "quantity_sub", (QUANTITY, QUANTITY), QUANTITY,
      lambda a, b: a.add(b, sign=-1), member=True)
 _def("sub", "quantity_sub_int", (QUANTITY, INT), QUANTITY,
-     lambda a, i: a.add(_int_quantity(i), sign=-1), member=True)
+     lambda a, i: a.add(int_quantity(i), sign=-1), member=True)
 _def("isInteger", "quantity_is_integer", (QUANTITY,), BOOL,
      lambda q: q.as_int64() is not None, member=True)
 _def("asInteger", "quantity_get_int", (QUANTITY,), INT, _as_integer, member=True)

@@ -339,17 +339,23 @@ class Parser:
             symbol = self.peek().text
             while self.at(symbol):
                 ops.append(self.take())
-            if len(ops) % 2 == 0:
-                # cel-go's parser drops an even run of `!` or `-` without a check:
-                # `!!"a"` is the string "a".
+            if symbol == "!":
+                # After `!` only a member may follow, and in CEL's grammar a
+                # signed number is one (a literal): `!!-0.0` is the double -0.0.
+                if self.at("-") and self._at_number(ahead=1):
+                    self.take()
+                    operand = self._negative_literal()
+                else:
+                    operand = self.member()
+                if len(ops) % 2 == 0:
+                    return operand
+            elif len(ops) % 2 == 0:
+                # cel-go's parser drops an even run of `-` without a check.
                 return self.member()
-            if symbol == "-" and self.peek().kind == "num" and not isinstance(
-                    self.peek().value, UInt) and not self._literal_has_member():
+            elif self._at_number() and not self._literal_has_member():
                 # cel-go lexes `-` directly before a number as part of a negative literal.
                 ops.pop()
-                tok = self.take()
-                operand: Node = Literal(tok.pos, _negate(tok))
-                operand = self.member_suffix(operand)
+                operand = self._negative_literal()
             else:
                 operand = self.member()
             name = "!_" if symbol == "!" else "-_"
@@ -357,6 +363,16 @@ class Parser:
                 operand = Call(op.pos, name, [operand])
             return operand
         return self.member()
+
+    def _at_number(self, *, ahead: int = 0) -> bool:
+        """An int or double literal, which a `-` before it signs (a uint has no sign)."""
+        tok = self.peek(ahead)
+        return tok.kind == "num" and not isinstance(tok.value, UInt)
+
+    def _negative_literal(self) -> Node:
+        """The number after a `-` already taken, with its member suffix."""
+        tok = self.take()
+        return self.member_suffix(Literal(tok.pos, _negate(tok)))
 
     def _literal_has_member(self) -> bool:
         nxt = self.peek(1)

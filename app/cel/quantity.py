@@ -15,6 +15,7 @@ allocator). What only CEL can observe lives here:
 
 from __future__ import annotations
 
+from fractions import Fraction
 from functools import lru_cache
 from typing import Final
 
@@ -27,7 +28,7 @@ _BINARY_EXP: Final = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60
 _DECIMAL_EXP: Final = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12,
                        "P": 15, "E": 18}
 
-__all__ = ["CelQuantity", "QuantityError", "cel_quantity", "from_model"]
+__all__ = ["CelQuantity", "QuantityError", "cel_quantity", "from_model", "int_quantity"]
 
 
 class CelQuantity:
@@ -61,26 +62,57 @@ class CelQuantity:
         return result if _INT64_MIN <= result <= _INT64_MAX else None
 
     def add(self, other: CelQuantity, *, sign: int = 1) -> CelQuantity:
-        value = self.quantity.value + sign * other.quantity.value
         amount = None
         if self.amount is not None and other.amount is not None:
-            amount = _add_amounts(self.amount, (sign * other.amount[0], other.amount[1]))
+            amount = _add_amounts(self.amount, _signed(other.amount, sign))
+        if amount is None:
+            value = self.quantity.value + sign * other.quantity.value
+        else:
+            # The int64 path decides the value too: it is what upstream computes,
+            # even where negating INT64_MIN wrapped (x.sub(INT64_MIN) adds it).
+            value = Fraction(amount[0]) * Fraction(10) ** amount[1]
         return CelQuantity(Quantity(value, self.quantity.format), amount, pointer=True)
 
     def __repr__(self) -> str:
         return f"quantity({self.quantity})"
 
 
+def _signed(amount: tuple[int, int], sign: int) -> tuple[int, int]:
+    """`-amount` as Go's int64 negation computes it: INT64_MIN stays itself."""
+    if sign > 0 or amount[0] == _INT64_MIN:
+        return amount
+    return (-amount[0], amount[1])
+
+
 def _add_amounts(a: tuple[int, int], b: tuple[int, int]) -> tuple[int, int] | None:
+    """apimachinery's int64Amount.Add: a zero operand leaves the other one as it
+    is (scale included); otherwise both go to the smaller scale, and any int64
+    overflow on the way (rescaling, or the sum) gives None, the decimal form."""
+    if b[0] == 0:
+        return a
+    if a[0] == 0:
+        return b
     scale = min(a[1], b[1])
-    value = a[0] * 10 ** (a[1] - scale) + b[0] * 10 ** (b[1] - scale)
-    return (value, scale) if _INT64_MIN <= value <= _INT64_MAX else None
+    x, y = a[0] * 10 ** (a[1] - scale), b[0] * 10 ** (b[1] - scale)
+    if not (_fits(x) and _fits(y) and _fits(x + y)):
+        return None
+    return (x + y, scale)
+
+
+def _fits(value: int) -> bool:
+    return _INT64_MIN <= value <= _INT64_MAX
 
 
 @lru_cache(maxsize=4096)
 def cel_quantity(text: str) -> CelQuantity:
     """Parse like `resource.ParseQuantity`; raises QuantityError with its message."""
     return CelQuantity(parse_quantity(text), _amount(text))
+
+
+def int_quantity(value: int) -> CelQuantity:
+    """`resource.NewQuantity` of an int (what `q.add(1)` adds): always the int64
+    form, even for 19 digits, which ParseQuantity of the same text holds as a decimal."""
+    return CelQuantity(Quantity.from_int(value), (value, 0))
 
 
 def from_model(quantity: Quantity) -> CelQuantity:

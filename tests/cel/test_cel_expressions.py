@@ -552,6 +552,20 @@ DIFFERENTIAL: list[tuple[str, Any]] = [
     ("!!(1) == 1", True),
     ("!!!true", False),
     ("---1 == -1", True),
+    # After `!` a signed number is a literal (CEL's grammar), so the run still drops.
+    ("!!-0.0 == -0.0", True),
+    ("!!-1.5 < 0.0", True),
+    ("!!-2.size() == 1", Compile("found no matching overload for 'size'")),
+    ("!-1", Compile("found no matching overload for '!_'")),
+    # q.add(int) / q.sub(int) take resource.NewQuantity's int64 form, and the
+    # int64 path negates with Go's wrap-around: x.sub(INT64_MIN) adds it.
+    ('quantity("1").sub(-9223372036854775808) == quantity("-9223372036854775807")', True),
+    ('quantity("1").sub(-9223372036854775808).isInteger()', True),
+    ('quantity("1k").sub(9223372036854775807).isInteger()', True),
+    ('quantity("1").add(9223372036854775807).isInteger()', False),
+    # A zero operand leaves the other one's scale: 5 + 0m is still an integer.
+    ('quantity("0m").add(5).isInteger()', True),
+    ('quantity("5").add(quantity("0m")).isInteger()', True),
     # `cel.bind` evaluates its value on first use only.
     (f"cel.bind(x, {D}.nope, true)", True),
     (f"cel.bind(x, {D}.nope, false && x == 1)", False),
