@@ -64,6 +64,7 @@ from app.cel.types import (
 from app.cel.values import (
     OPTIONAL_NONE,
     Optional,
+    StringKeyMap,
     UInt,
     equals,
     go_type_name,
@@ -77,12 +78,12 @@ COST_LIMIT: Final = 1_000_000
 # constant (a failure is `program instantiation failed`); `dyn` of a constant is
 # one. `find`/`findAll` only compile their pattern then (`_check_constant_regex`).
 _PLAN_TIME: Final = CONVERSIONS | {"dyn"}
-_MAP_KEY_TYPES: Final = frozenset({str, int, UInt, bool, float})
 # The receivers cel-go's sortBy macro expands on (comprehensions and `a[i]` are calls).
 _SORT_BY_TARGETS: Final = (ast.ListLit, ast.Ident, ast.Call, ast.Select, ast.Index)
 # Key types `sortBy` accepts (cel-go's comparable types that drax has, and dyn).
 _SORTABLE: Final = frozenset({"int", "uint", "double", "bool", "string", "bytes", "dyn"})
 _MISSING: Final = object()
+_QUALIFIER_TYPES: Final = frozenset({str, int, UInt, bool, float})
 _DEVICE_FIELDS: Final = {
     "driver": STRING,
     "attributes": map_of(STRING, map_of(STRING, DYN)),
@@ -235,6 +236,7 @@ class Compiler:
         t = operand.type
         if t.name == "optional_type":
             elem_t = self._index_type(t.params[0], index.type, node.pos)
+            _check_qualifier(index)
             op, ix = operand.fn, index.fn
             optional = node.optional
 
@@ -247,6 +249,7 @@ class Compiler:
                 return Optional(index_value(o.value, ix(c)))
             return Compiled(optional_of(elem_t), chained, operand.cost + index.cost + 1)
         elem_t = self._index_type(t, index.type, node.pos)
+        _check_qualifier(index)
         op, ix = operand.fn, index.fn
         if node.optional:
             # cel-go types `d[?i]` on a dyn `d` as dyn (a select `d.?f` stays optional).
@@ -756,7 +759,7 @@ def _fast_or_value(source: tuple[Fn, str], default: Fn, generic: Fn) -> Fn:
 
     def or_value(c: Ctx) -> Any:
         obj = op(c)
-        if type(obj) is not dict:
+        if type(obj) is not dict and type(obj) is not StringKeyMap:
             return generic(c)
         value = obj.get(name, _MISSING)
         return default(c) if value is _MISSING else value
@@ -815,6 +818,14 @@ def _optional_chain(op: Fn, name: str, *, optional: bool) -> Fn:
     return chain
 
 
+def _check_qualifier(index: Compiled) -> None:
+    """cel-go turns a constant index into a qualifier when it plans the program,
+    and has qualifiers only for the map key types (and double)."""
+    if index.const and type(index.value) not in _QUALIFIER_TYPES:
+        raise CheckError("program instantiation failed: invalid qualifier type: "
+                         f"{go_type_name(index.value)}", None)
+
+
 def index_value(obj: Any, key: Any) -> Any:
     t = type(obj)
     if t is tuple or t is list:
@@ -869,9 +880,6 @@ def contains(coll: Any, elem: Any) -> bool:
                 continue
         return False
     if isinstance(coll, dict):
-        if type(elem) not in _MAP_KEY_TYPES and type(elem) is not bytes:
-            # cel-go: a list, map, null, ... is never a key; bytes fail to hash (an error).
-            return False
         return not is_missing(map_lookup(coll, elem))
     raise EvalError("no such overload")
 
@@ -903,7 +911,7 @@ def _logical(left: Fn, right: Fn, *, absorbing: bool) -> Fn:
 _PY_TYPES: Final[dict[str, tuple[type, ...]]] = {
     "int": (int,), "uint": (UInt,), "double": (float,), "bool": (bool,), "string": (str,),
     "bytes": (bytes,), "null_type": (type(None),), "list": (tuple, list),
-    "map": (dict, DomainMap), "optional_type": (Optional,), "type": (CelType,),
+    "map": (dict, DomainMap, StringKeyMap), "optional_type": (Optional,), "type": (CelType,),
     "kubernetes.Quantity": (CelQuantity,), "kubernetes.Semver": (Semver,),
     "net.IP": (net.IP,), "net.CIDR": (net.CIDR,),
 }

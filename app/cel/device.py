@@ -21,18 +21,19 @@ from typing import Any, Final
 
 from app.cel.quantity import from_model
 from app.cel.semver import SemverError, parse_semver
+from app.cel.values import StringKeyMap
 from app.model import Device
 
 VIEW_CACHE_SIZE: Final = 1 << 16
-_EMPTY: Final[dict[str, Any]] = {}
+_EMPTY: Final = StringKeyMap()
 
 
-class DomainMap(dict[str, dict[str, Any]]):
+class DomainMap(dict[str, StringKeyMap]):
     """`device.attributes` / `device.capacity`: unknown domains read as `{}`."""
 
     __slots__ = ()
 
-    def __missing__(self, key: str) -> dict[str, Any]:
+    def __missing__(self, key: str) -> StringKeyMap:
         return _EMPTY
 
 
@@ -56,10 +57,10 @@ class DeviceView:
             except ValueError as exc:
                 self.error = self.error or f"attribute {_display(name, device.driver)}: {exc}"
                 continue
-            self.attributes.setdefault(domain, {})[ident] = value
+            self.attributes.setdefault(domain, StringKeyMap())[ident] = value
         for name, cap in device.capacity.items():
             domain, _, ident = name.partition("/")
-            self.capacity.setdefault(domain, {})[ident] = from_model(cap.value)
+            self.capacity.setdefault(domain, StringKeyMap())[ident] = from_model(cap.value)
 
 
 def _display(name: str, driver: str) -> str:

@@ -18,6 +18,7 @@ import math
 from typing import Any, Final
 
 from app.cel.errors import EvalError
+from app.cel.semver import Semver
 from app.cel.types import (
     BOOL,
     BYTES,
@@ -161,13 +162,25 @@ def _map_equal(left: dict[Any, Any], right: Any) -> bool:
 
 _MISSING: Final = object()
 _KEY_TYPES: Final = frozenset({str, int, UInt, bool, float})
+# cel-go keys its map literals by Go value, and these values hold slices, so
+# hashing one to look it up panics (a runtime error, once the map is not empty).
+_UNHASHABLE_IN_GO: Final = frozenset({bytes, Semver})
+
+
+class StringKeyMap(dict[str, Any]):
+    """A map the scheduler builds natively with string keys (a device's attributes
+    or capacities of one domain): a key of any other type is simply not there."""
+
+    __slots__ = ()
 
 
 def map_lookup(mapping: dict[Any, Any], key: Any) -> Any:
     """Map index with CEL key semantics: numeric keys match across int/uint/double."""
     tk = type(key)
     if tk not in _KEY_TYPES:
-        raise EvalError("unsupported key type")
+        if tk in _UNHASHABLE_IN_GO and mapping and type(mapping) is dict:
+            raise EvalError(f"hash of unhashable type {go_type_name(key)}")
+        return _MISSING
     if tk is float:
         if not key.is_integer():
             return _MISSING

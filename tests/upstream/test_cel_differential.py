@@ -20,10 +20,8 @@ SEED = 11
 # Open bugs found by this run and not fixed yet (seed 11 case index -> class). They
 # are listed, not deviations: each should be fixed and removed; a new mismatch fails.
 KNOWN_OPEN: dict[int, str] = {
-    1097: "a semver as a map key: cel-go fails to hash it, drax answers false",
     6138: "a type join through optional.or chains: drax reports a compile error",
     15605: "free element type of [].filter() against list(string) in sets.intersects",
-    19425: "bytes in an attribute domain map: cel-go answers false, drax errs",
 }
 
 
