@@ -43,7 +43,7 @@ from typing import Any, Final
 from app.cel import CelCompileError, CelEvalError, compile_uncached
 from app.cel.errors import COST_EXCEEDED
 from app.model import Device, parse_object
-from tests.upstream.celgen import Expr, device, expression, leaf, node
+from tests.upstream.celgen import COSTLY_SHARE, Expr, device, expression, leaf, node
 from tests.upstream.oracle import Oracle
 
 VERDICTS: Final = ("compileError", "runtimeError", "costError", "true", "false")
@@ -75,9 +75,9 @@ class Case:
                 "device": self.device if device_json is None else device_json}
 
 
-def case(seed: int, index: int) -> Case:
+def case(seed: int, index: int, *, costly: float = COSTLY_SHARE) -> Case:
     rng = random.Random(seed * 1_000_003 + index)
-    return Case(index, expression(rng), device(rng))
+    return Case(index, expression(rng, costly=costly), device(rng))
 
 
 # ----------------------------------------------------------------------------- verdicts
@@ -193,10 +193,11 @@ class Tally:
         self.cases += other.cases
 
 
-def batches(seed: int, indices: range, size: int = BATCH) -> Iterator[list[Case]]:
+def batches(seed: int, indices: range, *, costly: float,
+            size: int = BATCH) -> Iterator[list[Case]]:
     batch: list[Case] = []
     for i in indices:
-        batch.append(case(seed, i))
+        batch.append(case(seed, i, costly=costly))
         if len(batch) == size:
             yield batch
             batch = []
@@ -204,14 +205,15 @@ def batches(seed: int, indices: range, size: int = BATCH) -> Iterator[list[Case]
         yield batch
 
 
-def run(seed: int, indices: range, *, oracle: Oracle, progress: int = 0) -> Tally:
+def run(seed: int, indices: range, *, oracle: Oracle, progress: int = 0,
+        costly: float = COSTLY_SHARE) -> Tally:
     """Check every case in `indices`; the oracle works on batch k+1 while drax does batch k.
     With `progress`, a line on stderr every `progress` cases (long runs stay observable)."""
     tally = Tally()
     started = time.monotonic()
     with ThreadPoolExecutor(max_workers=1) as pool:
         pending = None
-        for batch in batches(seed, indices):
+        for batch in batches(seed, indices, costly=costly):
             future = pool.submit(oracle.batch, [c.request() for c in batch])
             if pending is not None:
                 _check(*pending, tally=tally)
@@ -241,24 +243,26 @@ def _check(batch: list[Case], answers: Callable[[], list[dict[str, Any]]], *,
             tally.mismatches.append(Mismatch(c, drax, upstream))
 
 
-def _worker(args: tuple[int, int, int, int]) -> Tally:
-    seed, start, stop, step = args
+def _worker(args: tuple[int, int, int, int, float]) -> Tally:
+    seed, start, stop, step, costly = args
     oracle = open_oracle()
     try:
-        return run(seed, range(start, stop, step), oracle=oracle, progress=PROGRESS)
+        return run(seed, range(start, stop, step), oracle=oracle, progress=PROGRESS,
+                   costly=costly)
     finally:
         oracle.close()
 
 
-def run_parallel(count: int, seed: int, *, jobs: int, start: int = 0) -> Tally:
+def run_parallel(count: int, seed: int, *, jobs: int, start: int = 0,
+                 costly: float = COSTLY_SHARE) -> Tally:
     """Cases `start` .. `start + count - 1` of `seed`: a run split into parts
     (`--from`) checks exactly the cases of the whole, so the parts' tallies add up."""
     stop = start + count
     if jobs <= 1:
-        return _worker((seed, start, stop, 1))
+        return _worker((seed, start, stop, 1, costly))
     tally = Tally()
     ctx = multiprocessing.get_context("spawn")
-    parts = [(seed, start + k, stop, jobs) for k in range(jobs)]
+    parts = [(seed, start + k, stop, jobs, costly) for k in range(jobs)]
     with ctx.Pool(jobs) as pool:
         for part in pool.imap_unordered(_worker, parts):
             tally.merge(part)
@@ -363,6 +367,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--from", dest="start", type=int, default=0,
                         help="first case index (a long run split into parts)")
     parser.add_argument("--jobs", type=int, default=1, help="worker processes (one oracle each)")
+    parser.add_argument("--costly", type=float, default=COSTLY_SHARE,
+                        help="share of expressions near the cost limit (CI: the default)")
     parser.add_argument("--mismatches", type=Path,
                         help="write every mismatch (index, verdicts, expression) as JSON lines")
     parser.add_argument("--expr", help="check one expression (with --device) and print both")
@@ -378,14 +384,16 @@ def main(argv: list[str] | None = None) -> int:
               f"{upstream.detail}")
         return 0 if drax.verdict == upstream.verdict else 1
     started = time.monotonic()
-    tally = run_parallel(args.count, args.seed, jobs=args.jobs, start=args.start)
+    tally = run_parallel(args.count, args.seed, jobs=args.jobs, start=args.start,
+                         costly=args.costly)
     elapsed = time.monotonic() - started
     if args.mismatches is not None:
         write_mismatches(tally, args.mismatches)
     with open_oracle() as oracle:
         report(tally, seed=args.seed, oracle=oracle)
     print(f"{tally.cases} expressions (seed {args.seed}, cases {args.start}.."
-          f"{args.start + args.count - 1}, {args.jobs} jobs) in {elapsed:.0f} s "
+          f"{args.start + args.count - 1}, costly share {args.costly}, {args.jobs} jobs) "
+          f"in {elapsed:.0f} s "
           f"({tally.cases / max(elapsed, 1e-9):.0f}/s); upstream verdicts "
           f"{dict(tally.verdicts.most_common())}; {len(tally.mismatches)} mismatches")
     return 1 if tally.mismatches else 0
