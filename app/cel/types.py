@@ -94,7 +94,12 @@ def unify(param: CelType, arg: CelType, bindings: dict[str, CelType]) -> bool:
         if bound is UNBOUND:
             bindings[param.name] = arg
             return True
-        return unify(bound, arg, bindings)
+        if not unify(bound, arg, bindings):
+            return False
+        # cel-go widens a bound parameter to the more general of the two types:
+        # optional.of('a').or(<optional dyn>) is an optional(dyn).
+        bindings[param.name] = _more_general(bound, arg)
+        return True
     if param.name == "dyn" or arg.name == "dyn":
         return True
     if (arg.name == "null_type" and param.name in _NULLABLE) or (

@@ -609,6 +609,10 @@ DIFFERENTIAL: list[tuple[str, Any]] = [
     ("{'a': 1}[dyn(b'a')] == 1", Compile("invalid qualifier type: types.Bytes")),
     ("dyn({'a': 1})[null] == 1", Compile("invalid qualifier type: types.Null")),
     ("[1, 2][dyn(1.0)] == 2", True),
+    # A type parameter bound to string widens to dyn when a later argument is dyn.
+    ("optional.of('a').or(optional.of(dyn(1))).orValue(2) == 'a'", True),
+    ("optional.of('a').or(device.attributes['a'].?addr).orValue(1) == 1", False),
+    ("optional.of('a').or(optional.of(1)).hasValue()", Compile("no matching overload for 'or'")),
 ]
 
 ALL_CASES = (DIFFERENTIAL + DEVICE_LOOKUP + TYPED_VALUES + INCLUDES + INTEGERS + STRINGS

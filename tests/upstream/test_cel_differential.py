@@ -20,7 +20,6 @@ SEED = 11
 # Open bugs found by this run and not fixed yet (seed 11 case index -> class). They
 # are listed, not deviations: each should be fixed and removed; a new mismatch fails.
 KNOWN_OPEN: dict[int, str] = {
-    6138: "a type join through optional.or chains: drax reports a compile error",
     15605: "free element type of [].filter() against list(string) in sets.intersects",
 }
 
