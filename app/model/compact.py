@@ -22,6 +22,24 @@ _LAYOUTS: dict[tuple[str, ...], dict[str, int]] = {}
 _LAYOUTS_MAX: Final = 1 << 14
 
 
+# id of a shared layout -> (the layout, its names in order): see `names_of`
+_NAMES: dict[int, tuple[dict[str, int], tuple[str, ...]]] = {}
+
+
+def names_of(m: Mapping[str, V]) -> tuple[str, ...]:
+    """The keys of `m` in order; for a `FieldMap` one tuple shared by every map
+    of its layout, found without building it (node signatures ask per device)."""
+    if type(m) is not FieldMap:
+        return tuple(m)
+    layout = m._layout
+    hit = _NAMES.get(id(layout))
+    if hit is None or hit[0] is not layout:
+        if len(_NAMES) >= _LAYOUTS_MAX:
+            _NAMES.clear()
+        hit = _NAMES[id(layout)] = (layout, tuple(layout))
+    return hit[1]
+
+
 def _layout(names: tuple[str, ...]) -> dict[str, int]:
     layout = _LAYOUTS.get(names)
     if layout is None:
