@@ -92,6 +92,10 @@ class Warmer:
         long, and `drax serve` freezes them out of the cyclic collector there.
         """
         while True:
+            if not self._inventory.synced:
+                # a list still coming in would stamp what a pass warmed
+                await asyncio.sleep(idle_seconds)
+                continue
             quiet = time.monotonic() - self.last_call
             if quiet < quiet_seconds:
                 await asyncio.sleep(quiet_seconds - quiet)

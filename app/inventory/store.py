@@ -161,6 +161,12 @@ class Inventory:
             parsed.append(parse_object(kind, o))
             if i % step == step - 1:
                 yield
+        yield from self.replacing_parsed(kind, parsed, step=step)
+
+    def replacing_parsed(self, kind: str, parsed: Sequence[Any], *,
+                         step: int = 64) -> Iterator[None]:
+        """`replacing` with objects parsed already (`parse_object`): a source
+        that parses a big list page by page need not hold every raw page."""
         keys = {_object_key(kind, p) for p in parsed}
         for i, key in enumerate([k for k in self._table(kind) if k not in keys]):
             self._delete(kind, key)
