@@ -34,7 +34,17 @@ from typing import Any
 
 import orjson
 
-from loadtest import bench, churn, generator, peer, profile, real_cluster, report, soak
+from loadtest import (
+    bench,
+    churn,
+    generator,
+    kube_ready,
+    peer,
+    profile,
+    real_cluster,
+    report,
+    soak,
+)
 from loadtest.bench import BenchmarkError, Client, PodJob, serving
 from tests.upstream.differential import open_oracle
 
@@ -268,6 +278,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--soak", type=float, metavar="SECONDS",
                         help="scheduling and churn together against drax serve in kube mode "
                              "for this long (loadtest/soak.py); RSS, p99 drift and errors")
+    parser.add_argument("--from-api", action="store_true",
+                        help="only measure start to ready in kube mode: drax lists the "
+                             "generated cluster in pages from the API-server double "
+                             "(loadtest/kube_ready.py)")
     parser.add_argument("--real-cluster", action="store_true",
                         help="drax beside the in-tree DRA scheduler on a real 1.37 control "
                              "plane (loadtest/real_cluster.py; needs go): two identical pools, "
@@ -301,6 +315,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _real_cluster(args, command.strip())
     if args.soak is not None:
         return _soak(args, command.strip())
+    if args.from_api:
+        return _from_api(args, command.strip())
     doc: dict[str, Any] = {
         "machine": {"cores": os.cpu_count(), "python": platform.python_version(),
                     "platform": platform.platform()},
@@ -342,6 +358,30 @@ def _soak(args: argparse.Namespace, command: str) -> int:
     if args.markdown:
         Path(args.markdown).write_text(text)
     return 0 if doc["passed"] else 1
+
+
+def _from_api(args: argparse.Namespace, command: str) -> int:
+    results = []
+    try:
+        with tempfile.TemporaryDirectory(prefix="drax-loadtest-") as tmp:
+            workdir = Path(args.workdir) if args.workdir else Path(tmp)
+            workdir.mkdir(parents=True, exist_ok=True)
+            for nodes in args.nodes:
+                claims, _ = _workload(args, sizing(args, nodes))
+                results.append(kube_ready.run(
+                    nodes=nodes, seed=args.seed, claims=claims, workdir=workdir,
+                    ready_timeout=args.ready_timeout, server_args=args.server_arg))
+    except (RuntimeError, OSError) as exc:
+        print(f"benchmark failed: {exc}", file=sys.stderr)
+        return 1
+    doc = {"command": command, "commit": _head_commit(), "from_api": results}
+    text = kube_ready.markdown(results)
+    print(text)
+    if args.json:
+        Path(args.json).write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2))
+    if args.markdown:
+        Path(args.markdown).write_text(text)
+    return 0
 
 
 def _real_cluster(args: argparse.Namespace, command: str) -> int:
