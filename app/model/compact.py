@@ -68,6 +68,15 @@ class FieldMap(Mapping[str, V]):
         self._layout = _layout(tuple(items))
         self._values = tuple(items.values())
 
+    @classmethod
+    def from_layout(cls, names: tuple[str, ...], values: tuple[V, ...]) -> FieldMap[V]:
+        """The map of distinct `names` to `values` (same length), without a dict
+        in between (the parser builds one per device)."""
+        m = cls.__new__(cls)
+        m._layout = _layout(names)
+        m._values = values
+        return m
+
     def __getitem__(self, key: str) -> V:
         return self._values[self._layout[key]]
 
