@@ -17,6 +17,7 @@ they become depends on the node, so it is built per node (`extended` module).
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Final
@@ -69,9 +70,13 @@ class ClaimResolver:
         self._inventory = inventory
         self._generate = generate
         self._extended = extended_resources  # the DRAExtendedResource gate
-        # id(spec or allocation) -> (object, repr): specs are immutable and shared by
-        # every claim made from one template, so their text form is computed once.
-        self._shapes: LRUCache[int, tuple[object, str]] = LRUCache(maxsize=_SHAPE_CACHE_SIZE)
+        # id(spec or node selector) -> (a weak reference to it, its repr): each is
+        # immutable, so its text form is computed once. In file mode one spec is
+        # shared by every claim made from a template; from a watch every claim
+        # (and every update of it) brings its own, so an entry goes when its
+        # object does, rather than keeping the specs of deleted claims alive.
+        self._shapes: LRUCache[int, tuple[weakref.ref[object], str]] = LRUCache(
+            maxsize=_SHAPE_CACHE_SIZE)
 
     def resolve(self, pod: Pod) -> PodClaims:
         claims: list[ResourceClaim] = []
@@ -151,9 +156,11 @@ class ClaimResolver:
     def _text(self, obj: ResourceClaimSpec | NodeSelector | None) -> str:
         if obj is None:
             return ""
-        hit = self._shapes.get(id(obj))
-        if hit is not None and hit[0] is obj:
+        key = id(obj)
+        hit = self._shapes.get(key)
+        if hit is not None and hit[0]() is obj:
             return hit[1]
         text = repr(obj)
-        self._shapes[id(obj)] = (obj, text)
+        shapes = self._shapes
+        self._shapes[key] = (weakref.ref(obj, lambda _: shapes.pop(key, None)), text)
         return text

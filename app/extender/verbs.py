@@ -6,7 +6,8 @@ shape (`answers.AnswerBook`: a verdict per node at the node's version, brought
 up to date lazily, shared between nodes of one signature). `warming` does the
 same work between requests; the verbs never wait for it.
 
-`bind` takes the allocation from the answers only when the node's version is
+`bind` finds the pod in what filter or prioritize saw (`pods`, forgotten once
+bound), and takes the allocation from the answers only when the node's version is
 the one that answer was computed at (the answer is a deterministic function of
 that version, so this is not trusting a stale cache); otherwise it recomputes
 it from the current inventory. It assumes it immediately (so concurrent filters
@@ -32,8 +33,6 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from cachetools import TTLCache
-
 from app.allocator import DEFAULT_STEP_BUDGET
 from app.allocator.types import ClaimAllocation
 from app.extender.answers import (
@@ -54,6 +53,7 @@ from app.extender.binder import Binder, BindError, MemoryBinder
 from app.extender.claims import ClaimResolver
 from app.extender.extended import ExtendedClaim
 from app.extender.pending import PendingBinds
+from app.extender.pods import PodMemory
 from app.extender.warming import Warmer
 from app.features import FeatureGates
 from app.inventory import Inventory
@@ -63,8 +63,6 @@ from app.topology import TopologyConfig
 
 log = logging.getLogger(__name__)
 
-_POD_CACHE_SIZE: Final = 10_000
-_POD_TTL_SECONDS: Final = 600.0
 DEFAULT_ASSUME_TTL_SECONDS: Final = 120.0
 NOT_SYNCED: Final = "inventory not synced yet"
 
@@ -140,7 +138,7 @@ class Extender:
                                 topology_config=topology_config or TopologyConfig(),
                                 step_budget=step_budget)
         self._warmer = Warmer(inventory, book=self._book, resolver=self._resolver)
-        self._pods: TTLCache[str, Pod] = TTLCache(maxsize=_POD_CACHE_SIZE, ttl=_POD_TTL_SECONDS)
+        self._pods = PodMemory()
         self._catching_up: set[asyncio.Task[None]] = set()
 
     # ------------------------------------------------------------------ verbs
@@ -278,7 +276,7 @@ class Extender:
         or the current answers for its claim shape plus how to word them for it, and
         the request to `_refresh` the nodes those answers do not hold yet (each verb
         does that in its own single pass over the names)."""
-        self._remember(pod)
+        self._pods.remember(pod)
         self._warmer.note_request()
         claims = self._resolver.resolve(pod)
         if claims.problem is not None:
@@ -337,6 +335,7 @@ class Extender:
         except BaseException:
             self._inventory.forget_assumed(pod=pod)
             raise
+        self._pods.forget(pod.uid)
         if special is not None and created is not None:
             self._assume_created(pod, special, created, allocations)
         if claims.pending or special is not None:
@@ -396,15 +395,10 @@ class Extender:
         await self._warmer.keep_warm(slice_seconds=slice_seconds, quiet_seconds=quiet_seconds,
                                      idle_seconds=idle_seconds, on_settled=on_settled)
 
-    # ------------------------------------------------------------------ pods
-
-    def _remember(self, pod: Pod) -> None:
-        if pod.uid:
-            self._pods[pod.uid] = pod
-
     def _pod(self, *, namespace: str, name: str, uid: str) -> Pod | None:
-        pod = self._pods.get(uid) if uid else None
-        if pod is not None and pod.namespace == namespace and pod.name == name:
+        """The pod a verb saw (`pods`), else the inventory's (file mode)."""
+        pod = self._pods.recall(namespace=namespace, name=name, uid=uid)
+        if pod is not None:
             return pod
         pod = self._inventory.pod(f"{namespace}/{name}")
         if pod is not None and (not uid or not pod.uid or pod.uid == uid):

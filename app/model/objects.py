@@ -85,7 +85,7 @@ class NodeSelectorTerm:
         return True
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True, frozen=True, weakref_slot=True)
 class NodeSelector:
     terms: tuple[NodeSelectorTerm, ...]
 
@@ -370,7 +370,7 @@ class DeviceConstraint:
     distinct_attribute: str | None = None
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True, frozen=True, weakref_slot=True)
 class ResourceClaimSpec:
     requests: tuple[DeviceRequest, ...] = ()
     constraints: tuple[DeviceConstraint, ...] = ()

@@ -245,6 +245,39 @@ async def test_bind_uses_pods_remembered_from_filter_by_uid() -> None:
     assert await ext.bind(namespace="default", name="p", uid="u", node="n1") is None
 
 
+class FlakyBinder:
+    """Fails its first bind, then records the pods it bound."""
+
+    def __init__(self) -> None:
+        self.failed = False
+        self.bound: list[str] = []
+
+    async def bind(self, *, pod: Pod, node: str, allocations: Sequence[ClaimAllocation],
+                   reserve: Sequence[ResourceClaim], extended: Any = None) -> None:
+        if not self.failed:
+            self.failed = True
+            raise BindError("conflict writing claim status")
+        self.bound.append(pod.uid)
+
+
+async def test_a_bound_pod_is_forgotten_and_a_failed_bind_keeps_it() -> None:
+    from app.model import PodResourceClaim
+
+    # As against a cluster: the pod is only in what filter saw, not in the inventory.
+    inv = load(GPU_CLASS, gpu_node("n1"), claim("c", requests=TWO_GPUS))
+    seen = Pod(namespace="default", name="p", uid="u",
+               resource_claims=(PodResourceClaim(name="g", resource_claim_name="c"),))
+    binder = FlakyBinder()
+    ext = extender(inv, binder=binder)
+    assert ext.filter(seen, ["n1"]).passed == ["n1"]
+    assert await ext.bind(namespace="default", name="p", uid="u", node="n1") == \
+        "conflict writing claim status"
+    assert await ext.bind(namespace="default", name="p", uid="u", node="n1") is None
+    assert binder.bound == ["u"]
+    error = await ext.bind(namespace="default", name="p", uid="u", node="n1")
+    assert error is not None and "unknown to drax" in error
+
+
 def test_constraint_that_no_device_meets_gives_a_reason() -> None:
     inv = load(GPU_CLASS, NIC_CLASS, gpu_node("n1", nic_roots=["r1"]),
                claim("c", requests=[exactly("gpu", "gpu"), exactly("nic", "nic")],
@@ -354,3 +387,18 @@ async def test_memory_binder_refuses_a_claim_someone_else_allocated() -> None:
                                      allocations=[ClaimAllocation("default/c", mine)],
                                      reserve=[current])
     assert inv.claim("default/c") is current
+
+
+def test_a_deleted_claims_spec_is_not_kept_alive_by_its_shape() -> None:
+    import weakref
+
+    inv = load(GPU_CLASS, gpu_node("n1"), claim("c", requests=TWO_GPUS),
+               pod("p", uid="u", claims={"g": "c"}))
+    ext = extender(inv)
+    held = inv.claim("default/c")
+    assert held is not None
+    spec = weakref.ref(held.spec)
+    del held
+    assert ext.filter(the_pod(inv), ["n1"]).passed == ["n1"]
+    inv.apply("ResourceClaim", "DELETED", claim("c", requests=TWO_GPUS))
+    assert spec() is None
