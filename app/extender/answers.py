@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
+import weakref
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
@@ -174,7 +175,12 @@ class AnswerBook:
         self._step_budget = step_budget
         # claim shape -> answers; emptied when too many shapes pile up.
         self._results: dict[Hashable, Answers] = {}
-        self._by_signature: LRUCache[tuple[Hashable, Hashable], tuple[NodeState, Verdict]] = \
+        # (shape, signature) -> the representative's snapshot, held weakly, and its
+        # verdict: a representative is only trusted while its snapshot is its node's
+        # current one, and the inventory drops a snapshot when the node changes, so
+        # the entry goes with it instead of pinning an old node view until evicted.
+        self._by_signature: LRUCache[tuple[Hashable, Hashable],
+                                     tuple[weakref.ref[NodeState], Verdict]] = \
             LRUCache(maxsize=_SIGNATURE_CACHE_SIZE)
         self.static = StaticSignatures()
         self.matches = MatchColumns()
@@ -305,11 +311,11 @@ class AnswerBook:
     def _shared_or_computed(self, request: Request, state: NodeState) -> Verdict:
         shape = request.claims.shape
         signature, hardware = self._signature(request, state)
-        rep = request.by_signature.get(signature) or self._by_signature.get((shape, signature))
+        rep = request.by_signature.get(signature) or self._representative((shape, signature))
         if rep is None or not _still_current(self._inventory, rep[0]):
             verdict = self._compute(request.pending, state, empty_key=(shape, hardware))
-            rep = self._by_signature[(shape, signature)] = (state, verdict)
-            request.by_signature[signature] = rep
+            rep = request.by_signature[signature] = (state, verdict)
+            self._keep_representative((shape, signature), rep)
             return verdict
         request.by_signature[signature] = rep
         rep_state, rep_verdict = rep
@@ -324,6 +330,24 @@ class AnswerBook:
                                         target=state.view),
                             claim_keys=rep_verdict.claim_keys,
                             unresolvable=rep_verdict.unresolvable)
+
+    def _representative(self, key: tuple[Hashable, Hashable]
+                        ) -> tuple[NodeState, Verdict] | None:
+        entry = self._by_signature.get(key)
+        if entry is None:
+            return None
+        state = entry[0]()
+        return None if state is None else (state, entry[1])
+
+    def _keep_representative(self, key: tuple[Hashable, Hashable],
+                             rep: tuple[NodeState, Verdict]) -> None:
+        reps = self._by_signature
+
+        def gone(ref: weakref.ref[NodeState]) -> None:
+            if reps.get(key, (None,))[0] is ref:
+                del reps[key]
+
+        reps[key] = (weakref.ref(rep[0], gone), rep[1])
 
     def _signature(self, request: Request, state: NodeState) -> tuple[Hashable, Hashable]:
         """(full signature, hardware signature), both including the selector matches."""

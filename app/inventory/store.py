@@ -63,7 +63,7 @@ _CLAIM: Final = "claim:"
 _ASSUMED: Final = "assumed:"
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True, frozen=True, weakref_slot=True)
 class NodeState:
     """One node's snapshot: valid for as long as `view.version` is current."""
 

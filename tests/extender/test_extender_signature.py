@@ -78,6 +78,24 @@ def test_a_repeated_cycle_only_looks_up_versions(monkeypatch) -> None:
     assert runs == ["n3"]
 
 
+def test_a_representative_goes_with_its_nodes_old_snapshot() -> None:
+    import weakref
+
+    nodes = [gpu_node(f"n{i}", nic_roots=["r0"]) for i in range(3)]
+    inv = load(GPU_CLASS, NIC_CLASS, *nodes, SAME_ROOT, pod("p", claims={"c": "c"}))
+    ext = extender(inv)
+    names = [f"n{i}" for i in range(3)]
+    ext.filter(the_pod(inv), names)
+    first = inv.node_state("n0")
+    assert first is not None
+    old = weakref.ref(first)
+    del first
+    inv.apply("ResourceClaim", "ADDED", claim("x", results=[
+        result("gpu", "gpu.example.com/n0/gpu-2")]))
+    assert ext.filter(the_pod(inv), names).passed == names
+    assert old() is None
+
+
 def test_nodes_with_different_free_state_get_different_answers() -> None:
     inv = load(GPU_CLASS, NIC_CLASS, gpu_node("n1", nic_roots=["r0", "r1"]),
                gpu_node("n2", nic_roots=["r0", "r1"]),
