@@ -21,6 +21,7 @@ from app.allocator.types import (
     AllocationOutcome,
     ClaimAllocation,
     ClassMatcher,
+    KnownMatches,
     NodeView,
     Objective,
     PoolView,
@@ -33,7 +34,7 @@ DEFAULT_STEP_BUDGET: Final = 200_000
 
 __all__ = [
     "DEFAULT_STEP_BUDGET", "AllocatedState", "AllocationOutcome", "ClaimAllocation",
-    "ClassMatcher", "NodeView", "Objective", "PoolView", "allocate",
+    "ClassMatcher", "KnownMatches", "NodeView", "Objective", "PoolView", "allocate",
 ]
 
 
@@ -49,15 +50,19 @@ def allocate(
     objective: Objective | None = None,
     step_budget: int = DEFAULT_STEP_BUDGET,
     new_share_id: Callable[[], str] | None = None,
+    known_matches: KnownMatches | None = None,
 ) -> AllocationOutcome:
-    """Allocate the pod's unallocated `claims` (pod order) on `node_view.node`."""
+    """Allocate the pod's unallocated `claims` (pod order) on `node_view.node`.
+    `known_matches`: selector results the caller holds for this node view; the
+    matchers are asked only about devices it does not answer for."""
     matches = selector_matches or _cel_matches
     search = Search(
         claims=claims, node_view=node_view, classes=classes, allocated=allocated,
         features=features,
         class_matcher=class_matcher or (lambda cls, device: all(
             matches(expression, device) for expression in cls.selectors)),
-        selector_matches=matches, objective=objective, step_budget=step_budget)
+        selector_matches=matches, objective=objective, step_budget=step_budget,
+        known_matches=known_matches)
     try:
         search.prepare()
         try:
@@ -71,7 +76,7 @@ def allocate(
                             allocated=allocated, features=features,
                             class_matcher=class_matcher, selector_matches=selector_matches,
                             objective=_FirstFit(objective), step_budget=step_budget,
-                            new_share_id=new_share_id)
+                            new_share_id=new_share_id, known_matches=known_matches)
         if solution is None:
             return AllocationOutcome(feasible=False, reason=explain(search), steps=search.steps,
                                      invalid_pools=tuple(

@@ -36,7 +36,7 @@ from typing import Final
 
 from app.allocator.capacity import consumed_capacity
 from app.allocator.constraints import Constraint, applies, build_constraint, lookup_attribute
-from app.allocator.types import AllocatedState, NodeView, Objective
+from app.allocator.types import AllocatedState, KnownMatches, NodeView, Objective
 from app.cel import CelError
 from app.features import FeatureGates
 from app.model import (
@@ -85,6 +85,8 @@ class Request:
     num_devices: int
     all_devices: list[int] | None  # allocationMode All: the devices, in order
     constraints: tuple[int, ...]  # indices into the claim's constraints
+    # class and request selectors per device of the node view, when the caller knew them
+    known: Sequence[bool | str] | None = None
     memo: list[bool | None] = field(default_factory=list)  # selectable per device
     capacity: dict[int, dict[str, Quantity] | None] = field(default_factory=dict)
 
@@ -123,7 +125,8 @@ class Search:
                  features: FeatureGates,
                  class_matcher: Callable[[DeviceClass, Device], bool],
                  selector_matches: Callable[[str, Device], bool],
-                 objective: Objective | None, step_budget: int) -> None:
+                 objective: Objective | None, step_budget: int,
+                 known_matches: KnownMatches | None = None) -> None:
         self.claims = claims
         self.node_view = node_view
         self.classes = classes
@@ -131,12 +134,14 @@ class Search:
         self.features = features
         self.class_matcher = class_matcher
         self.selector_matches = selector_matches
+        self.known_matches = known_matches
         self.objective = objective
         self.best_mode = objective is not None and not objective.first_fit
         self.budget = step_budget
         self.steps = 0
 
         self.devices: list[Device] = []
+        self.view_position: list[int] = []  # index in the view's devices (`KnownMatches`)
         self.device_pool: list[int] = []
         self.pool_ranges: list[range] = []
         self.slices: list[dict[str, ResourceSlice]] = []
@@ -173,13 +178,15 @@ class Search:
     # ------------------------------------------------------------------ setup
 
     def _flatten(self) -> None:
+        position = 0
         for pool_index, pool in enumerate(self.node_view.pools):
             start = len(self.devices)
             self.slices.append({s.name: s for s in pool.slices})
             if pool.complete and pool.invalid_reason is None:
-                for device in pool.devices:
-                    self.devices.append(device)
-                    self.device_pool.append(pool_index)
+                self.devices.extend(pool.devices)
+                self.device_pool.extend([pool_index] * len(pool.devices))
+                self.view_position.extend(range(position, position + len(pool.devices)))
+            position += len(pool.devices)
             self.pool_ranges.append(range(start, len(self.devices)))
 
     def slice_of(self, index: int) -> ResourceSlice | None:
@@ -262,6 +269,8 @@ class Search:
         request = Request(claim_index=ci, request_index=ri, sub_index=si, name=name, base=base,
                           sub=sub, spec=spec, device_class=device_class, num_devices=0,
                           all_devices=None, constraints=constraints,
+                          known=(self.known_matches(device_class, spec.selectors)
+                                 if self.known_matches is not None else None),
                           memo=[None] * len(self.devices))
         if spec.allocation_mode == ALLOCATION_MODE_EXACT_COUNT:
             request.num_devices = spec.count
@@ -296,13 +305,17 @@ class Search:
     def selectable(self, request: Request, index: int) -> bool:
         """Binding-condition gate, class selectors, request selectors, per-device
         node selection; memoised per (request, device). Raises AllocationError on
-        a CEL error."""
+        a CEL error (asked again through the matchers, which word it)."""
         known = request.memo[index]
         if known is not None:
             return known
         device = self.devices[index]
+        matched = (request.known[self.view_position[index]]
+                   if request.known is not None else None)
         if not self.features.device_binding_conditions and device.binding_conditions:
             result = False
+        elif matched is True or matched is False:
+            result = matched and self.node_ok[index]
         else:
             result = (self.class_matches(request.device_class, index)
                       and self._request_selectors_match(request, index)

@@ -106,6 +106,12 @@ class Objective(Protocol):
 # version that caches per (class, device).
 ClassMatcher = Callable[[DeviceClass, Device], bool]
 
+# Per (DeviceClass, request selectors): whether each device of the node view
+# matches both, in view order (every pool's devices, pools in order), as True,
+# False or the CEL error's text; None when not known. Selector results the
+# caller already holds for the node, so the search need not ask per device.
+KnownMatches = Callable[[DeviceClass, tuple[str, ...]], Sequence[bool | str] | None]
+
 
 @dataclass(slots=True, frozen=True)
 class ClaimAllocation:

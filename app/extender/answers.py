@@ -385,7 +385,8 @@ class AnswerBook:
                            allocated=allocated, features=self._features,
                            class_matcher=self._inventory.class_matcher,
                            selector_matches=self._inventory.selectors.selector_matches,
-                           objective=objective, step_budget=self._step_budget)
+                           objective=objective, step_budget=self._step_budget,
+                           known_matches=self.matches.known(state.view))
         self.stats.searched(outcome.steps, cut=outcome.steps >= self._step_budget
                             and not outcome.feasible and outcome.error is None)
         return outcome

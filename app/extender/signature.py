@@ -33,7 +33,7 @@ from dataclasses import dataclass, replace
 from operator import attrgetter
 from typing import Any, Final
 
-from app.allocator.types import AllocationOutcome, ClaimAllocation, NodeView
+from app.allocator.types import AllocationOutcome, ClaimAllocation, KnownMatches, NodeView
 from app.cel import CelCompileError, CelEvalError
 from app.inventory import NodeState
 from app.model import (
@@ -345,13 +345,11 @@ class MatchColumns:
     def signature(self, view: NodeView, kinds: Sequence[RequestKind], *,
                   classes: Mapping[str, DeviceClass], matcher: Matcher) -> Hashable:
         """Per kind, per device of `view` in order: does it match."""
-        slices = tuple(pool.slices for pool in view.pools)
-        name = view.node.name
-        hit = self._nodes.get(name)
-        # the Node too: its labels decide which devices of a slice it can use
-        if hit is None or hit[0] is not view.node or not _same_slices(hit[1], slices):
-            hit = self._nodes[name] = (view.node, slices, {})
-        columns = hit[2]
+        columns = self._columns(view)
+        if columns is None:
+            columns = {}
+            self._nodes[view.node.name] = (view.node, tuple(p.slices for p in view.pools),
+                                           columns)
         devices: tuple[Device, ...] | None = None
         out: list[tuple[MatchResult, ...] | None] = []
         for kind in kinds:
@@ -372,6 +370,33 @@ class MatchColumns:
             columns[kind] = (device_class, column)
             out.append(column)
         return HashedKey(tuple(out))
+
+    def known(self, view: NodeView) -> KnownMatches | None:
+        """The columns held for `view`'s node, as the allocator reads them (a
+        search then reads a device's selector results by position instead of
+        asking the selector cache per device); None when none are held."""
+        columns = self._columns(view)
+        if not columns:
+            return None
+
+        def column(device_class: DeviceClass, selectors: tuple[str, ...]
+                   ) -> tuple[MatchResult, ...] | None:
+            known = columns.get((device_class.name, selectors))
+            return known[1] if known is not None and known[0] is device_class else None
+
+        return column
+
+    def _columns(self, view: NodeView
+                 ) -> dict[RequestKind, tuple[DeviceClass, tuple[MatchResult, ...]]] | None:
+        """The node's columns while its Node (whose labels decide which devices
+        of a slice it can use) is equal and its pools' slices are the objects they
+        were computed from (the inventory makes a new Node for a node known only
+        from its slices at every version)."""
+        hit = self._nodes.get(view.node.name)
+        if hit is None or hit[0] != view.node or not _same_slices(
+                hit[1], tuple(pool.slices for pool in view.pools)):
+            return None
+        return hit[2]
 
 
 def _same_slices(a: tuple[tuple[ResourceSlice, ...], ...],

@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from app.allocator import AllocatedState, allocate
 from app.cel import CelEvalError
@@ -283,3 +283,52 @@ def test_best_mode_keeps_the_first_fit_when_a_later_device_errors() -> None:
     first = allocate(claims, objective=ByWeight(first_fit=True), **common)  # type: ignore[arg-type]
     assert best.feasible and best.claims == first.claims
     assert [r.device for r in best.claims[0].allocation.results] == ["d-0"]
+
+
+def _never(*args: object) -> bool:
+    raise AssertionError(f"matcher asked about {args}")
+
+
+def test_known_matches_answer_by_view_position_without_the_matchers() -> None:
+    # pool-0 is invalid and keeps its devices (as the inventory's pool views do),
+    # so the search skips them but the known columns count them: d-3 of pool-1
+    # is position 5
+    view = node_view([sl("bad", [dev("x"), dev("y")], pool="pool-0", count=2), WEIGHTED],
+                     node_obj())
+    complete = node_view([sl("bad", [dev("x"), dev("y")], pool="pool-0")], node_obj())
+    view = replace(view, pools=(replace(view.pools[0], devices=complete.pools[0].devices),
+                                view.pools[1]))
+    assert not view.pools[0].complete and len(view.pools[0].devices) == 2
+    classes = parse_classes(DEFAULT_CLASSES)
+    asked: list[tuple[str, tuple[str, ...]]] = []
+
+    def known(device_class: object, selectors: tuple[str, ...]) -> Sequence[bool | str]:
+        asked.append((getattr(device_class, "name", ""), selectors))
+        return [True, True, False, False, False, True, False]
+
+    claims = [parse_object("ResourceClaim", claim("c", req("r", "gpu", selectors=["s1"])))]
+    outcome = allocate(claims, node_view=view, classes=classes, allocated=AllocatedState(),
+                       features=FeatureGates(), class_matcher=_never, selector_matches=_never,
+                       known_matches=known)
+    assert [r.device for r in outcome.claims[0].allocation.results] == ["d-3"]
+    assert asked == [("gpu", ("s1",))]
+
+
+def test_known_match_errors_and_unknown_kinds_go_through_the_matchers() -> None:
+    classes = parse_classes(DEFAULT_CLASSES)
+
+    def broken(expression: str, device: Device) -> bool:
+        raise CelEvalError(f"selector {expression!r} on device {device.id}: no such key: x")
+
+    claims = [parse_object("ResourceClaim", claim("c", req("r", "any", selectors=["e"])))]
+    outcome = allocate(claims, node_view=node_view([WEIGHTED], node_obj()), classes=classes,
+                       allocated=AllocatedState(), features=FeatureGates(),
+                       selector_matches=broken,
+                       known_matches=lambda cls, selectors: ["CelEvalError: ..."] * 5)
+    assert outcome.error == ("claim default/c, request r: selector 'e' on device "
+                             "driver-a/pool-1/d-0: no such key: x")
+    unknown = allocate(claims[:1], node_view=node_view([WEIGHTED], node_obj()), classes=classes,
+                       allocated=AllocatedState(), features=FeatureGates(),
+                       selector_matches=lambda expression, device: device.name == "d-2",
+                       known_matches=lambda cls, selectors: None)
+    assert [r.device for r in unknown.claims[0].allocation.results] == ["d-2"]

@@ -427,6 +427,31 @@ def test_a_changed_node_is_recomputed_once_by_the_next_request_not_by_warming(
     assert runs == ["n2"]
 
 
+def test_recomputing_a_changed_node_reads_its_match_columns(monkeypatch) -> None:
+    import app.inventory.selectors as selectors
+
+    selector = "device.attributes['gpu.example.com'].index >= 0"
+    inv = load(GPU_CLASS, *[gpu_node(f"n{i}") for i in range(4)],
+               claim("c", requests=[exactly("gpu", "gpu", count=2, selectors=(selector,))]),
+               pod("p", claims={"c": "c"}))
+    ext = extender(inv, file_mode=True)
+    while ext.warm(budget_seconds=10):
+        pass
+    asked: list[str] = []
+    for name in ("class_matches", "selector_matches", "matches_shared"):
+        real = getattr(selectors.SelectorCache, name)
+        monkeypatch.setattr(selectors.SelectorCache, name,
+                            lambda self, *args, real=real, name=name: (
+                                asked.append(name), real(self, *args))[1])
+    runs = count_allocator_runs(monkeypatch)
+    inv.apply("ResourceClaim", "ADDED", claim("x", results=[
+        result("gpu", "gpu.example.com/n2/gpu-0")]))
+    names = [f"n{i}" for i in range(4)]
+    assert ext.filter(inv.pod("default/p"), names).passed == names
+    assert runs == ["n2"]
+    assert asked == []  # the search read the columns the signature had
+
+
 def _without_share_ids(results: Any) -> list[Any]:
     """Share IDs are fresh UUIDs per allocation; only whether there is one matters."""
     return [replace(r, share_id=r.share_id is not None) for r in results]
