@@ -93,6 +93,9 @@ async def test_watch_events_add_update_and_delete_each_kind(tmp_path: Path) -> N
         for kind in ("Node", "ResourceSlice", "DeviceClass", "ResourceClaim"):
             for event in ("ADDED", "MODIFIED", "DELETED"):
                 assert h.metric("drax_watch_events_total", kind=kind, type=event) == 1
+            # every applied event timed once; bookmarks are not events
+            assert h.metric("drax_watch_event_apply_seconds_count", kind=kind) == 3
+            assert h.metric("drax_watch_event_apply_seconds_sum", kind=kind) > 0
 
 
 async def test_dropped_connection_resumes_from_the_last_resource_version(tmp_path: Path

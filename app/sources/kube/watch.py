@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
@@ -139,6 +140,7 @@ class Informer:
         self._backoff = Backoff(initial=settings.backoff_initial, maximum=settings.backoff_max)
         self._last_failure = float("-inf")
         self._synced = False
+        self._apply_seconds = metrics.apply_seconds.labels(kind=self.kind)
         self.resource_version: str | None = None
 
     async def run(self) -> None:
@@ -278,6 +280,7 @@ class Informer:
             raise WatchError("watch closed at once without any event")
 
     def _handle(self, line: bytes) -> None:
+        started = time.perf_counter()
         event = orjson.loads(line)
         if not isinstance(event, dict):
             raise WatchError(f"watch line is not an event object: {line[:80]!r}")
@@ -308,6 +311,7 @@ class Informer:
             raise RelistRequired(f"applying a {event_type} event failed ({exc})") from exc
         else:
             self._metrics.events.labels(kind=self.kind, type=event_type).inc()
+            self._apply_seconds.observe(time.perf_counter() - started)
 
 
 class KubeSource:
