@@ -150,12 +150,14 @@ class Inventory:
             pass
 
     def replacing(self, kind: str, objs: Iterable[Mapping[str, Any]], *,
-                  step: int = 64) -> Iterator[None]:
+                  step: int = 1) -> Iterator[None]:
         """`replace` in steps of `step` objects, so a caller on the event loop can
-        let requests in between (a relist of 200,000 slices takes seconds). All
-        objects are parsed before anything changes, so a bad one still changes
-        nothing; between the later steps a reader sees some objects already as
-        listed and others not yet, as while a watch catches up."""
+        let requests in between (a relist of 200,000 slices takes seconds; one
+        slice of 64 MIG placements parses in 1-2 ms, so by default every object
+        is a step and the caller groups steps by time). All objects are parsed
+        before anything changes, so a bad one still changes nothing; between the
+        later steps a reader sees some objects already as listed and others not
+        yet, as while a watch catches up."""
         parsed = []
         for i, o in enumerate(objs):
             parsed.append(parse_object(kind, o))
@@ -163,19 +165,35 @@ class Inventory:
                 yield
         yield from self.replacing_parsed(kind, parsed, step=step)
 
-    def replacing_parsed(self, kind: str, parsed: Sequence[Any], *,
-                         step: int = 64) -> Iterator[None]:
+    def replacing_parsed(self, kind: str, parsed: list[Any], *,
+                         step: int = 1) -> Iterator[None]:
         """`replacing` with objects parsed already (`parse_object`): a source
-        that parses a big list page by page need not hold every raw page."""
-        keys = {_object_key(kind, p) for p in parsed}
-        for i, key in enumerate([k for k in self._table(kind) if k not in keys]):
+        that parses a big list page by page need not hold every raw page.
+        `parsed` is emptied as it is applied: an object equal to the one held is
+        freed in its own step, not with all the others at the end (0.1-0.2 s
+        for the slices of 1,000 nodes)."""
+        keys = set()
+        for i, obj in enumerate(parsed):
+            keys.add(_object_key(kind, obj))
+            if i % (step * 64) == step * 64 - 1:
+                yield
+        stale = []
+        for i, key in enumerate(list(self._table(kind))):
+            if key not in keys:
+                stale.append(key)
+            if i % (step * 64) == step * 64 - 1:
+                yield
+        for i, key in enumerate(stale):
             self._delete(kind, key)
             if i % step == step - 1:
                 yield
-        for i, p in enumerate(parsed):
-            self.upsert(kind, p)
+        for i in range(len(parsed)):
+            obj, parsed[i] = parsed[i], None
+            self.upsert(kind, obj)
+            del obj
             if i % step == step - 1:
                 yield
+        parsed.clear()
 
     def mark_synced(self, kind: str) -> None:
         if kind not in KINDS:
@@ -336,7 +354,8 @@ class Inventory:
         devices = sum(len(info.devices_by_name) for info in self._infos())
         taken = {r.device_id for holding in self._holdings.values()
                  for results in holding.values() for r in results}
-        return InventoryCounts(nodes=len(self.node_names()), devices=devices,
+        return InventoryCounts(nodes=len(self._nodes.keys() | self._local_pools.keys()),
+                               devices=devices,
                                allocated_devices=len(taken))
 
     def _infos(self) -> Iterable[PoolInfo]:

@@ -238,6 +238,23 @@ async def test_lists_are_paged_and_restart_when_the_snapshot_expires(tmp_path: P
         assert h.metric("drax_watch_relists_total", kind="Node") == 1
 
 
+async def test_a_relist_after_sync_reads_small_pages(tmp_path: Path) -> None:
+    async with KubeHarness(tmp_path, settings=replace(FAST, page_size=4,
+                                                      relist_page_size=1)) as h:
+        for i in range(3):
+            h.server.create("nodes", node(f"n{i}"))
+        h.watch()
+        await h.synced()
+        await h.watching()
+        h.server.drop_watches()
+        h.server.delete("nodes", "n0")
+        h.server.compact()
+        await eventually(lambda: h.inventory.node_names() == ["n1", "n2"], "the relist")
+        lists = [q for q in h.server.watch_queries("nodes") if "watch" not in q]
+        # verbs are served during a relist: its pages are decoded one by one
+        assert [q["limit"] for q in lists] == ["4", "1", "1"]
+
+
 async def test_a_corrupt_watch_stream_is_resumed_without_losing_state(tmp_path: Path) -> None:
     async with KubeHarness(tmp_path) as h:
         h.server.create("nodes", node("n0"))

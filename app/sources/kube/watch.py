@@ -10,8 +10,9 @@ The loop is client-go's reflector, reduced to what drax needs:
 - list (a consistent read, in pages of 500 like client-go's pager),
   each page parsed as it arrives, then `inventory.replacing_parsed(kind, objects)` so the state
   becomes exactly the list (objects deleted while away disappear), driven in
-  slices of at most RELIST_SLICE_SECONDS so that a relist of a 100,000-node
-  cluster never holds up a verb for long, and `mark_synced(kind)` the first time;
+  slices of at most RELIST_SLICE_SECONDS (and, once synced, in small pages) so
+  that a relist of a 100,000-node cluster never holds up a verb for long, and
+  `mark_synced(kind)` the first time;
 - watch from the list's resourceVersion with bookmarks and a server-side
   `timeoutSeconds` (randomised so the four watches do not reconnect in step),
   remembering the resourceVersion of every event and bookmark;
@@ -31,10 +32,12 @@ skipped; the watch carries on and nothing already held is lost.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import random
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
@@ -49,11 +52,19 @@ from app.sources.kube.metrics import WatchMetrics
 log = logging.getLogger(__name__)
 
 APPLIED_EVENTS: Final = frozenset({"ADDED", "MODIFIED", "DELETED"})
-# Events handled between two yields to the event loop, so a burst of watch
-# events cannot hold up the extender's HTTP requests for long.
-EVENTS_PER_YIELD: Final = 16
-# Longest a relist runs before it lets the event loop serve a verb.
-RELIST_SLICE_SECONDS: Final = 0.005
+# Longest a burst of watch events, or a relist, runs before it lets the event
+# loop serve a verb. A verb needs a few turns of the loop (read, handler,
+# write), each of which waits for one such slice, so slices are short: 16
+# events per turn were up to 30 ms of MIG-partitioned slices, and a verb
+# waited 4 turns or more.
+EVENT_SLICE_SECONDS: Final = 0.002
+RELIST_SLICE_SECONDS: Final = EVENT_SLICE_SECONDS
+# What a list or watch parses stays in the inventory and holds no reference
+# cycles, but the cyclic collector's full passes scan every object not frozen:
+# parsed slices piling up unfrozen made passes of 0.1-0.5 s inside a burst or
+# a relist (1,000 nodes). A list runs with the collector paused and freezes
+# what it built; a watch freezes after every FREEZE_AFTER_EVENTS events.
+FREEZE_AFTER_EVENTS: Final = 512
 
 
 class EventSink(Protocol):
@@ -61,7 +72,7 @@ class EventSink(Protocol):
 
     def apply(self, kind: str, event_type: str, obj: Mapping[str, Any]) -> None: ...
 
-    def replacing_parsed(self, kind: str, parsed: Sequence[Any]) -> Iterator[None]: ...
+    def replacing_parsed(self, kind: str, parsed: list[Any]) -> Iterator[None]: ...
 
     def mark_synced(self, kind: str) -> None: ...
 
@@ -91,6 +102,11 @@ class WatchSettings:
     watch_timeout: float = 300.0  # each watch asks for [t, 2t) seconds
     list_timeout: float = 60.0  # longest silence tolerated while a list is read
     page_size: int = 500  # objects per list page, as client-go's pager
+    # A relist runs while verbs are served, and each page is decoded in one
+    # piece: 500 slices of MIG-partitioned nodes are 8 MB, 100-300 ms of
+    # orjson on the shared 2-core machine. The initial list (nothing is served
+    # before it is in) keeps `page_size`.
+    relist_page_size: int = 50
     connect_timeout: float = 10.0
     backoff_initial: float = 0.4
     backoff_max: float = 30.0
@@ -179,7 +195,12 @@ class Informer:
     async def _list(self) -> str:
         """A full list, in pages of `page_size` from one consistent snapshot,
         each page parsed as it arrives: the raw objects of a 100,000-node
-        cluster's slices would take several times the memory of the parsed ones."""
+        cluster's slices would take several times the memory of the parsed ones.
+        Read and applied with the cyclic collector paused (FREEZE_AFTER_EVENTS)."""
+        with _LISTING.paused():
+            return await self._list_all()
+
+    async def _list_all(self) -> str:
         items: list[Any] = []
         token: str | None = None
         while True:
@@ -193,17 +214,19 @@ class Informer:
                 break
         if not rv:
             raise WatchError("list: the response carries no metadata.resourceVersion")
+        listed = len(items)
         await self._replace(items)
         self._metrics.seen(self.kind)
         if not self._synced:
             self._sink.mark_synced(self.kind)
             self._synced = True
-        log.info("%s: listed %d objects at resourceVersion %s", self.kind, len(items), rv)
+        log.info("%s: listed %d objects at resourceVersion %s", self.kind, listed, rv)
         return rv
 
     async def _list_page(self, token: str | None) -> dict[str, Any]:
         s = self._settings
-        paging: dict[str, Any] = {"limit": s.page_size}
+        paging: dict[str, Any] = {"limit": s.relist_page_size if self._synced
+                                  else s.page_size}
         if token is not None:
             paging["_continue"] = token
         resp = await self._list_call(
@@ -253,6 +276,7 @@ class Informer:
             _request_timeout=aiohttp.ClientTimeout(sock_connect=s.connect_timeout,
                                                    sock_read=timeout + s.list_timeout))
         events = 0
+        deadline = loop.time() + EVENT_SLICE_SECONDS
         try:
             if resp.status != 200:
                 body = await resp.read()
@@ -267,8 +291,11 @@ class Informer:
                     if end > start:
                         self._handle(bytes(buf[start:end]))
                         events += 1
-                        if events % EVENTS_PER_YIELD == 0:
+                        if events % FREEZE_AFTER_EVENTS == 0:
+                            gc.freeze()
+                        if loop.time() >= deadline:
                             await asyncio.sleep(0)
+                            deadline = loop.time() + EVENT_SLICE_SECONDS
                     start = end + 1
                 del buf[:start]
             if buf.strip():
@@ -312,6 +339,33 @@ class Informer:
         else:
             self._metrics.events.labels(kind=self.kind, type=event_type).inc()
             self._apply_seconds.observe(time.perf_counter() - started)
+
+
+class _ListsCollector:
+    """The cyclic collector paused while any informer lists (they list together
+    at start and after a dropped connection), frozen and restored after the last."""
+
+    def __init__(self) -> None:
+        self._lists = 0
+        self._restore = False
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        if self._lists == 0:
+            self._restore = gc.isenabled()
+            gc.disable()
+        self._lists += 1
+        try:
+            yield
+        finally:
+            self._lists -= 1
+            if self._lists == 0:
+                gc.freeze()
+                if self._restore:
+                    gc.enable()
+
+
+_LISTING: Final = _ListsCollector()
 
 
 class KubeSource:
