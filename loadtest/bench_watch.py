@@ -18,6 +18,11 @@ i.e. the inventory holds exactly the server's state. Phases:
   the 410 is the second failure in a row after the drop);
 - `deleted`: every slice is deleted.
 
+`loadtest.bench_scale` drives the same child with commands of its own: a
+generated cluster made in the child (`generate`), slices republished in
+place (`republish`), a relist whose missed change removes one device
+(`shrink-relist`).
+
 `inventory-only` applies the same ADDED events straight to an `Inventory`
 holding the same Nodes and DeviceClasses (no HTTP, no JSON): the floor the
 watch path is compared with.
@@ -46,9 +51,12 @@ from prometheus_client import CollectorRegistry
 
 from app.inventory import Inventory
 from app.sources.kube import WATCHED_KINDS, KubeSource, WatchMetrics, api_client
-from loadtest.generator import generate_cluster
+from loadtest.generator import generate_cluster, iter_cluster
 
 PHASES: Final = ("added", "modified", "relist", "deleted")
+PLURALS: Final = {"Node": "nodes", "DeviceClass": "deviceclasses",
+                   "ResourceSlice": "resourceslices", "ResourceClaim": "resourceclaims",
+                   "Pod": "pods"}
 TIMEOUT_SECONDS: Final = 120.0
 
 
@@ -91,6 +99,25 @@ async def _serve_async(conn: Connection) -> None:
         elif op == "deleted":
             for obj in staged:
                 server.delete("resourceslices", obj["metadata"]["name"])
+        elif op == "generate":  # (nodes, seed): a generated cluster, made here
+            nodes, seed = arg
+            for obj in iter_cluster(nodes=nodes, seed=seed):
+                server.create(PLURALS[obj["kind"]], obj)
+            server.compact()  # nobody watches from before: the history need not be kept
+        elif op == "republish":  # `arg` slices in turn, each with the next pool generation
+            keys = list(server.store["resourceslices"])
+            for i in range(arg):
+                obj = copy.deepcopy(server.store["resourceslices"][keys[i % len(keys)]])
+                obj["spec"]["pool"]["generation"] += 1
+                server.update("resourceslices", obj)
+        elif op == "shrink-relist":  # as relist, the change being one device fewer
+            server.drop_watches()
+            obj = next(copy.deepcopy(o) for o in server.store["resourceslices"].values()
+                       if len(o["spec"].get("devices") or ()) > 1)
+            obj["spec"]["devices"].pop()
+            obj["spec"]["pool"]["generation"] += 1
+            server.update("resourceslices", obj)
+            server.compact()
         elif op == "stop":
             stop.set()
         conn.send((server.port, server.resource_version, time.perf_counter() - start))
@@ -136,8 +163,8 @@ def burst_slices(events: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]
         nodes *= 2
         objects = generate_cluster(nodes=nodes)
     slices = [o for o in objects if o["kind"] == "ResourceSlice"][:events]
-    plurals = {"Node": "nodes", "DeviceClass": "deviceclasses"}
-    rest = [{**o, "plural": plurals[o["kind"]]} for o in objects if o["kind"] in plurals]
+    rest = [{**o, "plural": PLURALS[o["kind"]]} for o in objects
+            if o["kind"] in ("Node", "DeviceClass")]
     return slices, rest
 
 
