@@ -306,6 +306,9 @@ def test_metrics_move(client: httpx.Client) -> None:
     client.post("/filter", json=names_args(pod("infer-0"), GPU_NODES))
     assert metric(client, "drax_requests_total", verb="prioritize", outcome="ok") == ok + 1
     assert metric(client, "drax_request_duration_seconds_count", verb="prioritize") == seen + 1
+    timed = client.post("/filter", json=names_args(pod("infer-0"), GPU_NODES))
+    assert re.fullmatch(r"handler;dur=\d+\.\d{3}", timed.headers["server-timing"])
+    passed += 3
     assert metric(client, "drax_filter_nodes_total", result="passed") == passed + 3
     text = client.get("/metrics").text
     assert 'drax_request_duration_seconds_bucket{le="0.0001",verb="filter"}' in text
