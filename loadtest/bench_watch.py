@@ -52,6 +52,7 @@ from prometheus_client import CollectorRegistry
 from app.inventory import Inventory
 from app.sources.kube import WATCHED_KINDS, KubeSource, WatchMetrics, api_client
 from loadtest.generator import generate_cluster, iter_cluster
+from loadtest.kube_ready import fill
 
 PHASES: Final = ("added", "modified", "relist", "deleted")
 PLURALS: Final = {"Node": "nodes", "DeviceClass": "deviceclasses",
@@ -74,9 +75,11 @@ async def _serve_async(conn: Connection) -> None:
     await server.start()
     staged: list[dict[str, Any]] = []
     stop = asyncio.Event()
+    cluster: tuple[int, int] = (0, 0)  # (nodes, seed) of a generated cluster
+    generations: dict[str, int] = {}  # slice name -> generation republished last
 
     def command() -> None:
-        nonlocal staged
+        nonlocal staged, cluster
         op, arg = conn.recv()
         start = time.perf_counter()
         if op == "stage":
@@ -99,23 +102,30 @@ async def _serve_async(conn: Connection) -> None:
         elif op == "deleted":
             for obj in staged:
                 server.delete("resourceslices", obj["metadata"]["name"])
-        elif op == "generate":  # (nodes, seed): a generated cluster, made here
-            nodes, seed = arg
-            for obj in iter_cluster(nodes=nodes, seed=seed):
-                server.create(PLURALS[obj["kind"]], obj)
-            server.compact()  # nobody watches from before: the history need not be kept
-        elif op == "republish":  # `arg` slices in turn, each with the next pool generation
-            keys = list(server.store["resourceslices"])
-            for i in range(arg):
-                obj = copy.deepcopy(server.store["resourceslices"][keys[i % len(keys)]])
-                obj["spec"]["pool"]["generation"] += 1
-                server.update("resourceslices", obj)
+        elif op == "generate":  # (nodes, seed): a generated cluster, stored as lists serve it
+            cluster = arg
+            fill(server, nodes=cluster[0], seed=cluster[1], claims=[])
+        elif op == "republish":  # `arg` slice events: the cluster's slices in turn, each
+            # with the next pool generation (rebuilt by the generator: stored specs are JSON)
+            made = 0
+            while made < arg:
+                for obj in iter_cluster(nodes=cluster[0], seed=cluster[1]):
+                    if obj["kind"] == "ResourceSlice" and made < arg:
+                        name = obj["metadata"]["name"]
+                        generations[name] = generations.get(name, 1) + 1
+                        obj["spec"]["pool"]["generation"] = generations[name]
+                        server.update("resourceslices", obj)
+                        made += 1
+                    elif made >= arg:
+                        break
         elif op == "shrink-relist":  # as relist, the change being one device fewer
             server.drop_watches()
-            obj = next(copy.deepcopy(o) for o in server.store["resourceslices"].values()
-                       if len(o["spec"].get("devices") or ()) > 1)
+            obj = next(o for o in iter_cluster(nodes=cluster[0], seed=cluster[1])
+                       if o["kind"] == "ResourceSlice" and len(o["spec"].get("devices") or ()) > 1)
+            name = obj["metadata"]["name"]
+            generations[name] = generations.get(name, 1) + 1
+            obj["spec"]["pool"]["generation"] = generations[name]
             obj["spec"]["devices"].pop()
-            obj["spec"]["pool"]["generation"] += 1
             server.update("resourceslices", obj)
             server.compact()
         elif op == "stop":
