@@ -20,7 +20,7 @@ pods. After ready, the run waits for background warming to settle, then:
    repeated until it stops answering that the claim does not exist, which
    also keeps warming from getting ahead); its cycle (filter + prioritize
    over the candidates) is the first touch, the second pod's cycle right
-   after it the same shape known (the ratio);
+   after it, over the same candidates, the same shape known (the ratio);
 3. `burst`: a probe verb (filter of a pod without claims over one node, every
    PROBE_INTERVAL on a connection of its own) is timed while nothing happens
    (BASELINE_SECONDS), then while the double republishes `--burst` slices
@@ -209,11 +209,12 @@ def first_touch(client: Client, child: Child, loop: asyncio.AbstractEventLoop, *
         objects = [{**obj, "plural": PLURALS[obj["kind"]]} for pair in pairs for obj in pair]
         loop.run_until_complete(child.call("create", objects))
         cycles = []
+        names = candidates()  # both pods over the same nodes: the second finds them answered
         for _, pod in pairs:
             wait_for(functools.partial(_known, client, pod),
                      f"claim of {pod['metadata']['name']}", timeout=60, every=0.001)
             one, _ = bench.schedule(client, [PodJob(phase="first-touch", shape=shape, pod=pod)],
-                                    candidates=candidates)
+                                    candidates=functools.partial(list, names))
             if one.aborted:
                 raise BenchmarkError(one.aborted)
             cycles.append(one.samples[0])
