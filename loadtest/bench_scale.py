@@ -135,6 +135,20 @@ def apply_histogram(before: Mapping[tuple[str, str], float],
             "met": p99 <= APPLY_TARGET_S}
 
 
+def gc_pauses(samples: Mapping[tuple[str, str], float]) -> dict[str, dict[str, float]]:
+    """Per generation, drax's cyclic collections over the whole run: how many,
+    their total, and how many stopped the process for more than 50 ms."""
+    out = {}
+    for generation in ("0", "1", "2"):
+        count = metric(samples, "drax_gc_pause_seconds_count", generation=generation)
+        under = metric(samples, "drax_gc_pause_seconds_bucket", generation=generation,
+                       le="0.05")
+        out[generation] = {"count": count, "total_s": round(metric(
+            samples, "drax_gc_pause_seconds_sum", generation=generation), 3),
+            "over_50ms": count - under}
+    return out
+
+
 def wait_for(condition: Callable[[], bool], what: str, *, timeout: float,
              every: float = 0.05) -> float:
     started = time.monotonic()
@@ -368,6 +382,7 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
                         server.pid, Path(args.profile) / f"bench-scale-{args.nodes}-burst.txt"))
                 result["burst"] = burst(port, child, loop, events=args.burst, node=names[-1])
             result["rss_after_bytes"] = bench.memory_bytes(server.pid)[0]
+            result["gc_pauses"] = gc_pauses(scrape(port))
     finally:
         child.close()
         loop.close()
@@ -404,6 +419,10 @@ def markdown(result: Mapping[str, Any]) -> str:
                      f"(probe max {w['probe_max_ms']}, {w['probes']} probes over "
                      f"{w['seconds']} s) | quiet probe p50 {b['quiet_p50_ms']} ms, max "
                      f"{b['quiet_max_ms']} ms | {'met' if w['met'] else 'missed'} |")
+    full = result.get("gc_pauses", {}).get("2")
+    if full:
+        lines += ["", f"Full collections in drax over the run: {full['count']:.0f} "
+                  f"({full['total_s']} s, {full['over_50ms']:.0f} over 50 ms)."]
     return "\n".join(lines)
 
 
