@@ -514,8 +514,9 @@ class Compiler:
         if not ok:
             raise CheckError(f"found no matching overload for '@in' applied to "
                              f"'({elem.type}, {t})'", node.pos)
-        if coll.literal and coll.value == ():
-            # cel-go's planner turns `x in []` into false without evaluating x.
+        if isinstance(node.args[1], ast.ListLit) and not node.args[1].elements:
+            # cel-go's planner turns `x in []` into false without evaluating x;
+            # only the written `[]` (`x in dyn([])` evaluates x).
             return _constant(False, BOOL)
         ef, cf = elem.fn, coll.fn
         literal_type = _homogeneous_literal_type(coll)
@@ -675,6 +676,11 @@ class Compiler:
             listed = t if t.name == "list" else list_of(var_types[0])
             raise CheckError(f"found no matching overload for '@sortByAssociatedKeys' applied "
                              f"to '{listed}.(list({last}))'", node.pos)
+        if kind == "filter" and t.name == "list" and t.params[0] is UNBOUND and _is_ident(
+                node.args[-1], self._var_name(node.args[0])):
+            # The element's free type is unified with the condition's bool when the
+            # variable is the predicate itself: `[].filter(x, x)` is a list(bool).
+            return list_of(BOOL)
         if kind in ("filter", "sortBy"):
             return t if t.name == "list" else list_of(var_types[0])
         if kind in ("map", "transformList"):
@@ -685,6 +691,10 @@ class Compiler:
         if last.name not in ("map", "dyn"):
             raise CheckError(f"expected type 'map' but found '{last}'", node.args[-1].pos)
         return last if last.name == "map" else map_of(DYN, DYN)
+
+
+def _is_ident(node: ast.Node, name: str) -> bool:
+    return isinstance(node, ast.Ident) and node.name == name
 
 
 def _has_unbound(t: CelType) -> bool:
@@ -1005,9 +1015,14 @@ def _make_comprehension(spec: _MacroSpec, target: Fn, bodies: list[Fn]) -> Fn:
     kind, names, step = spec.kind, spec.names, spec.step
     one_var = spec.one_var
     run = _RUNNERS[kind]
+    # sortBy maps a map's keys, but the sort it expands to takes only a list.
+    lists_only = kind == "sortBy"
 
     def fn(c: Ctx) -> Any:
-        items = _iteration(target(c), one_var=one_var)
+        value = target(c)
+        if lists_only and isinstance(value, dict):
+            raise EvalError("no such overload: @sortByAssociatedKeys")
+        items = _iteration(value, one_var=one_var)
         saved = [c.vars.get(n, _MISSING) for n in names]
         try:
             return run(c, items, names, bodies, step, one_var)

@@ -679,7 +679,12 @@ def _find_all(text: str, pattern: str, limit: int = -1) -> tuple[str, ...]:
     if limit == 0:
         return ()
     found: list[str] = []
+    previous_end = -1
     for match in compile_regex(pattern).finditer(text):
+        start, end = match.span()
+        if start == end == previous_end:
+            continue  # Go's FindAll ignores an empty match abutting the one before
+        previous_end = end
         found.append(match.group(0))
         if 0 < limit <= len(found):
             break

@@ -613,6 +613,20 @@ DIFFERENTIAL: list[tuple[str, Any]] = [
     ("optional.of('a').or(optional.of(dyn(1))).orValue(2) == 'a'", True),
     ("optional.of('a').or(device.attributes['a'].?addr).orValue(1) == 1", False),
     ("optional.of('a').or(optional.of(1)).hasValue()", Compile("no matching overload for 'or'")),
+    # Found by the 10^6 run (seed 7). Only a written `[]` skips the element.
+    (f"{D}.nope in dyn([])", Runtime("no such key: nope")),
+    (f"{D}.nope in []", False),
+    # Go's FindAll drops an empty match abutting the previous match.
+    ("'ABC'.findAll('.*') == ['ABC']", True),
+    ("'aXbX'.findAll('X*') == ['', 'X', 'X']", True),
+    ("'ABC'.findAll('B*', 2) == ['', 'B']", True),
+    # sortBy maps a map's keys, but its sort takes only a list.
+    ("dyn({1: 'a'}).sortBy(x, 'a') == [1]", Runtime("no such overload: @sortByAssociatedKeys")),
+    # The variable as the filter's predicate binds a free element type to bool.
+    ("'a' in [].filter(x1, x1)", Compile("found no matching overload for '@in'")),
+    ("sets.intersects(['a'], [].filter(x1, x1))",
+     Compile("found no matching overload for 'sets.intersects'")),
+    ("[].filter(x1, x1 > 0) == []", True),
 ]
 
 ALL_CASES = (DIFFERENTIAL + DEVICE_LOOKUP + TYPED_VALUES + INCLUDES + INTEGERS + STRINGS

@@ -19,9 +19,7 @@ CI_EXPRESSIONS = 20_000
 SEED = 11
 # Open bugs found by this run and not fixed yet (seed 11 case index -> class). They
 # are listed, not deviations: each should be fixed and removed; a new mismatch fails.
-KNOWN_OPEN: dict[int, str] = {
-    15605: "free element type of [].filter() against list(string) in sets.intersects",
-}
+KNOWN_OPEN: dict[int, str] = {}
 
 
 def _describe(m: Mismatch) -> str:
