@@ -72,7 +72,8 @@ class CompiledSelector:
             raise self._error(device, enhance_runtime_error(str(exc))) from None
         except CostExceeded:
             raise self._error(device, COST_EXCEEDED) from None
-        except (TypeError, ValueError, ArithmeticError, RecursionError) as exc:
+        except (TypeError, ValueError, AttributeError, LookupError, ArithmeticError,
+                RecursionError) as exc:
             # A value shape the overloads did not foresee: still a runtime error, not a crash.
             raise self._error(device, f"no such overload: {exc}") from None
         if result is True or result is False:

@@ -561,8 +561,26 @@ def _range(n: int) -> tuple[int, ...]:
     return tuple(range(n))
 
 
+# Kubernetes' isSorted walks the list and needs each element to be a cel-go
+# Comparer (a semver or quantity is not one); a pair that cannot be compared
+# is not a descent.
+_NONE: Final = object()
+_COMPARERS: Final = frozenset({"int", "uint", "double", "bool", "string", "bytes"})
+
+
 def _is_sorted(items: Sequence[Any]) -> bool:
-    return all(_compare_values(items[i], items[i + 1]) <= 0 for i in range(len(items) - 1))
+    previous: Any = _NONE
+    for item in items:
+        if kind_of(item) not in _COMPARERS:
+            raise EvalError("no such overload")
+        if previous is not _NONE:
+            try:
+                if _compare_values(previous, item) == 1:
+                    return False
+            except EvalError:
+                pass
+        previous = item
+    return True
 
 
 def _compare_values(a: Any, b: Any) -> int:
@@ -639,7 +657,9 @@ for _t in (INT, UINT, DOUBLE, BOOL, STRING, BYTES):
     _def("sort", f"list_{_t.name}_sort", (list_of(_t),), list_of(_t), sort_values, member=True,
          cost=lambda items: len(items))
 _def("lists.range", "lists_range", (INT,), list_of(INT), _range, cost=lambda n: max(n, 0))
-_def("isSorted", "list_is_sorted", (LA,), BOOL, _is_sorted, member=True)
+for _t in (INT, UINT, DOUBLE, BOOL, STRING, BYTES):
+    _def("isSorted", f"list_{_t.name}_is_sorted_bool", (list_of(_t),), BOOL, _is_sorted,
+         member=True)
 for _t in (INT, UINT, DOUBLE, QUANTITY):
     _def("sum", f"list_{_t.name}_sum", (list_of(_t),), _t, _sum, member=True)
 for _t in (INT, UINT, DOUBLE, BOOL, STRING, BYTES, QUANTITY, SEMVER):

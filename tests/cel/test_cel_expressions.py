@@ -627,6 +627,17 @@ DIFFERENTIAL: list[tuple[str, Any]] = [
     ("sets.intersects(['a'], [].filter(x1, x1))",
      Compile("found no matching overload for 'sets.intersects'")),
     ("[].filter(x1, x1 > 0) == []", True),
+    # isSorted is declared for cel-go's comparable element types only; at runtime each
+    # element must be a Comparer, and a pair of different kinds is not a descent.
+    ("[[1]].isSorted()", Compile("found no matching overload for 'isSorted'")),
+    ("[semver('1.0.0')].isSorted()", Compile("found no matching overload for 'isSorted'")),
+    (f"[{D}.version].isSorted()", Runtime("no such overload")),
+    ("[dyn('b'), dyn(1), dyn('a')].isSorted()", True),
+    ("[dyn(2), dyn(1), dyn(semver('1.0.0'))].isSorted()", False),
+    # A value shape no overload foresaw is a runtime error (cel-go recovers its panic).
+    ("optional.none().or(dyn({})).or(optional.of(1)).hasValue()", Runtime("no such overload")),
+    ("['a'][?1].or(dyn({})).or(optional.of('b')).orValue('c') == 'c'",
+     Runtime("no such overload")),
 ]
 
 ALL_CASES = (DIFFERENTIAL + DEVICE_LOOKUP + TYPED_VALUES + INCLUDES + INTEGERS + STRINGS
