@@ -130,6 +130,11 @@ def compile_uncached(expression: str) -> CompiledSelector:
         raise CelCompileError(_located(expression, exc.pos, exc.message)) from None
     except RecursionError:
         raise CelCompileError("compilation failed: expression nesting is too deep") from None
+    except (TypeError, ValueError, AttributeError, LookupError, ArithmeticError) as exc:
+        # A constant the compiler folded into a shape it did not foresee: the
+        # selector is refused with the reason rather than crash its caller.
+        raise CelCompileError(f"compilation failed: internal error: {type(exc).__name__}: "
+                              f"{exc}") from None
     if compiled.type.name not in ("bool", "dyn"):
         raise CelCompileError(
             f"must evaluate to bool or the unknown type, not {compiled.type}")

@@ -438,8 +438,9 @@ class Compiler:
     def _check_constant_regex(self, name: str, args: list[Compiled], node: ast.Call) -> None:
         """A constant pattern is compiled now: `matches` is checked by a validator,
         `find`/`findAll` patterns are compiled when the program is built."""
-        if name not in ("matches", "find", "findAll") or len(args) < 2 or not args[1].const:
-            return
+        if (name not in ("matches", "find", "findAll") or len(args) < 2 or not args[1].const
+                or type(args[1].value) is not str):
+            return  # a constant of another type (through dyn) fails its overload at runtime
         try:
             compile_regex(args[1].value)
         except EvalError as exc:

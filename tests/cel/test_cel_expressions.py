@@ -634,6 +634,9 @@ DIFFERENTIAL: list[tuple[str, Any]] = [
     (f"[{D}.version].isSorted()", Runtime("no such overload")),
     ("[dyn('b'), dyn(1), dyn('a')].isSorted()", True),
     ("[dyn(2), dyn(1), dyn(semver('1.0.0'))].isSorted()", False),
+    # A constant pattern that is not a string (through dyn) fails its overload at runtime.
+    ("'a'.matches(dyn(0.0))", Runtime("no such overload")),
+    ("'a'.findAll(dyn([1u])) == []", Runtime("no such overload")),
     # A value shape no overload foresaw is a runtime error (cel-go recovers its panic).
     ("optional.none().or(dyn({})).or(optional.of(1)).hasValue()", Runtime("no such overload")),
     ("['a'][?1].or(dyn({})).or(optional.of('b')).orValue('c') == 'c'",
