@@ -66,8 +66,6 @@ from app.cel.values import (
     runtime_type,
 )
 
-INCLUDES_MAX_LIST: Final = 48
-
 
 @dataclass(frozen=True, slots=True)
 class Overload:
@@ -851,16 +849,10 @@ _def("prefixLength", "cidr_prefix_length", (CIDR,), INT, lambda c: c.prefix_leng
 # ----------------------------------------------------------------------------- DRA includes
 
 def _includes(target: Any, value: Any) -> bool:
+    """Kubernetes 1.37's `includes`: any element of a list equals the value, and
+    anything else (a map too) is compared as a whole; no list length limit."""
     if type(target) in (list, tuple):
-        for i, item in enumerate(target):
-            if i >= INCLUDES_MAX_LIST:
-                raise EvalError("'includes' function cannot be applied to lists longer than "
-                                f"{INCLUDES_MAX_LIST} values")
-            if _safe_equal(item, value):
-                return True
-        return False
-    if isinstance(target, dict):
-        return False
+        return any(_safe_equal(item, value) for item in target)
     return _safe_equal(target, value)
 
 
