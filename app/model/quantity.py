@@ -24,7 +24,9 @@ DECIMAL_EXPONENT: Final = "DecimalExponent"
 
 QUANTITY_PATTERN: Final = r"^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$"
 _QUANTITY_RE: Final = re.compile(QUANTITY_PATTERN)
-_NUMBER_RE: Final = re.compile(r"^[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)$")
+# ParseQuantity's number: a sign, digits, a point, digits, any of them empty
+# (so "+", "." and "-." are zero).
+_NUMBER_RE: Final = re.compile(r"^[+-]?[0-9]*(?:\.[0-9]*)?$")
 
 _BINARY_SUFFIXES: Final = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
 _DECIMAL_SUFFIXES: Final = {
@@ -115,9 +117,8 @@ def _parse_cached(text: str) -> Quantity:
     number, suffix = match.group(1), match.group(2)
     if not _NUMBER_RE.match(number):
         raise QuantityError(f"quantities must match the regular expression '{QUANTITY_PATTERN}'")
-    base = Fraction(number.lstrip("+")) if number not in ("+", "-") else None
-    if base is None:
-        raise QuantityError(f"quantities must match the regular expression '{QUANTITY_PATTERN}'")
+    digits = number.lstrip("+-")
+    base = Fraction(0) if digits in ("", ".") else Fraction(number.lstrip("+"))
     if suffix in _BINARY_SUFFIXES:
         value, fmt = base * (1 << _BINARY_SUFFIXES[suffix]), BINARY_SI
     elif suffix in _DECIMAL_SUFFIXES:

@@ -636,6 +636,9 @@ DIFFERENTIAL: list[tuple[str, Any]] = [
     (f"[{D}.version].isSorted()", Runtime("no such overload")),
     ("[dyn('b'), dyn(1), dyn('a')].isSorted()", True),
     ("[dyn(2), dyn(1), dyn(semver('1.0.0'))].isSorted()", False),
+    # ParseQuantity reads a number with no digits ("." or "-.") as zero.
+    ("isQuantity('.') && quantity('-.') == quantity('0')", True),
+    ("isQuantity('..')", False),
     # A constant pattern that is not a string (through dyn) fails its overload at runtime.
     ("'a'.matches(dyn(0.0))", Runtime("no such overload")),
     ("'a'.findAll(dyn([1u])) == []", Runtime("no such overload")),

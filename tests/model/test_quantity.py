@@ -43,6 +43,10 @@ VALUES = [
     ("1Ei", 2**60),
     ("5e-3", Fraction(5, 1000)),
     ("1.5k", 1500),
+    # ParseQuantity (and the upstream oracle) read a number without digits as zero.
+    (".", 0),
+    ("-.", 0),
+    (".5k", 500),
 ]
 
 
@@ -51,7 +55,7 @@ def test_exact_value(text: str, value: Fraction | int) -> None:
     assert parse_quantity(text).value == value
 
 
-@pytest.mark.parametrize("text", ["", "abc", "1K", "1 Gi", "1Gii", "--1", "1.2.3", "Gi", "1e", "."])
+@pytest.mark.parametrize("text", ["", "abc", "1K", "1 Gi", "1Gii", "--1", "1.2.3", "Gi", "1e", ".."])
 def test_invalid(text: str) -> None:
     with pytest.raises(QuantityError):
         parse_quantity(text)
