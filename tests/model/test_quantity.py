@@ -55,7 +55,8 @@ def test_exact_value(text: str, value: Fraction | int) -> None:
     assert parse_quantity(text).value == value
 
 
-@pytest.mark.parametrize("text", ["", "abc", "1K", "1 Gi", "1Gii", "--1", "1.2.3", "Gi", "1e", ".."])
+@pytest.mark.parametrize("text",
+                         ["", "abc", "1K", "1 Gi", "1Gii", "--1", "1.2.3", "Gi", "1e", ".."])
 def test_invalid(text: str) -> None:
     with pytest.raises(QuantityError):
         parse_quantity(text)
