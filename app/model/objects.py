@@ -676,7 +676,11 @@ def parse_pod(obj: Mapping[str, Any]) -> Pod:
 
 # Identical attribute values (type "gpu", architecture "Hopper", numaNode 0, ...)
 # repeat on every device of a cluster: one shared object per value keeps the
-# parsed model small. Bounded, because unique values (uuids, MACs) never repeat.
+# parsed model small. Bounded, because unique values (uuids, MACs) never repeat;
+# a full cache starts over (`_keep`) rather than stop learning, or values
+# that repeat only nearby (a MIG device's parentUUID, once per partition of its
+# GPU) would miss from then on: at 100,000 nodes that took every MIG device off
+# the fast path once the first ~20,000 nodes had filled the cache.
 _SHARED_ATTRIBUTES: dict[AttributeValue, AttributeValue] = {}
 _SHARED_ATTRIBUTES_MAX: Final = 1 << 18
 _UNSUPPORTED: Final = AttributeValue("", None)
@@ -696,10 +700,15 @@ def _attribute(raw: Any, where: str, name: Any) -> AttributeValue:
             if hit is not None:
                 return hit
             parsed = _parse_attribute(raw, f"{where}.attributes[{name}]")
-            if len(_SCALARS) < _SHARED_ATTRIBUTES_MAX:
-                _SCALARS[(kind, value, type(value))] = parsed
+            _keep(_SCALARS, (kind, value, type(value)), parsed)
             return parsed
     return _parse_attribute(raw, f"{where}.attributes[{name}]")
+
+
+def _keep(cache: dict[Any, Any], key: Any, value: Any) -> None:
+    if len(cache) >= _SHARED_ATTRIBUTES_MAX:
+        cache.clear()
+    cache[key] = value
 
 
 def _parse_attribute(raw: Any, what: str) -> AttributeValue:
@@ -733,8 +742,7 @@ def _shared_attribute(attribute: AttributeValue) -> AttributeValue:
         return attribute
     if shared is not None:
         return shared
-    if len(_SHARED_ATTRIBUTES) < _SHARED_ATTRIBUTES_MAX:
-        _SHARED_ATTRIBUTES[attribute] = attribute
+    _keep(_SHARED_ATTRIBUTES, attribute, attribute)
     return attribute
 
 
@@ -756,8 +764,8 @@ def _simple_values(raw: Mapping[str, Any]) -> tuple[tuple[str, str], ...] | None
 
 
 def _remember(key: tuple[Any, ...] | None, value: Any) -> None:
-    if key is not None and len(_SHARED) < _SHARED_ATTRIBUTES_MAX:
-        _SHARED[key] = value
+    if key is not None:
+        _keep(_SHARED, key, value)
 
 
 def _capacity_map(raw: Any, *, driver: str, where: str) -> Mapping[str, DeviceCapacity]:
@@ -866,8 +874,7 @@ def _qualified_layout(driver: str, names: tuple[Any, ...]) -> tuple[str, ...] | 
         return _QUALIFIED_LAYOUTS[key]
     qualified = tuple(_key(k, driver) for k in names)
     hit = qualified if len(set(qualified)) == len(qualified) else None
-    if len(_QUALIFIED_LAYOUTS) < _SHARED_ATTRIBUTES_MAX:
-        _QUALIFIED_LAYOUTS[key] = hit
+    _keep(_QUALIFIED_LAYOUTS, key, hit)
     return hit
 
 
