@@ -336,12 +336,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows = _peer(args)
         doc["upstream"] = [r.to_dict() for r in rows]
         text += "\n\n## drax vs upstream's allocator\n\n" + peer.markdown(rows) + "\n"
+    _publish(args, doc, text)
+    return 0
+
+
+def _publish(args: argparse.Namespace, doc: dict[str, Any], text: str) -> None:
+    """The report on stdout, and as JSON / Markdown where `--json` / `--markdown` ask."""
     print(text)
     if args.json:
         Path(args.json).write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2))
     if args.markdown:
         Path(args.markdown).write_text(text)
-    return 0
 
 
 def _soak(args: argparse.Namespace, command: str) -> int:
@@ -352,11 +357,7 @@ def _soak(args: argparse.Namespace, command: str) -> int:
         return 1
     doc.update(command=command, commit=_head_commit())
     text = soak.markdown(doc)
-    print(text)
-    if args.json:
-        Path(args.json).write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2))
-    if args.markdown:
-        Path(args.markdown).write_text(text)
+    _publish(args, doc, text)
     return 0 if doc["passed"] else 1
 
 
@@ -376,11 +377,7 @@ def _from_api(args: argparse.Namespace, command: str) -> int:
         return 1
     doc = {"command": command, "commit": _head_commit(), "from_api": results}
     text = kube_ready.markdown(results)
-    print(text)
-    if args.json:
-        Path(args.json).write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2))
-    if args.markdown:
-        Path(args.markdown).write_text(text)
+    _publish(args, doc, text)
     return 0
 
 
@@ -392,11 +389,7 @@ def _real_cluster(args: argparse.Namespace, command: str) -> int:
         return 1
     doc["command"], doc["commit"] = command, _head_commit()
     text = real_cluster.markdown(doc, command=command)
-    print(text)
-    if args.json:
-        Path(args.json).write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2))
-    if args.markdown:
-        Path(args.markdown).write_text(text)
+    _publish(args, doc, text)
     return 0
 
 

@@ -77,7 +77,8 @@ class Server:
             return ""
 
 
-def _stop(process: subprocess.Popen[bytes]) -> None:
+def stop_process(process: subprocess.Popen[bytes]) -> None:
+    """Ask a server to exit (SIGINT, it drains), kill it if it has not within 15 s."""
     if process.poll() is not None:
         return
     process.send_signal(signal.SIGINT)
@@ -122,7 +123,7 @@ def serving(argv: Sequence[str], *, port: int, log: Path,
         _wait_ready(server, timeout=ready_timeout, started=started)
         yield server
     finally:
-        _stop(process)
+        stop_process(process)
 
 
 # --------------------------------------------------------------------------- client

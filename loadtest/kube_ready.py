@@ -27,7 +27,7 @@ import httpx
 import orjson
 
 from loadtest import generator
-from loadtest.bench import free_port, memory_bytes
+from loadtest.bench import free_port, memory_bytes, stop_process
 from tests.kube.apiserver import FakeApiServer
 
 REPO: Final = Path(__file__).resolve().parents[1]
@@ -94,12 +94,7 @@ async def _measure(*, nodes: int, seed: int, claims: list[dict[str, Any]], workd
                 ready = await _wait_ready(proc, port, timeout=ready_timeout, started=started)
                 rss, peak = memory_bytes(proc.pid)
             finally:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=20)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+                stop_process(proc)
         lists = api.count("GET", "/resourceslices")
     finally:
         await api.stop()
