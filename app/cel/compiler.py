@@ -62,6 +62,7 @@ from app.cel.types import (
     unify,
 )
 from app.cel.values import (
+    KEY_TYPES,
     OPTIONAL_NONE,
     Optional,
     StringKeyMap,
@@ -83,7 +84,6 @@ _SORT_BY_TARGETS: Final = (ast.ListLit, ast.Ident, ast.Call, ast.Select, ast.Ind
 # Key types `sortBy` accepts (cel-go's comparable types that drax has, and dyn).
 _SORTABLE: Final = frozenset({"int", "uint", "double", "bool", "string", "bytes", "dyn"})
 _MISSING: Final = object()
-_QUALIFIER_TYPES: Final = frozenset({str, int, UInt, bool, float})
 _DEVICE_FIELDS: Final = {
     "driver": STRING,
     "attributes": map_of(STRING, map_of(STRING, DYN)),
@@ -832,7 +832,7 @@ def _optional_chain(op: Fn, name: str, *, optional: bool) -> Fn:
 def _check_qualifier(index: Compiled) -> None:
     """cel-go turns a constant index into a qualifier when it plans the program,
     and has qualifiers only for the map key types (and double)."""
-    if index.const and type(index.value) not in _QUALIFIER_TYPES:
+    if index.const and type(index.value) not in KEY_TYPES:
         raise CheckError("program instantiation failed: invalid qualifier type: "
                          f"{go_type_name(index.value)}", None)
 

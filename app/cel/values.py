@@ -161,7 +161,8 @@ def _map_equal(left: dict[Any, Any], right: Any) -> bool:
 
 
 _MISSING: Final = object()
-_KEY_TYPES: Final = frozenset({str, int, UInt, bool, float})
+# The Python types of CEL map keys (and cel-go's qualifiers: doubles too).
+KEY_TYPES: Final = frozenset({str, int, UInt, bool, float})
 # cel-go keys its map literals by Go value, and these values hold slices, so
 # hashing one to look it up panics (a runtime error, once the map is not empty).
 _UNHASHABLE_IN_GO: Final = frozenset({bytes, Semver})
@@ -177,7 +178,7 @@ class StringKeyMap(dict[str, Any]):
 def map_lookup(mapping: dict[Any, Any], key: Any) -> Any:
     """Map index with CEL key semantics: numeric keys match across int/uint/double."""
     tk = type(key)
-    if tk not in _KEY_TYPES:
+    if tk not in KEY_TYPES:
         if tk in _UNHASHABLE_IN_GO and mapping and type(mapping) is dict:
             raise EvalError(f"hash of unhashable type {go_type_name(key)}")
         return _MISSING
