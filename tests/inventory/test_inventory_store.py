@@ -247,6 +247,30 @@ def test_counts() -> None:
     assert (counts.nodes, counts.devices, counts.allocated_devices) == (2, 3, 0)
 
 
+
+def test_device_count_follows_every_change_of_a_pool_counted_before() -> None:
+    """`counts` keeps a pool's count between scrapes; each change must drop it."""
+    inv = inventory(node("n1"),
+                    resource_slice("a", node_name="n1", pool="p", count=2,
+                                   devices=[device("d0"), device("d1")]))
+    assert inv.counts().devices == 2
+    inv.apply("ResourceSlice", "ADDED", resource_slice("b", node_name="n1", pool="p", count=2,
+                                                       devices=[device("d2")]))
+    assert inv.counts().devices == 3
+    inv.node_state("n1")  # the pool's info built after it was counted
+    assert inv.counts().devices == 3
+    inv.apply("ResourceSlice", "MODIFIED", resource_slice(
+        "a", node_name="n1", pool="p", generation=2, devices=[device("d0")]))
+    assert inv.counts().devices == 1  # only the newest generation
+    inv.apply("ResourceSlice", "DELETED", resource_slice("a", node_name="n1", pool="p",
+                                                         generation=2))
+    assert inv.counts().devices == 1  # generation 1's "b" again
+    inv.replace("ResourceSlice", [resource_slice("c", node_name="n1", pool="q",
+                                                 devices=[device("e0")])])
+    assert inv.counts().devices == 1
+    inv.replace("ResourceSlice", [])
+    assert inv.counts().devices == 0
+
 # ---------------------------------------------------------------- assumed allocations
 
 
