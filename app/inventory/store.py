@@ -117,9 +117,12 @@ class Inventory:
         self._slices: dict[str, ResourceSlice] = {}
         self._pool_slices: dict[PoolKey, dict[str, ResourceSlice]] = {}
         self._pool_infos: dict[PoolKey, PoolInfo | None] = {}
-        # devices per pool for `counts`, kept until the pool changes: counting the
-        # pools nothing has built an info for yet walked every device at every scrape
+        # devices per pool and their sum for `counts`, recounted only for the pools
+        # changed since (at the next read, so a pool of many slices is not recounted
+        # per slice while it is listed)
         self._pool_device_counts: dict[PoolKey, int] = {}
+        self._device_count = 0
+        self._uncounted_pools: set[PoolKey] = set()
         self._local_pools: dict[str, dict[PoolKey, int]] = {}  # node -> pool -> slice count
         self._shared_pools: dict[PoolKey, int] = {}  # pool -> count of non-node-local slices
         self._classes: dict[str, DeviceClass] = {}
@@ -354,23 +357,17 @@ class Inventory:
         return self.selectors.class_matches(device_class, device)
 
     def counts(self) -> InventoryCounts:
-        """Read at every metrics scrape: a pool is counted once per change, from its
-        info if built, else from its slices without building the info (a scrape
-        after a burst of 5,000 slice events rebuilt them all, 0.1 s at 2,000 nodes;
-        counting every unbuilt pool at every scrape took over 1 s at 100,000)."""
-        devices = 0
-        for key, slices in self._pool_slices.items():
-            count = self._pool_device_counts.get(key)
-            if count is None:
-                info = self._pool_infos.get(key)
-                count = self._pool_device_counts[key] = (
-                    len(info.devices_by_name) if info is not None
-                    else _newest_device_names(slices.values()))
-            devices += count
+        """Read at every metrics scrape, so only the pools changed since the last
+        read are counted (walking every pool with no info built yet took
+        0.14-0.18 s per scrape at 20,000 nodes, most of drax's CPU while a
+        100,000-node cluster warmed)."""
+        for key in self._uncounted_pools:
+            self._recount(key)
+        self._uncounted_pools.clear()
         taken = {r.device_id for holding in self._holdings.values()
                  for results in holding.values() for r in results}
         return InventoryCounts(nodes=len(self._nodes.keys() | self._local_pools.keys()),
-                               devices=devices,
+                               devices=self._device_count,
                                allocated_devices=len(taken))
 
     # ------------------------------------------------------------------ assumed allocations
@@ -454,7 +451,7 @@ class Inventory:
     def _pool_changed(self, key: PoolKey, old: ResourceSlice | None) -> None:
         """Recompute the pool and stamp every node that could see it before or after."""
         self._pool_infos.pop(key, None)
-        self._pool_device_counts.pop(key, None)
+        self._uncounted_pools.add(key)
         nodes = self._pool_nodes(key)
         if old is not None and old.node_name is not None:
             nodes.add(old.node_name)
@@ -462,6 +459,13 @@ class Inventory:
             self._stamp_all()
         else:
             self._stamp_nodes(nodes)
+
+    def _recount(self, key: PoolKey) -> None:
+        slices = self._pool_slices.get(key)
+        count = _newest_device_names(slices.values()) if slices else 0
+        self._device_count += count - self._pool_device_counts.pop(key, 0)
+        if slices:
+            self._pool_device_counts[key] = count
 
     def _pool_nodes(self, key: PoolKey) -> set[str]:
         return {s.node_name for s in self._pool_slices.get(key, {}).values()
