@@ -359,7 +359,7 @@ class Inventory:
     def counts(self) -> InventoryCounts:
         """Read at every metrics scrape, so only the pools changed since the last
         read are counted (walking every pool with no info built yet took
-        0.14-0.18 s per scrape at 20,000 nodes, most of drax's CPU while a
+        0.14-0.31 s per scrape at 20,000 nodes, most of drax's CPU while a
         100,000-node cluster warmed)."""
         for key in self._uncounted_pools:
             self._recount(key)

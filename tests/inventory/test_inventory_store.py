@@ -247,7 +247,6 @@ def test_counts() -> None:
     assert (counts.nodes, counts.devices, counts.allocated_devices) == (2, 3, 0)
 
 
-
 def test_device_count_follows_every_change_of_a_pool_counted_before() -> None:
     """`counts` keeps a pool's count between scrapes; each change must drop it."""
     inv = inventory(node("n1"),
@@ -270,6 +269,7 @@ def test_device_count_follows_every_change_of_a_pool_counted_before() -> None:
     assert inv.counts().devices == 1
     inv.replace("ResourceSlice", [])
     assert inv.counts().devices == 0
+
 
 # ---------------------------------------------------------------- assumed allocations
 
