@@ -390,10 +390,13 @@ class Extender:
 
     async def keep_warm(self, *, slice_seconds: float = 0.0005, quiet_seconds: float = 0.005,
                         idle_seconds: float = 0.5,
-                        on_settled: Callable[[], None] | None = None) -> None:
+                        on_settled: Callable[[], None] | None = None,
+                        on_progress: Callable[[], None] | None = None,
+                        progress_seconds: float = 1.0) -> None:
         """`Warmer.keep_warm`: warming slices while no verb is asked, forever."""
         await self._warmer.keep_warm(slice_seconds=slice_seconds, quiet_seconds=quiet_seconds,
-                                     idle_seconds=idle_seconds, on_settled=on_settled)
+                                     idle_seconds=idle_seconds, on_settled=on_settled,
+                                     on_progress=on_progress, progress_seconds=progress_seconds)
 
     def _pod(self, *, namespace: str, name: str, uid: str) -> Pod | None:
         """The pod a verb saw (`pods`), else the inventory's (file mode)."""

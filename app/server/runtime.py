@@ -294,7 +294,7 @@ def _warming(extender: Extender, inner: Lifespan | None) -> Lifespan:
             # gc.freeze: a full collection over the answers and selector caches a
             # pass builds took 0.2 s at 500 nodes, a pause inside some request.
             task = asyncio.get_running_loop().create_task(
-                extender.keep_warm(on_settled=gc.freeze))
+                extender.keep_warm(on_settled=gc.freeze, on_progress=gc.freeze))
             try:
                 yield
             finally:

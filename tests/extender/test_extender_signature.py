@@ -383,6 +383,30 @@ async def test_keep_warm_reports_settling_after_full_passes_only() -> None:
     assert len(settled) == 2
 
 
+async def test_keep_warm_reports_progress_during_a_long_pass_and_none_when_idle() -> None:
+    import asyncio
+
+    inv = load(GPU_CLASS, *[gpu_node(f"n{i}") for i in range(200)],
+               claim("a", requests=[exactly("gpu", "gpu")]))
+    ext = extender(inv)
+    progress: list[int] = []
+    settled: list[int] = []
+    task = asyncio.create_task(ext.keep_warm(
+        slice_seconds=0.001, idle_seconds=0.01, progress_seconds=0.002,
+        on_settled=lambda: settled.append(len(progress)),
+        on_progress=lambda: progress.append(ext.stats.warming_backlog)))
+    for _ in range(500):
+        if settled:
+            break
+        await asyncio.sleep(0.01)
+    reported = len(progress)
+    await asyncio.sleep(0.1)
+    task.cancel()
+    assert settled and settled[0] >= 1  # reported before the pass was over
+    assert any(backlog > 0 for backlog in progress)
+    assert len(progress) == reported  # nothing to warm: nothing reported
+
+
 async def test_a_shape_whose_last_claim_was_allocated_needs_no_pass_over_every_node(
         ) -> None:
     import asyncio
