@@ -200,6 +200,13 @@ class Inventory:
             if i % step == step - 1:
                 yield
         parsed.clear()
+        # Counted here, in steps: left to the next scrape, the pools of a first
+        # list (3.4 million devices at 100,000 nodes) were one step of about 1 s.
+        for i, pool in enumerate(list(self._uncounted_pools)):
+            self._uncounted_pools.discard(pool)
+            self._recount(pool)
+            if i % step == step - 1:
+                yield
 
     def mark_synced(self, kind: str) -> None:
         if kind not in KINDS:

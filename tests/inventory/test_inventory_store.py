@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from app.allocator.types import ClaimAllocation
-from app.inventory import Inventory
+from app.inventory import Inventory, store
 from app.model import (
     AllocationResult,
     DeviceRequestAllocationResult,
@@ -269,6 +269,21 @@ def test_device_count_follows_every_change_of_a_pool_counted_before() -> None:
     assert inv.counts().devices == 1
     inv.replace("ResourceSlice", [])
     assert inv.counts().devices == 0
+
+
+def test_a_list_counts_its_pools_in_its_own_steps_not_at_the_next_scrape(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    inv = inventory()
+    steps = list(inv.replacing("ResourceSlice", [
+        resource_slice(f"s{i}", node_name=f"n{i}", devices=[device("d0"), device("d1")])
+        for i in range(3)]))
+    assert len(steps) >= 3 * 2
+    counted: list[int] = []
+    real = store._newest_device_names
+    monkeypatch.setattr(store, "_newest_device_names",
+                        lambda slices: counted.append(1) or real(slices))
+    assert inv.counts().devices == 6
+    assert counted == []
 
 
 # ---------------------------------------------------------------- assumed allocations
