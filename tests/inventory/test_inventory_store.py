@@ -247,6 +247,22 @@ def test_counts() -> None:
     assert (counts.nodes, counts.devices, counts.allocated_devices) == (2, 3, 0)
 
 
+def test_node_count_follows_nodes_and_their_local_slices_in_any_order() -> None:
+    """A node is counted once whether a Node object, local slices or both name it."""
+    inv = inventory()
+    gpus = resource_slice("s1", node_name="n1", devices=[device("d0")])
+    events = [("Node", "ADDED", node("n1")), ("ResourceSlice", "ADDED", gpus),
+              ("Node", "DELETED", node("n1")), ("ResourceSlice", "DELETED", gpus),
+              ("ResourceSlice", "ADDED", gpus), ("Node", "ADDED", node("n1")),
+              ("ResourceSlice", "DELETED", gpus), ("Node", "ADDED", node("n2")),
+              ("Node", "DELETED", node("n1"))]
+    seen = []
+    for kind, event, obj in events:
+        inv.apply(kind, event, obj)
+        seen.append(inv.counts().nodes)
+    assert seen == [1, 1, 1, 0, 1, 1, 1, 2, 1]
+
+
 def test_device_count_follows_every_change_of_a_pool_counted_before() -> None:
     """`counts` keeps a pool's count between scrapes; each change must drop it."""
     inv = inventory(node("n1"),
