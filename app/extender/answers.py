@@ -44,6 +44,7 @@ from app.extender.extended import (
 )
 from app.extender.signature import (
     MatchColumns,
+    RequestKind,
     StaticSignatures,
     map_outcome,
     rename_words,
@@ -351,9 +352,18 @@ class AnswerBook:
 
     def _signature(self, request: Request, state: NodeState) -> tuple[Hashable, Hashable]:
         """(full signature, hardware signature), both including the selector matches."""
+        return self._signatures(state, request.kinds)
+
+    def equivalence(self, state: NodeState, kinds: Sequence[RequestKind]) -> Hashable:
+        """Equal on two nodes exactly when requests of `kinds` face the same
+        problem on them (hardware, usage, selector matches): the key answers are
+        shared under, and the inventory observer's capacity counts."""
+        return self._signatures(state, kinds)[0]
+
+    def _signatures(self, state: NodeState, kinds: Sequence[RequestKind]
+                    ) -> tuple[Hashable, Hashable]:
         static = self.static.of(state)
-        matches = self.matches.signature(state.view, request.kinds,
-                                         classes=self._inventory.classes,
+        matches = self.matches.signature(state.view, kinds, classes=self._inventory.classes,
                                          matcher=self._inventory.selectors.matches_shared)
         return (static.full, matches), (static.hardware, matches)
 

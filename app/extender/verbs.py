@@ -29,7 +29,7 @@ import contextlib
 import logging
 import math
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -54,10 +54,11 @@ from app.extender.claims import ClaimResolver
 from app.extender.extended import ExtendedClaim
 from app.extender.pending import PendingBinds
 from app.extender.pods import PodMemory
+from app.extender.signature import request_kinds
 from app.extender.warming import Warmer
 from app.features import FeatureGates
-from app.inventory import Inventory
-from app.model import Pod
+from app.inventory import Inventory, NodeState
+from app.model import Pod, ResourceClaim
 from app.observability.stats import SearchStats
 from app.topology import TopologyConfig
 
@@ -368,6 +369,10 @@ class Extender:
         if self._warmer.last_call == bound_at:
             self._book.current(request)
 
+
+    def equivalence(self, state: NodeState, claims: Sequence[ResourceClaim]) -> Hashable:
+        """`AnswerBook.equivalence` for the requests of `claims`."""
+        return self._book.equivalence(state, request_kinds(claims))
 
     @property
     def stats(self) -> SearchStats:

@@ -243,7 +243,8 @@ def build_runtime(settings: Settings, *,
                                                      inventory=inventory, config=topology))
         warm_first(extender, budget_seconds=WARM_BEFORE_READY_SECONDS)
     observer = InventoryObserver(inventory, config=topology, features=settings.features,
-                                 shapes=shapes, stats=extender.stats)
+                                 shapes=shapes, stats=extender.stats,
+                                 equivalence=extender.equivalence)
     extra: list[Collector] = [observer]
     if source != "kube":
         extra.append(InventorySizes(inventory))  # kube mode registers its own

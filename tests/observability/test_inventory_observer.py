@@ -5,9 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
+from app.extender.verbs import Extender
 from app.features import FeatureGates
 from app.inventory import Inventory
 from app.inventory.store import KINDS
+from app.observability import inventory as observed
 from app.observability.inventory import TOP_FRAGMENTED, InventoryObserver, Snapshot
 from app.topology import TopologyConfig
 from loadtest import generator
@@ -24,8 +28,10 @@ def _inventory(objects: list[dict[str, Any]]) -> Inventory:
     return inv
 
 
-def _observer(inv: Inventory) -> InventoryObserver:
-    return InventoryObserver(inv, config=TopologyConfig(), features=FeatureGates())
+def _observer(inv: Inventory, *, shared: bool = False) -> InventoryObserver:
+    equivalence = Extender(inv, features=FeatureGates()).equivalence if shared else None
+    return InventoryObserver(inv, config=TopologyConfig(), features=FeatureGates(),
+                             equivalence=equivalence)
 
 
 def _figures(snap: Snapshot) -> dict[str, Any]:
@@ -102,3 +108,29 @@ def test_a_full_walk_is_a_step_per_node_and_a_change_revisits_its_node_only() ->
     inv.apply("ResourceClaim", "ADDED", _holding("a", f"{GPU}/node-00000/gpu-0"))
     assert sum(1 for _ in observer._walk()) < 5
     assert observer.snapshot.devices[GPU, "allocated"] == 1
+
+
+def test_figures_shared_by_equivalent_nodes_are_those_counted_node_by_node(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    objects = generator.generate_cluster(nodes=24)
+    inv = _inventory(objects)
+    shared, alone = _observer(inv, shared=True), _observer(inv)
+    computed: list[int] = []
+    real = observed.node_stats
+    monkeypatch.setattr(observed, "node_stats",
+                        lambda state, **kw: computed.append(1) or real(state, **kw))
+    shared.refresh()
+    assert 0 < len(computed) < 24  # nodes of one kind counted once
+    alone.refresh()
+    assert _figures(shared.snapshot) == _figures(alone.snapshot)
+    named = {o["metadata"]["name"]: o for o in objects}
+    for kind, event, obj in [
+            ("ResourceClaim", "ADDED", _holding("a", f"{GPU}/node-00000/gpu-0",
+                                                f"{GPU}/node-00001/gpu-3")),
+            ("ResourceClaim", "ADDED", _holding("b", f"{GPU}/node-00002/gpu-0")),
+            ("ResourceSlice", "DELETED", named["node-00004-dra.net-nics"]),
+            ("ResourceSlice", "ADDED", _network_pool("port-0"))]:
+        inv.apply(kind, event, obj)
+        shared.refresh()
+        alone.refresh()
+        assert _figures(shared.snapshot) == _figures(alone.snapshot), (kind, event)
