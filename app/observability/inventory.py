@@ -43,7 +43,14 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from app.allocator.fits import GPU_CLASS, NIC_CLASS, ROOT_ATTRIBUTE, gpu_shape, max_fits
+from app.allocator.fits import (
+    GPU_CLASS,
+    NIC_CLASS,
+    ROOT_ATTRIBUTE,
+    FitCount,
+    count_fits,
+    gpu_shape,
+)
 from app.allocator.types import AllocatedState, NodeView, PoolView
 from app.features import FeatureGates
 from app.inventory import Inventory, NodeState
@@ -58,6 +65,11 @@ TOP_FRAGMENTED: Final = 10
 _SLICE_SECONDS: Final = 0.002  # one slice of the walk before yielding the loop
 _SUMMARY_STEP: Final = 1024  # nodes per step of a walk's end
 _EQUIVALENT_KINDS: Final = 4096  # figures kept per kind of node (hardware, usage)
+# Steps of one capacity probe. A probe that cannot prove a count infeasible runs
+# out its budget, and at the allocator's default (200,000) one node of a filling
+# cluster took 0.74 s, a step no verb can wait for; at this budget 15 ms. The
+# count is then the largest proven (`drax_capacity_inexact_nodes`).
+CAPACITY_STEP_BUDGET: Final = 5_000
 # (node state, the capacity claims) -> a key equal on nodes with equal figures
 Equivalence = Callable[[NodeState, Sequence[ResourceClaim]], Hashable]
 
@@ -140,6 +152,7 @@ class NodeStats:
     stranded: int  # free GPU units whose root has NICs, none of them free
     fragmented: int  # free GPU units on roots that are partly used
     capacity: Mapping[str, int]
+    inexact: frozenset[str] = frozenset()  # shapes whose count is a lower bound
 
 
 @dataclass(slots=True)
@@ -150,6 +163,7 @@ class Snapshot:
     free_per_node: Counter[int] = field(default_factory=Counter)  # free devices -> nodes
     fragmented: list[tuple[str, int]] = field(default_factory=list)
     capacity: dict[str, int] = field(default_factory=dict)
+    inexact: dict[str, int] = field(default_factory=dict)  # shape -> nodes
     seconds: float = 0.0  # how long the walk that built it took, loop yields included
     complete: bool = False
 
@@ -163,6 +177,7 @@ class _Totals:
     stranded: int = 0
     free_per_node: Counter[int] = field(default_factory=Counter)
     capacity: Counter[str] = field(default_factory=Counter)
+    inexact: Counter[str] = field(default_factory=Counter)
     fragmented: dict[str, int] = field(default_factory=dict)  # only nodes with some
     sharing: set[str] = field(default_factory=set)  # nodes that see a shared pool
 
@@ -172,6 +187,7 @@ class _Totals:
         self.stranded += node.stranded
         self.free_per_node[node.free] += 1
         self.capacity.update(node.capacity)
+        self.inexact.update(node.inexact)
         if node.fragmented:
             self.fragmented[name] = node.fragmented
         if node.shared_pools:
@@ -183,6 +199,7 @@ class _Totals:
         self.stranded -= node.stranded
         self.free_per_node[node.free] -= 1
         self.capacity.subtract(node.capacity)
+        self.inexact.subtract(node.inexact)
         self.fragmented.pop(name, None)
         self.sharing.discard(name)
 
@@ -212,10 +229,9 @@ def _device_state(device: Device, pool: tuple[str, str], allocated: AllocatedSta
     return "free"
 
 
-def node_stats(state: NodeState, *, config: TopologyConfig, shapes: Sequence[CapacityShape],
-               claims: Sequence[ResourceClaim], classes: Mapping[str, Any],
-               features: FeatureGates, class_matcher: Callable[..., bool],
-               selector_matches: Callable[[str, Device], bool]) -> NodeStats:
+def node_stats(state: NodeState, *, config: TopologyConfig,
+               counts: Mapping[str, FitCount]) -> NodeStats:
+    """The node's figures, given its capacity `counts` per shape name."""
     view, allocated = state.view, state.allocated
     devices: dict[str, tuple[str, str]] = {}
     local_devices: Counter[tuple[str, str]] = Counter()
@@ -240,13 +256,12 @@ def node_stats(state: NodeState, *, config: TopologyConfig, shapes: Sequence[Cap
         else:
             shared_pools[pool.key] = (pool_state, shared)
     stranded, fragmented = _roots(view, config, devices)
-    capacity = {shape.name: max_fits(
-        [claim], view, classes=classes, allocated=allocated, features=features,
-        class_matcher=class_matcher, selector_matches=selector_matches)
-        for shape, claim in zip(shapes, claims, strict=True)}
     return NodeStats(local_devices=local_devices,
                      local_pools=local_pools, shared_pools=shared_pools, free=free,
-                     stranded=stranded, fragmented=fragmented, capacity=capacity)
+                     stranded=stranded, fragmented=fragmented,
+                     capacity={name: fit.count for name, fit in counts.items()},
+                     inexact=frozenset(name for name, fit in counts.items()
+                                       if not fit.exact and fit.error is None))
 
 
 def _roots(view: NodeView, config: TopologyConfig,
@@ -335,7 +350,7 @@ class InventoryObserver(Collector):
                 self._forget(name)
             elif cached is None or cached[0] != state.view.version:
                 self._forget(name)
-                node = self._stats_of(state)
+                node = yield from self._stats_of(state)
                 self._nodes[name] = (state.view.version, node)
                 self._totals.add(name, node)
             yield
@@ -349,9 +364,10 @@ class InventoryObserver(Collector):
         self._walked_at = sequence
         self.walks += 1
 
-    def _stats_of(self, state: NodeState) -> NodeStats:
+    def _stats_of(self, state: NodeState) -> Generator[None, None, NodeStats]:
         """The node's figures, shared with an equivalent node counted before; a
-        node seeing a shared pool is counted itself (its figures name devices)."""
+        node seeing a shared pool is counted itself (its figures name devices).
+        A step per shape's count."""
         key = None
         if self._equivalence is not None and not _sees_shared(state.view):
             key = self._equivalence(state, self._claims)
@@ -359,10 +375,15 @@ class InventoryObserver(Collector):
             if hit is not None:
                 return hit
         inv = self.inventory
-        node = node_stats(state, config=self._config, shapes=self._shapes,
-                          claims=self._claims, classes=inv.classes, features=self._features,
-                          class_matcher=inv.class_matcher,
-                          selector_matches=inv.selectors.selector_matches)
+        counts = {}
+        for shape, claim in zip(self._shapes, self._claims, strict=True):
+            counts[shape.name] = count_fits(
+                [claim], state.view, classes=inv.classes, allocated=state.allocated,
+                features=self._features, class_matcher=inv.class_matcher,
+                selector_matches=inv.selectors.selector_matches,
+                step_budget=CAPACITY_STEP_BUDGET)
+            yield
+        node = node_stats(state, config=self._config, counts=counts)
         if key is not None:
             self._by_equivalence[key] = node
         return node
@@ -406,6 +427,7 @@ class InventoryObserver(Collector):
                         free_per_node=+totals.free_per_node,
                         fragmented=[(name, -count) for count, name in top],
                         capacity={s.name: totals.capacity[s.name] for s in self._shapes},
+                        inexact={s.name: totals.inexact[s.name] for s in self._shapes},
                         seconds=time.monotonic() - started, complete=True)
 
     def collect(self) -> Iterator[Any]:
@@ -444,6 +466,14 @@ class InventoryObserver(Collector):
         for shape in self._shapes:
             capacity.add_metric([shape.name], snap.capacity.get(shape.name, 0))
         yield capacity
+        inexact = GaugeMetricFamily(
+            "drax_capacity_inexact_nodes", "Nodes whose drax_capacity_pods count is a "
+            "lower bound, the largest proven: a probe ran out of its search budget (or the "
+            "count reached 1024).",
+            labels=["shape"])
+        for shape in self._shapes:
+            inexact.add_metric([shape.name], snap.inexact.get(shape.name, 0))
+        yield inexact
         yield GaugeMetricFamily("drax_inventory_walk_seconds",
                                 "Duration of the last background inventory walk.",
                                 value=snap.seconds)

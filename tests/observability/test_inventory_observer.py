@@ -106,7 +106,7 @@ def test_a_full_walk_is_a_step_per_node_and_a_change_revisits_its_node_only() ->
     observer = _observer(inv)
     assert sum(1 for _ in observer._walk()) >= 40
     inv.apply("ResourceClaim", "ADDED", _holding("a", f"{GPU}/node-00000/gpu-0"))
-    assert sum(1 for _ in observer._walk()) < 5
+    assert sum(1 for _ in observer._walk()) < 10  # one node: a step per shape
     assert observer.snapshot.devices[GPU, "allocated"] == 1
 
 
@@ -134,3 +134,18 @@ def test_figures_shared_by_equivalent_nodes_are_those_counted_node_by_node(
         shared.refresh()
         alone.refresh()
         assert _figures(shared.snapshot) == _figures(alone.snapshot), (kind, event)
+
+
+def test_a_count_cut_by_its_search_budget_is_a_lower_bound_and_counted_as_such(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    inv = _inventory([*generator.generate_cluster(nodes=4),
+                      _holding("a", f"{GPU}/node-00000/gpu-0")])
+    exact = _observer(inv)
+    exact.refresh()
+    assert set(exact.snapshot.inexact.values()) == {0}
+    monkeypatch.setattr(observed, "CAPACITY_STEP_BUDGET", 1)
+    cut = _observer(inv)
+    cut.refresh()
+    assert sum(cut.snapshot.inexact.values()) > 0
+    for shape, count in cut.snapshot.capacity.items():
+        assert count <= exact.snapshot.capacity[shape]
