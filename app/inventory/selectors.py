@@ -103,15 +103,17 @@ class SelectorCache:
         return hit
 
     def matches_shared(self, device_class: DeviceClass, selectors: Iterable[str],
-                       device: Device) -> bool:
-        """The class's selectors, then `selectors`, on `device`, without keeping a
-        per-device entry where the results can be shared by projection: node
-        signatures ask about every device of the cluster, and an entry per
-        (class, device) cost more than a gigabyte at 100,000 nodes. Expressions
-        without a projection go through the per-device memo. Raises what
-        `class_matches` and `selector_matches` raise."""
-        if not self._by_projection(device_class.selectors, device,
-                                   lambda: self.class_matches(device_class, device)):
+                       device: Device, *, class_holds: bool = False) -> bool:
+        """The class's selectors (unless the caller knows they hold), then
+        `selectors`, on `device`, without keeping a per-device entry where the
+        results can be shared by projection: node signatures ask about every
+        device of the cluster, and an entry per (class, device) cost more than a
+        gigabyte at 100,000 nodes. Expressions without a projection go through
+        the per-device memo. Raises what `class_matches` and `selector_matches`
+        raise."""
+        if not class_holds and not self._by_projection(
+                device_class.selectors, device,
+                lambda: self.class_matches(device_class, device)):
             return False
         for expression in selectors:
             if not self._by_projection((expression,), device, functools.partial(

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 import app.extender.answers as answers
 from app.allocator import AllocatedState, allocate
+from app.extender.signature import MatchColumns
 from app.features import FeatureGates
 from app.topology import TopologyConfig, make_objective, priority
 from tests.extender.cluster import (
@@ -279,24 +280,53 @@ def test_warming_leaves_no_work_for_the_first_filter(monkeypatch) -> None:
     inv.apply("DeviceClass", "MODIFIED", GPU_CLASS | {"metadata": {"name": "gpu",
                                                                    "generation": 2}})
     assert ext.warm(budget_seconds=10) is False
-    assert len(matched) == 20  # the changed class, once per device (4 GPUs + 1 NIC, 4 nodes)
+    # per node: the changed class on each device (4 GPUs + 1 NIC), then the
+    # template's selector on the 4 GPUs the class accepts
+    assert len(matched) == 4 * (5 + 4)
     assert ext.filter(the_pod(inv), [f"n{i}" for i in range(4)]).passed == [
         "n0", "n1", "n2", "n3"]
-    assert len(matched) == 20  # the filter found the matches warming made
+    assert len(matched) == 4 * (5 + 4)  # the filter found the matches warming made
 
 
-def count_shared_matches(monkeypatch: Any) -> list[str]:
+def count_shared_matches(monkeypatch: Any, *, class_read: list[bool] | None = None
+                         ) -> list[str]:
     import app.inventory.selectors as selectors
 
     calls: list[str] = []
     real = selectors.SelectorCache.matches_shared
 
-    def counting(self, device_class, expressions, device):
+    def counting(self, device_class, expressions, device, *, class_holds=False):
         calls.append(device.id)
-        return real(self, device_class, expressions, device)
+        if class_read is not None:
+            class_read.append(not class_holds)
+        return real(self, device_class, expressions, device, class_holds=class_holds)
 
     monkeypatch.setattr(selectors.SelectorCache, "matches_shared", counting)
     return calls
+
+
+def test_a_new_kind_of_a_known_class_asks_only_the_devices_the_class_accepts(
+        monkeypatch) -> None:
+    """Every new claim shape is a new request kind; its column starts from the
+    class's own, so the class is not read again and NICs are not asked."""
+    inv = load(GPU_CLASS, NIC_CLASS, gpu_node("n0", nic_roots=["r0"]))
+    view = inv.node_state("n0").view
+    columns = MatchColumns()
+
+    def signature(*kinds: tuple[str, tuple[str, ...]]) -> Any:
+        return columns.signature(view, kinds, classes=inv.classes,
+                                 matcher=inv.selectors.matches_shared)
+
+    signature(("gpu", ()))
+    class_read: list[bool] = []
+    asked = count_shared_matches(monkeypatch, class_read=class_read)
+    low = "device.attributes['gpu.example.com'].index < 2"
+    wide = signature(("gpu", ()), ("gpu", (low,)))
+    assert sorted(asked) == [f"gpu.example.com/n0/gpu-{i}" for i in range(4)]
+    assert class_read == [False] * 4
+    fresh = MatchColumns().signature(view, (("gpu", ()), ("gpu", (low,))),
+                                     classes=inv.classes, matcher=inv.selectors.matches_shared)
+    assert wide == fresh  # the same columns as asked from nothing
 
 
 async def test_keep_warm_runs_in_the_background() -> None:
