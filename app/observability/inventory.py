@@ -318,17 +318,30 @@ class InventoryObserver(Collector):
             pass
 
     async def run(self, *, quiet: Callable[[], bool] = lambda: True,
-                  interval_seconds: float = 2.0) -> None:
+                  interval_seconds: float = 2.0,
+                  on_progress: Callable[[], None] | None = None,
+                  progress_seconds: float = 1.0) -> None:
         """Walk whenever the inventory changed, at most every `interval_seconds`;
-        a slice of the walk runs only while `quiet()` (no verb just arrived)."""
+        a slice of the walk runs only while `quiet()` (no verb just arrived).
+        `on_progress` runs after every `progress_seconds` of walking: `drax
+        serve` freezes what the walk built (node states, signatures, figures)
+        out of the cyclic collector there, as warming does; a full collection
+        over a first walk's objects was a step of 0.3-0.56 s at 20,000 nodes."""
+        worked = 0.0
         while True:
-            deadline = time.monotonic() + _SLICE_SECONDS
+            started = deadline = time.monotonic()
+            deadline += _SLICE_SECONDS
             for _ in self._walk():
                 if time.monotonic() >= deadline:
+                    worked += time.monotonic() - started
+                    if worked >= progress_seconds and on_progress is not None:
+                        worked = 0.0
+                        on_progress()
                     await asyncio.sleep(0)
                     while not quiet():
                         await asyncio.sleep(0.005)
-                    deadline = time.monotonic() + _SLICE_SECONDS
+                    started = time.monotonic()
+                    deadline = started + _SLICE_SECONDS
             await asyncio.sleep(interval_seconds)
 
     def _walk(self) -> Iterator[None]:

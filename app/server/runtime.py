@@ -272,7 +272,8 @@ def _observing(observer: InventoryObserver, extender: Extender,
             if inner is not None:
                 await stack.enter_async_context(inner(app))
             task = asyncio.get_running_loop().create_task(
-                observer.run(quiet=lambda: time.monotonic() - extender.last_request > 0.005))
+                observer.run(quiet=lambda: time.monotonic() - extender.last_request > 0.005,
+                             on_progress=gc.freeze))
             try:
                 yield
             finally:

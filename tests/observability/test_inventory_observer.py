@@ -149,3 +149,24 @@ def test_a_count_cut_by_its_search_budget_is_a_lower_bound_and_counted_as_such(
     assert sum(cut.snapshot.inexact.values()) > 0
     for shape, count in cut.snapshot.capacity.items():
         assert count <= exact.snapshot.capacity[shape]
+
+
+async def test_a_long_walk_reports_progress_so_that_what_it_built_can_be_frozen() -> None:
+    import asyncio
+
+    inv = _inventory(generator.generate_cluster(nodes=40))
+    observer = _observer(inv)
+    progress: list[int] = []
+    task = asyncio.create_task(observer.run(
+        interval_seconds=0.01, progress_seconds=0.001,
+        on_progress=lambda: progress.append(observer.walks)))
+    for _ in range(500):
+        if observer.walks:
+            break
+        await asyncio.sleep(0.01)
+    reported = len(progress)
+    await asyncio.sleep(0.05)
+    task.cancel()
+    assert observer.walks == 1
+    assert progress and progress[0] == 0  # during the first walk
+    assert len(progress) == reported  # nothing changed since: no walk, no report
