@@ -248,7 +248,8 @@ def test_counts() -> None:
 
 
 def test_node_count_follows_nodes_and_their_local_slices_in_any_order() -> None:
-    """A node is counted once whether a Node object, local slices or both name it."""
+    """A node is counted (and named) once whether a Node object, local slices or
+    both name it."""
     inv = inventory()
     gpus = resource_slice("s1", node_name="n1", devices=[device("d0")])
     events = [("Node", "ADDED", node("n1")), ("ResourceSlice", "ADDED", gpus),
@@ -256,11 +257,13 @@ def test_node_count_follows_nodes_and_their_local_slices_in_any_order() -> None:
               ("ResourceSlice", "ADDED", gpus), ("Node", "ADDED", node("n1")),
               ("ResourceSlice", "DELETED", gpus), ("Node", "ADDED", node("n2")),
               ("Node", "DELETED", node("n1"))]
-    seen = []
+    seen, names = [], []
     for kind, event, obj in events:
         inv.apply(kind, event, obj)
         seen.append(inv.counts().nodes)
+        names.append(inv.node_names())
     assert seen == [1, 1, 1, 0, 1, 1, 1, 2, 1]
+    assert names == [["n1"]] * 3 + [[]] + [["n1"]] * 3 + [["n1", "n2"], ["n2"]]
 
 
 def test_device_count_follows_every_change_of_a_pool_counted_before() -> None:
