@@ -5,8 +5,9 @@ configured shape fit) costs milliseconds per node for capacity, far too much
 for a verb or even a scrape at 5,000 nodes. `InventoryObserver.run` does it
 in slices on the event loop between requests, only for nodes whose version
 changed since their last visit, and `collect` serves the last complete
-snapshot. Capacity uses `app.allocator.fits.max_fits`, the same exact count
-`drax capacity` prints, never a second formula.
+snapshot. Capacity uses `app.allocator.fits.count_fits`, the count `drax
+capacity` prints, never a second formula, under a smaller search budget per
+probe (`CAPACITY_STEP_BUDGET`) so that no step of the walk runs long.
 
 Nodes that pose the same allocation problem (the extender's `equivalence`,
 the key its answers are shared under: same hardware, usage and selector
