@@ -54,11 +54,11 @@ from app.extender.claims import ClaimResolver
 from app.extender.extended import ExtendedClaim
 from app.extender.pending import PendingBinds
 from app.extender.pods import PodMemory
-from app.extender.signature import request_kinds
+from app.extender.signature import RequestKind
 from app.extender.warming import Warmer
 from app.features import FeatureGates
 from app.inventory import Inventory, NodeState
-from app.model import Pod, ResourceClaim
+from app.model import Pod
 from app.observability.stats import SearchStats
 from app.topology import TopologyConfig
 
@@ -370,9 +370,10 @@ class Extender:
             self._book.current(request)
 
 
-    def equivalence(self, state: NodeState, claims: Sequence[ResourceClaim]) -> Hashable:
-        """`AnswerBook.equivalence` for the requests of `claims`."""
-        return self._book.equivalence(state, request_kinds(claims))
+    def equivalence(self, state: NodeState, kinds: Sequence[RequestKind]) -> Hashable:
+        """`AnswerBook.equivalence`: equal on nodes where requests of `kinds`
+        face the same problem."""
+        return self._book.equivalence(state, kinds)
 
     @property
     def stats(self) -> SearchStats:

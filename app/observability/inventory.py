@@ -17,7 +17,8 @@ after a restart, beside the verbs and ahead of the warming they wait for.
 
 The cluster's totals are running sums (`_Totals`): a revisited node takes
 its old figures out and puts its new ones in, so finishing a walk costs the
-nodes it changed, not the cluster. Summing every node's devices at the end of
+nodes it changed (and the fragmented nodes, for the ten most fragmented), not
+the cluster. Summing every node's devices at the end of
 each walk was one step of 0.5 s at 20,000 nodes, a verb held up for as long
 at every walk of a churning cluster.
 
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import heapq
+import itertools
 import time
 from collections import Counter
 from collections.abc import Callable, Generator, Hashable, Iterator, Mapping, Sequence
@@ -53,6 +55,7 @@ from app.allocator.fits import (
     gpu_shape,
 )
 from app.allocator.types import AllocatedState, NodeView, PoolView
+from app.extender.signature import RequestKind, request_kinds
 from app.features import FeatureGates
 from app.inventory import Inventory, NodeState
 from app.model import Device, ResourceClaim
@@ -71,8 +74,9 @@ _EQUIVALENT_KINDS: Final = 4096  # figures kept per kind of node (hardware, usag
 # cluster took 0.74 s, a step no verb can wait for; at this budget 15 ms. The
 # count is then the largest proven (`drax_capacity_inexact_nodes`).
 CAPACITY_STEP_BUDGET: Final = 5_000
-# (node state, the capacity claims) -> a key equal on nodes with equal figures
-Equivalence = Callable[[NodeState, Sequence[ResourceClaim]], Hashable]
+# (node state, the capacity claims' request kinds) -> a key equal on nodes with
+# equal figures
+Equivalence = Callable[[NodeState, Sequence[RequestKind]], Hashable]
 
 
 @dataclass(slots=True, frozen=True)
@@ -304,6 +308,7 @@ class InventoryObserver(Collector):
         self._features = features
         self._shapes = tuple(shapes)
         self._claims = [s.claim() for s in self._shapes]
+        self._kinds = request_kinds(self._claims)
         self.stats = stats
         self._equivalence = equivalence
         self._nodes: dict[str, tuple[int, NodeStats]] = {}  # name -> (version, figures)
@@ -384,7 +389,7 @@ class InventoryObserver(Collector):
         A step per shape's count."""
         key = None
         if self._equivalence is not None and not _sees_shared(state.view):
-            key = self._equivalence(state, self._claims)
+            key = self._equivalence(state, self._kinds)
             hit = self._by_equivalence.get(key)
             if hit is not None:
                 return hit
@@ -429,13 +434,12 @@ class InventoryObserver(Collector):
             top = heapq.nsmallest(TOP_FRAGMENTED, [*top, *chunk])
             yield
         if len(top) < TOP_FRAGMENTED:
-            # listed with 0 in name order, so the series exists on a healthy cluster
-            names, zeros = list(self._nodes), list[str]()
-            for i in range(0, len(names), _SUMMARY_STEP):
-                chunk_names = (n for n in names[i:i + _SUMMARY_STEP]
-                               if n not in totals.fragmented)
-                zeros = heapq.nsmallest(TOP_FRAGMENTED - len(top), [*zeros, *chunk_names])
-                yield
+            # listed with 0 in name order, so the series exists on a healthy
+            # cluster: the first of the inventory's sorted names not listed yet
+            zeros = itertools.islice(
+                (n for n in self.inventory.node_names()
+                 if n in self._nodes and n not in totals.fragmented),
+                TOP_FRAGMENTED - len(top))
             top += [(0, name) for name in zeros]
         return Snapshot(devices=devices, pools=pools, stranded=totals.stranded,
                         free_per_node=+totals.free_per_node,
