@@ -6,7 +6,7 @@
 `up` builds (or reuses) the upstream binaries, then starts etcd,
 kube-apiserver (client certificates, Node,RBAC), kube-controller-manager,
 two kube-schedulers (`default-scheduler` unchanged; `drax` from
-manifests/scheduler-config.yaml with only the extender URL, the kubeconfig
+manifests/kube-scheduler/scheduler-config.yaml with only the extender URL, the kubeconfig
 and the ports adjusted, and with the kube-scheduler flags of
 manifests/deployment.yaml) and `drax serve` in kube mode. drax and its scheduler
 authenticate as the `drax-scheduler` ServiceAccount with a TokenRequest
@@ -203,10 +203,10 @@ def _get_ok(url: str, **kwargs: Any) -> bool:
 
 
 def drax_scheduler_config(cluster: Cluster, kubeconfig: Path) -> dict[str, Any]:
-    """manifests/scheduler-config.yaml (tls/scheduler-config-https.yaml with TLS) with
+    """manifests/kube-scheduler/scheduler-config.yaml (scheduler-config-https.yaml with TLS) with
     only the extender URL, the certificate files and the kubeconfig set."""
-    source = "tls/scheduler-config-https.yaml" if cluster.drax_tls else "scheduler-config.yaml"
-    config = yaml.safe_load((MANIFESTS / source).read_text())
+    source = "scheduler-config-https.yaml" if cluster.drax_tls else "scheduler-config.yaml"
+    config = yaml.safe_load((MANIFESTS / "kube-scheduler" / source).read_text())
     config["clientConnection"] = {"kubeconfig": str(kubeconfig)}
     pki = cluster.path / "pki"
     for extender in config["extenders"]:

@@ -1,5 +1,5 @@
 """drax in advisor mode: the in-tree DynamicResources plugin allocates and binds,
-drax filters and scores (manifests/scheduler-config.yaml with the plugin left
+drax filters and scores (manifests/kube-scheduler/scheduler-config.yaml with the plugin left
 enabled and no bindVerb, as the README's advisor section says).
 
 The same workload and checks as allocator mode (tests/e2e/workload.py) on a

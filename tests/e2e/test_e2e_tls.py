@@ -2,7 +2,7 @@
 
 Its own control plane: drax serves the verbs with `--tls-cert-file`,
 `--tls-private-key-file` and `--client-ca-file` (probes on `--metrics-port`),
-and the drax kube-scheduler runs manifests/tls/scheduler-config-https.yaml
+and the drax kube-scheduler runs manifests/kube-scheduler/scheduler-config-https.yaml
 (`enableHTTPS`, `tlsConfig` with caFile, certFile, keyFile) with the files of
 this cluster's PKI. A pod is bound through drax over mTLS; with a client
 certificate from another CA, drax refuses the handshake, the scheduler's

@@ -37,8 +37,10 @@ from loadtest import bench, generator
 from tests.kube.apiserver import FakeApiServer
 
 REPO: Final = Path(__file__).resolve().parents[2]
-DASHBOARDS: Final = REPO / "manifests" / "grafana"
-RULES: Final = REPO / "manifests" / "prometheus"
+GRAFANA: Final = REPO / "manifests" / "grafana"
+DASHBOARDS: Final = GRAFANA / "dashboards"  # the dashboards' JSON sources
+PROMETHEUS: Final = REPO / "manifests" / "prometheus"
+RULES: Final = PROMETHEUS / "rules"  # the plain rule file and its promtool unit tests
 SCRAPE_SECONDS: Final = 1
 NODES: Final = 6
 PODS: Final = 90

@@ -15,6 +15,8 @@ import yaml
 
 from tests.observability.stack import (
     DASHBOARDS,
+    GRAFANA,
+    PROMETHEUS,
     RULES,
     Stack,
     dashboards,
@@ -120,7 +122,7 @@ def test_promtool_checks_and_unit_tests_the_rules() -> None:
 
 def test_every_rule_has_a_runbook_line_and_the_prometheusrule_holds_the_same_groups() -> None:
     plain = yaml.safe_load((RULES / "drax-rules.yaml").read_text())
-    operator = yaml.safe_load((RULES / "drax-prometheusrule.yaml").read_text())
+    operator = yaml.safe_load((PROMETHEUS / "drax-prometheusrule.yaml").read_text())
     assert operator["kind"] == "PrometheusRule"
     assert operator["spec"] == plain
     alerts = {r["alert"]: r for g in plain["groups"] for r in g["rules"]}
@@ -136,7 +138,7 @@ def test_every_rule_has_a_runbook_line_and_the_prometheusrule_holds_the_same_gro
 
 
 def test_service_monitor_scrapes_the_metrics_service() -> None:
-    service, monitor = yaml.safe_load_all((RULES / "drax-service-monitor.yaml").read_text())
+    service, monitor = yaml.safe_load_all((PROMETHEUS / "drax-service-monitor.yaml").read_text())
     assert service["kind"] == "Service" and monitor["kind"] == "ServiceMonitor"
     assert service["metadata"]["name"] == "drax"  # the job label the rules select
     port = service["spec"]["ports"][0]["name"]
@@ -162,7 +164,7 @@ def test_dashboards_have_the_variables_descriptions_and_ship_as_a_configmap() ->
             for target in panel["targets"]:
                 if "$" in target["expr"] or "vector(" not in target["expr"]:
                     assert 'job=~"$job",instance=~"$instance"' in target["expr"], target["expr"]
-    configmap = yaml.safe_load((DASHBOARDS / "drax-dashboards-configmap.yaml").read_text())
+    configmap = yaml.safe_load((GRAFANA / "drax-dashboards-configmap.yaml").read_text())
     assert configmap["metadata"]["labels"]["grafana_dashboard"] == "1"
     assert {k: json.loads(v) for k, v in configmap["data"].items()} == found
     assert all(Path(DASHBOARDS / k).is_file() for k in configmap["data"])

@@ -12,10 +12,11 @@ from app.cli.serve import settings_from
 from app.config import Settings
 
 MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
+KUBE_SCHEDULER = MANIFESTS / "kube-scheduler"
 
 
 def scheduler_config() -> dict[str, Any]:
-    doc: dict[str, Any] = yaml.safe_load((MANIFESTS / "scheduler-config.yaml").read_text())
+    doc: dict[str, Any] = yaml.safe_load((KUBE_SCHEDULER / "scheduler-config.yaml").read_text())
     return doc
 
 
@@ -40,7 +41,7 @@ def test_scheduler_config_uses_drax_for_filter_prioritize_bind() -> None:
 
 def test_https_scheduler_config_matches_the_plain_one_and_the_certificates() -> None:
     https: dict[str, Any] = yaml.safe_load(
-        (MANIFESTS / "tls" / "scheduler-config-https.yaml").read_text())
+        (KUBE_SCHEDULER / "scheduler-config-https.yaml").read_text())
     plain = scheduler_config()
     assert https["profiles"] == plain["profiles"]
     (ext,), (plain_ext,) = https["extenders"], plain["extenders"]
