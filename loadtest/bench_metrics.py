@@ -29,10 +29,10 @@ from starlette.requests import Request
 from app.extender import Extender
 from app.features import FeatureGates
 from app.inventory import KINDS, Inventory
+from app.runtime import warm_fully
 from app.server import app as edge_module
 from app.server import metrics
 from app.server.app import ExtenderEdge
-from app.server.runtime import warm_fully
 from loadtest import generator
 
 

@@ -23,8 +23,8 @@ from typing import Any
 
 import orjson
 
+from app import garbage_collector
 from app.model import InvalidObject, Pod, parse_object
-from app.server.collector import collector_paused
 
 
 class BadRequest(Exception):
@@ -64,7 +64,7 @@ class MetaVictims:
 def decode(body: bytes) -> Any:
     if not body:
         raise BadRequest("empty request body; expected a JSON object", status=400)
-    with collector_paused():
+    with garbage_collector.paused():
         try:
             return orjson.loads(body)
         except orjson.JSONDecodeError as exc:

@@ -12,7 +12,7 @@ import uvicorn
 from prometheus_client import CollectorRegistry
 
 from app.config import Settings
-from app.server.runtime import build_runtime
+from app.runtime import build_runtime
 from tests.kube.apiserver import FakeApiServer
 from tests.kube.harness import claim, device_class, gpu_slice, node, pod
 

@@ -10,7 +10,7 @@ import pytest
 
 from app.config import load_settings
 from app.observability.inventory import DEFAULT_SHAPES, CapacityShape, parse_capacity
-from app.server.runtime import capacity_shapes
+from app.runtime import capacity_shapes
 
 
 def test_defaults_are_the_three_documented_shapes() -> None:

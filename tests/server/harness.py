@@ -18,7 +18,7 @@ from typing import Any
 import uvicorn
 
 from app.config import Settings
-from app.server.runtime import Runtime, build_runtime
+from app.runtime import Runtime, build_runtime
 from app.server.tls import ReloadingContext
 
 START_TIMEOUT_SECONDS = 20.0

@@ -16,7 +16,7 @@ import pytest
 from app.cli import main
 from app.config import Settings
 from app.inventory import Inventory
-from app.server.runtime import build_runtime, load_files
+from app.runtime import build_runtime, load_files
 from app.sources.files import SourceError
 
 REPO = Path(__file__).resolve().parents[2]

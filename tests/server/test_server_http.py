@@ -15,8 +15,8 @@ import pytest
 from app.extender import Extender
 from app.features import FeatureGates
 from app.inventory import Inventory
+from app.runtime import SAMPLE_DIR
 from app.server import create_app
-from app.server.runtime import SAMPLE_DIR
 from app.sources.files import load_objects
 from tests.server.conftest import TEST_BODY_LIMIT
 from tests.server.harness import running, sample_runtime

@@ -4,7 +4,7 @@ cluster starts fully warmed, a big one is ready once loaded plus the budget."""
 from __future__ import annotations
 
 from app.inventory import Inventory
-from app.server.runtime import warm_first
+from app.runtime import warm_first
 from tests.extender.cluster import GPU_CLASS, extender, gpu_node, load
 from tests.inventory.objects import claim, exactly, pod
 

@@ -32,12 +32,10 @@ skipped; the watch carries on and nothing already held is lost.
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import random
 import time
 from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
@@ -46,6 +44,7 @@ import orjson
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from app import garbage_collector
 from app.model import InvalidObject, parse_object
 from app.sources.kube.metrics import WatchMetrics
 
@@ -197,7 +196,7 @@ class Informer:
         each page parsed as it arrives: the raw objects of a 100,000-node
         cluster's slices would take several times the memory of the parsed ones.
         Read and applied with the cyclic collector paused (FREEZE_AFTER_EVENTS)."""
-        with _LISTING.paused():
+        with garbage_collector.paused(then_freeze=True):
             return await self._list_all()
 
     async def _list_all(self) -> str:
@@ -292,7 +291,7 @@ class Informer:
                         self._handle(bytes(buf[start:end]))
                         events += 1
                         if events % FREEZE_AFTER_EVENTS == 0:
-                            gc.freeze()
+                            garbage_collector.freeze()
                         if loop.time() >= deadline:
                             await asyncio.sleep(0)
                             deadline = loop.time() + EVENT_SLICE_SECONDS
@@ -339,33 +338,6 @@ class Informer:
         else:
             self._metrics.events.labels(kind=self.kind, type=event_type).inc()
             self._apply_seconds.observe(time.perf_counter() - started)
-
-
-class _ListsCollector:
-    """The cyclic collector paused while any informer lists (they list together
-    at start and after a dropped connection), frozen and restored after the last."""
-
-    def __init__(self) -> None:
-        self._lists = 0
-        self._restore = False
-
-    @contextmanager
-    def paused(self) -> Iterator[None]:
-        if self._lists == 0:
-            self._restore = gc.isenabled()
-            gc.disable()
-        self._lists += 1
-        try:
-            yield
-        finally:
-            self._lists -= 1
-            if self._lists == 0:
-                gc.freeze()
-                if self._restore:
-                    gc.enable()
-
-
-_LISTING: Final = _ListsCollector()
 
 
 class KubeSource:

@@ -6,10 +6,12 @@ sample cluster (file mode over `app/sample/`). File mode loads everything
 before the server starts, so the service is ready on its first request; the
 answers for the known claim shapes are warmed before ready for at most
 `WARM_BEFORE_READY_SECONDS` and the rest in the background, between requests
-(at 100,000 nodes warming every shape on every node first took longer than
-loading); kube
-mode starts its watches in the app's lifespan (they need the running loop)
-and `/readyz` turns ready once every watched kind has been listed.
+(on a very large cluster warming every shape on every node takes longer than
+loading); kube mode starts its watches in the app's lifespan (they need the
+running loop) and `/readyz` turns ready once every watched kind has been listed.
+
+It sits above the server and below the CLI: it wires sources, inventory,
+extender, binder, observers and the HTTP apps into one process.
 
 Tests build the same `Runtime` that `drax serve` runs, so they exercise the
 exact wiring the scheduler talks to.
@@ -19,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import logging
 import time
 from collections import Counter
@@ -33,6 +34,7 @@ from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
 from prometheus_client.registry import Collector
 
+from app import garbage_collector
 from app.allocator.types import ClaimAllocation
 from app.binder import BindMetrics, KubeBinder
 from app.binder.repair import RepairMetrics, keep_releasing
@@ -47,7 +49,6 @@ from app.observability.inventory import CapacityShape, InventoryObserver, parse_
 from app.observability.placement import PlacementRecorder
 from app.server import metrics
 from app.server.app import Lifespan, create_app, create_probe_app
-from app.server.collector import collector_paused
 from app.sources.files import iter_objects
 from app.sources.kube import (
     WATCHED_KINDS,
@@ -61,7 +62,7 @@ from app.topology import TopologyConfig
 
 log = logging.getLogger(__name__)
 
-SAMPLE_DIR: Final = Path(__file__).resolve().parent.parent / "sample"
+SAMPLE_DIR: Final = Path(__file__).resolve().parent / "sample"
 
 
 @dataclass(slots=True, frozen=True)
@@ -90,8 +91,8 @@ def load_files(inventory: Inventory, paths: Iterable[str | Path]) -> LoadReport:
     applied = invalid = 0
     unknown: Counter[str] = Counter()
     # Everything parsed here stays alive: the cyclic collector would rescan the
-    # growing inventory again and again for nothing (3x the load time at 5,000 nodes).
-    with collector_paused():
+    # growing inventory again and again for nothing.
+    with garbage_collector.paused():
         for obj in iter_objects(paths):
             kind = obj["kind"]
             if kind not in KINDS:
@@ -112,7 +113,7 @@ def load_files(inventory: Inventory, paths: Iterable[str | Path]) -> LoadReport:
 
 
 # Longest file-mode start-up warms before ready: a cluster of a few thousand
-# nodes is fully warmed within it (its first pods pay nothing, as before), a
+# nodes is fully warmed within it (its first pods pay nothing), a
 # 100,000-node one is ready once loaded plus this and warms the rest between
 # requests.
 WARM_BEFORE_READY_SECONDS: Final = 15.0
@@ -125,7 +126,7 @@ def warm_first(extender: Extender, *, budget_seconds: float) -> bool:
     started = time.monotonic()
     deadline = started + budget_seconds
     more = True
-    with collector_paused():
+    with garbage_collector.paused():
         while more and (left := deadline - time.monotonic()) > 0:
             more = extender.warm(budget_seconds=min(1.0, left))
     log.info("answers for known claim shapes computed for %.1f s before ready%s",
@@ -138,7 +139,7 @@ def warm_fully(extender: Extender) -> None:
     time warmed verbs); `drax serve` warms first for a bounded time
     (`warm_first`). The collector is paused for the reason `load_files` gives."""
     started = time.monotonic()
-    with collector_paused():
+    with garbage_collector.paused():
         while extender.warm(budget_seconds=1.0):
             pass
     log.info("answers for known claim shapes computed in %.1f s", time.monotonic() - started)
@@ -273,7 +274,7 @@ def _observing(observer: InventoryObserver, extender: Extender,
                 await stack.enter_async_context(inner(app))
             task = asyncio.get_running_loop().create_task(
                 observer.run(quiet=lambda: time.monotonic() - extender.last_request > 0.005,
-                             on_progress=gc.freeze))
+                             on_progress=garbage_collector.freeze))
             try:
                 yield
             finally:
@@ -293,10 +294,11 @@ def _warming(extender: Extender, inner: Lifespan | None) -> Lifespan:
         async with contextlib.AsyncExitStack() as stack:
             if inner is not None:
                 await stack.enter_async_context(inner(app))
-            # gc.freeze: a full collection over the answers and selector caches a
-            # pass builds took 0.2 s at 500 nodes, a pause inside some request.
+            # Frozen after each slice: a full collection over the answers and
+            # selector caches a pass builds would be a pause inside some request.
+            freeze = garbage_collector.freeze
             task = asyncio.get_running_loop().create_task(
-                extender.keep_warm(on_settled=gc.freeze, on_progress=gc.freeze))
+                extender.keep_warm(on_settled=freeze, on_progress=freeze))
             try:
                 yield
             finally:
