@@ -1,21 +1,20 @@
-"""The inventory: the only mutable state of drax.
+"""The inventory: the only mutable state of drax, and its one writer.
 
 Sources feed it add / update / delete events (`apply`, `replace`); the
 extender reads per-node snapshots (`node_state`) and the allocated state.
-Three ideas keep reads cheap and safe to cache:
+`Inventory` is the only writer of three parts, one job each:
 
-- Versions. Every change gets a sequence number. A change that only one node
-  can see (a node-local slice, a claim holding devices of a node-local pool, a
-  Node's labels) stamps that node; a change that many nodes may see (a
-  DeviceClass, a slice published with `allNodes`, a `nodeSelector` or per-device
-  node selection, a claim on such a pool) stamps the global version. A node's
-  version is the larger of the two, so it changes whenever anything it can see
-  changes, in O(1) per event even with thousands of nodes.
-- Lazy, cached node snapshots. A node's `NodeView` and `AllocatedState` are
-  built on first use and kept until its version changes.
-- Holdings per pool. Allocated and assumed results are indexed by pool, so a
-  node's allocated state is summed from the few pools it sees rather than from
-  every claim in the cluster.
+- `objects.Objects`: the objects by kind and the pools their slices make;
+- `versions.Versions`: a sequence number per change and per node, so a node's
+  version changes whenever anything it can see changes, and readers can ask
+  which nodes changed since a sequence;
+- `holdings.Holdings`: what allocated claims and assumed allocations take,
+  indexed by pool.
+
+Each write updates the part it belongs to and stamps the versions of the
+nodes it can alter. Node snapshots (`NodeState`: a node's `NodeView` and
+`AllocatedState`) are built on first use and kept until the node's version
+changes.
 
 Assumed allocations (made by bind before the API confirms them) count as
 allocated until the claim arrives carrying an allocation, until
@@ -24,29 +23,23 @@ allocated until the claim arrives carrying an allocation, until
 
 from __future__ import annotations
 
-import dataclasses
 import time
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 from app.allocator.types import AllocatedState, ClaimAllocation, NodeView, PoolKey
-from app.inventory.pools import (
-    PoolInfo,
-    build_pool_info,
-    pool_view_for_node,
-    upstream_pool_order,
-)
+from app.inventory.holdings import Holdings, counted
+from app.inventory.objects import POD_CLAIM_NAME_ANNOTATION, Objects, object_key, unchanged
+from app.inventory.pools import pool_view_for_node, upstream_pool_order
 from app.inventory.selectors import SelectorCache
+from app.inventory.versions import Versions
 from app.model import (
     Device,
     DeviceClass,
-    DeviceRequestAllocationResult,
     InvalidObject,
     Node,
     Pod,
-    Quantity,
     ResourceClaim,
     ResourceClaimTemplate,
     ResourceSlice,
@@ -56,11 +49,9 @@ from app.model import (
 KINDS: Final = ("Node", "ResourceSlice", "DeviceClass", "ResourceClaim",
                 "ResourceClaimTemplate", "Pod")
 EVENT_TYPES: Final = ("ADDED", "MODIFIED", "DELETED")
-POD_CLAIM_NAME_ANNOTATION: Final = "resource.kubernetes.io/pod-claim-name"
 
-_CHANGE_LOG: Final = 4096
-_CLAIM: Final = "claim:"
-_ASSUMED: Final = "assumed:"
+__all__ = ["EVENT_TYPES", "KINDS", "POD_CLAIM_NAME_ANNOTATION", "Inventory",
+           "InventoryCounts", "NodeState"]
 
 
 @dataclass(slots=True, frozen=True, weakref_slot=True)
@@ -71,29 +62,11 @@ class NodeState:
     allocated: AllocatedState
 
 
-@dataclass(slots=True)
-class _Assumption:
-    pod_key: str
-    claim_key: str
-    results: tuple[DeviceRequestAllocationResult, ...]
-    expires_at: float
-
-
 @dataclass(slots=True, frozen=True)
 class InventoryCounts:
     nodes: int
     devices: int
     allocated_devices: int
-
-
-def _counted(results: Iterable[DeviceRequestAllocationResult]
-             ) -> tuple[DeviceRequestAllocationResult, ...]:
-    """Results that take something from others: admin access never does."""
-    return tuple(r for r in results if not r.admin_access)
-
-
-def _device_ids(results: Iterable[DeviceRequestAllocationResult]) -> list[str]:
-    return sorted(r.device_id for r in results)
 
 
 class Inventory:
@@ -106,41 +79,9 @@ class Inventory:
             raise ValueError(f"unknown kind(s): {', '.join(unknown)}")
         self._expected = frozenset(expected_kinds)
         self._synced_kinds: set[str] = set()
-        self._clock = clock
-        self._seq = 0
-        self._global_version = 0
-        self._node_versions: dict[str, int] = {}
-        # (sequence, nodes stamped or None for all): lets readers catch up on what
-        # changed without comparing every node's version
-        self._changes: deque[tuple[int, tuple[str, ...] | None]] = deque(maxlen=_CHANGE_LOG)
-        self._nodes: dict[str, Node] = {}
-        self._slices: dict[str, ResourceSlice] = {}
-        self._pool_slices: dict[PoolKey, dict[str, ResourceSlice]] = {}
-        self._pool_infos: dict[PoolKey, PoolInfo | None] = {}
-        # devices per pool and their sum for `counts`, recounted only for the pools
-        # changed since (at the next read, so a pool of many slices is not recounted
-        # per slice while it is listed)
-        self._pool_device_counts: dict[PoolKey, int] = {}
-        self._device_count = 0
-        self._uncounted_pools: set[PoolKey] = set()
-        self._local_pools: dict[str, dict[PoolKey, int]] = {}  # node -> pool -> slice count
-        # nodes named by local slices only, no Node object: with `_nodes`, the node
-        # count of a scrape (a set union of 100,000 names took 40 ms per scrape)
-        self._slice_only_nodes: set[str] = set()
-        # `node_names`, kept until a node comes or goes: a full warming pass or
-        # walk starts with it, and sorting 100,000 names is a step of its own
-        self._sorted_names: tuple[str, ...] | None = None
-        self._shared_pools: dict[PoolKey, int] = {}  # pool -> count of non-node-local slices
-        self._classes: dict[str, DeviceClass] = {}
-        self._claims: dict[str, ResourceClaim] = {}
-        self._templates: dict[str, ResourceClaimTemplate] = {}
-        # (namespace, owner pod uid, pod claim name) -> key of the claim generated for it
-        self._generated: dict[tuple[str, str, str], str] = {}
-        self._pods: dict[str, Pod] = {}
-        self._holdings: dict[PoolKey, dict[str, tuple[DeviceRequestAllocationResult, ...]]] = {}
-        self._holder_pools: dict[str, set[PoolKey]] = {}
-        self._assumed: dict[str, _Assumption] = {}
-        self._next_expiry = float("inf")
+        self._objects = Objects()
+        self._versions = Versions()
+        self._holdings = Holdings(clock=clock, on_change=self._stamp_pools)
         self._states: dict[str, NodeState] = {}
         self.selectors = SelectorCache()
 
@@ -152,7 +93,7 @@ class Inventory:
             raise InvalidObject(f"unknown event type {event_type!r}")
         parsed = parse_object(kind, obj)
         if event_type == "DELETED":
-            self._delete(kind, _object_key(kind, parsed))
+            self._delete(kind, object_key(kind, parsed))
         else:
             self.upsert(kind, parsed)
 
@@ -164,12 +105,12 @@ class Inventory:
     def replacing(self, kind: str, objs: Iterable[Mapping[str, Any]], *,
                   step: int = 1) -> Iterator[None]:
         """`replace` in steps of `step` objects, so a caller on the event loop can
-        let requests in between (a relist of 200,000 slices takes seconds; one
-        slice of 64 MIG placements parses in 1-2 ms, so by default every object
-        is a step and the caller groups steps by time). All objects are parsed
-        before anything changes, so a bad one still changes nothing; between the
-        later steps a reader sees some objects already as listed and others not
-        yet, as while a watch catches up."""
+        let requests in between (a relist of a large cluster's slices takes
+        seconds, while one slice of many MIG placements parses in a millisecond
+        or two, so by default every object is a step and the caller groups steps
+        by time). All objects are parsed before anything changes, so a bad one
+        still changes nothing; between the later steps a reader sees some
+        objects already as listed and others not yet, as while a watch catches up."""
         parsed = []
         for i, o in enumerate(objs):
             parsed.append(parse_object(kind, o))
@@ -182,15 +123,14 @@ class Inventory:
         """`replacing` with objects parsed already (`parse_object`): a source
         that parses a big list page by page need not hold every raw page.
         `parsed` is emptied as it is applied: an object equal to the one held is
-        freed in its own step, not with all the others at the end (0.1-0.2 s
-        for the slices of 1,000 nodes)."""
+        freed in its own step, not with all the others at the end."""
         keys = set()
         for i, obj in enumerate(parsed):
-            keys.add(_object_key(kind, obj))
+            keys.add(object_key(kind, obj))
             if i % (step * 64) == step * 64 - 1:
                 yield
         stale = []
-        for i, key in enumerate(list(self._table(kind))):
+        for i, key in enumerate(list(self._objects.table(kind))):
             if key not in keys:
                 stale.append(key)
             if i % (step * 64) == step * 64 - 1:
@@ -207,12 +147,8 @@ class Inventory:
                 yield
         parsed.clear()
         # Counted here, in steps: left to the next scrape, the pools of a first
-        # list (3.4 million devices at 100,000 nodes) were one step of about 1 s.
-        for i, pool in enumerate(list(self._uncounted_pools)):
-            self._uncounted_pools.discard(pool)
-            self._recount(pool)
-            if i % step == step - 1:
-                yield
+        # list of a large cluster would be one long step.
+        yield from self._objects.recounting(step=step)
 
     def mark_synced(self, kind: str) -> None:
         if kind not in KINDS:
@@ -225,68 +161,51 @@ class Inventory:
 
     def upsert(self, kind: str, obj: Any) -> None:
         """Add or replace an already parsed object (the in-memory binder writes here)."""
-        self._expire()
+        self._holdings.expire()
+        objects = self._objects
         if kind == "Node":
-            if not _unchanged(self._nodes.get(obj.name), obj):
-                if obj.name not in self._nodes and obj.name not in self._local_pools:
-                    self._sorted_names = None
-                self._nodes[obj.name] = obj
-                self._slice_only_nodes.discard(obj.name)
-                self._stamp_nodes([obj.name])
+            if objects.put_node(obj):
+                self._versions.stamp_nodes([obj.name])
         elif kind == "ResourceSlice":
-            if not _unchanged(self._slices.get(obj.name), obj):
-                self._put_slice(obj)
+            if not unchanged(objects.slices.get(obj.name), obj):
+                self._slice_changed(obj, objects.put_slice(obj))
         elif kind == "DeviceClass":
-            if not _unchanged(self._classes.get(obj.name), obj):
-                self._classes[obj.name] = obj
+            if not unchanged(objects.classes.get(obj.name), obj):
+                objects.classes[obj.name] = obj
                 self.selectors.forget_class(obj.name)
-                self._stamp_all()
+                self._versions.stamp_all()
         elif kind == "ResourceClaim":
-            self._put_claim(obj)
+            objects.put_claim(obj)
+            results = counted(obj.allocation.results) if obj.allocation else ()
+            self._holdings.claim_put(obj.key, results, allocated=obj.allocation is not None)
         elif kind == "ResourceClaimTemplate":
-            self._templates[obj.key] = obj
+            objects.templates[obj.key] = obj
         elif kind == "Pod":
-            self._pods[obj.key] = obj
+            objects.pods[obj.key] = obj
         else:
             raise InvalidObject(f"unsupported kind {kind!r}")
 
-    def _table(self, kind: str) -> Mapping[str, Any]:
-        tables: dict[str, Mapping[str, Any]] = {
-            "Node": self._nodes, "ResourceSlice": self._slices, "DeviceClass": self._classes,
-            "ResourceClaim": self._claims, "ResourceClaimTemplate": self._templates,
-            "Pod": self._pods}
-        if kind not in tables:
-            raise InvalidObject(f"unsupported kind {kind!r}")
-        return tables[kind]
-
     def _delete(self, kind: str, key: str) -> None:
-        self._expire()
+        self._holdings.expire()
+        objects = self._objects
         if kind == "Node":
-            if self._nodes.pop(key, None) is not None:
-                if key in self._local_pools:
-                    self._slice_only_nodes.add(key)
-                else:
-                    self._sorted_names = None
-                self._stamp_nodes([key])
+            if objects.remove_node(key):
+                self._versions.stamp_nodes([key])
         elif kind == "ResourceSlice":
-            self._remove_slice(key)
+            old = objects.remove_slice(key)
+            if old is not None:
+                self._slice_changed(old, old)
         elif kind == "DeviceClass":
-            if self._classes.pop(key, None) is not None:
+            if objects.classes.pop(key, None) is not None:
                 self.selectors.forget_class(key)
-                self._stamp_all()
+                self._versions.stamp_all()
         elif kind == "ResourceClaim":
-            claim = self._claims.pop(key, None)
-            if claim is not None:
-                self._set_holding(_CLAIM + key, ())
-                generated_for = _generated_for(claim)
-                if generated_for is not None and self._generated.get(generated_for) == key:
-                    del self._generated[generated_for]
-            if key in self._assumed:
-                self._drop_assumption(key)
+            held = objects.remove_claim(key) is not None
+            self._holdings.claim_deleted(key, held=held)
         elif kind == "ResourceClaimTemplate":
-            self._templates.pop(key, None)
+            objects.templates.pop(key, None)
         elif kind == "Pod":
-            self._pods.pop(key, None)
+            objects.pods.pop(key, None)
         else:
             raise InvalidObject(f"unsupported kind {kind!r}")
 
@@ -294,69 +213,53 @@ class Inventory:
 
     @property
     def classes(self) -> Mapping[str, DeviceClass]:
-        return self._classes
+        return self._objects.classes
 
     def claim(self, key: str) -> ResourceClaim | None:
-        return self._claims.get(key)
+        return self._objects.claims.get(key)
 
     def claims(self) -> Iterable[ResourceClaim]:
-        return self._claims.values()
+        return self._objects.claims.values()
 
     def templates(self) -> Iterable[ResourceClaimTemplate]:
-        return self._templates.values()
-
-    @property
-    def sequence(self) -> int:
-        """Grows with every change that can alter any node's view."""
-        self._expire()
-        return self._seq
-
-    def changed_since(self, sequence: int) -> set[str] | None:
-        """Nodes whose version moved after `sequence`; None when that is not known
-        node by node (a change every node can see, or history too old)."""
-        self._expire()
-        if sequence >= self._seq:
-            return set()
-        if not self._changes or self._changes[0][0] > sequence + 1:
-            return None
-        changed: set[str] = set()
-        for seq, names in reversed(self._changes):
-            if seq <= sequence:
-                break
-            if names is None:
-                return None
-            changed.update(names)
-        return changed
+        return self._objects.templates.values()
 
     def template(self, key: str) -> ResourceClaimTemplate | None:
-        return self._templates.get(key)
+        return self._objects.templates.get(key)
 
     def pod(self, key: str) -> Pod | None:
-        return self._pods.get(key)
+        return self._objects.pods.get(key)
 
     def generated_claim(self, *, pod: Pod, pod_claim_name: str) -> ResourceClaim | None:
         """The claim generated for `pod`'s entry `pod_claim_name`, found by owner and
         annotation as the resourceclaim controller marks it."""
-        if not pod.uid:
-            return None
-        key = self._generated.get((pod.namespace, pod.uid, pod_claim_name))
-        return self._claims.get(key) if key is not None else None
+        return self._objects.generated_claim(pod=pod, pod_claim_name=pod_claim_name)
 
     def node_names(self) -> list[str]:
         """Every node known, sorted: Node objects plus nodes named by node-local slices."""
-        if self._sorted_names is None:
-            self._sorted_names = tuple(sorted(self._nodes.keys() | self._local_pools.keys()))
-        return list(self._sorted_names)
+        return self._objects.node_names()
+
+    @property
+    def sequence(self) -> int:
+        """Grows with every change that can alter any node's view."""
+        self._holdings.expire()
+        return self._versions.sequence
+
+    def changed_since(self, sequence: int) -> set[str] | None:
+        """Nodes whose version moved after `sequence`; None when that is not known
+        node by node (a change every node can see, or history too old)."""
+        self._holdings.expire()
+        return self._versions.changed_since(sequence)
 
     def version(self, node_name: str) -> int:
-        self._expire()
-        return max(self._node_versions.get(node_name, 0), self._global_version)
+        self._holdings.expire()
+        versions = self._versions
+        return max(versions.by_node.get(node_name, 0), versions.shared)
 
     def versions(self, node_names: Sequence[str]) -> list[int]:
         """`version` of many nodes at once (the extender asks for every candidate)."""
-        self._expire()
-        local, shared = self._node_versions, self._global_version
-        return [max(local.get(name, 0), shared) for name in node_names]
+        self._holdings.expire()
+        return self._versions.versions(node_names)
 
     def node_state(self, node_name: str) -> NodeState | None:
         """The node's view and allocated state, rebuilt only when its version changed.
@@ -365,9 +268,9 @@ class Inventory:
         cached = self._states.get(node_name)
         if cached is not None and cached.view.version == version:
             return cached
-        node = self._nodes.get(node_name)
+        node = self._objects.nodes.get(node_name)
         if node is None:
-            if node_name not in self._local_pools:
+            if node_name not in self._objects.local_pools:
                 self._states.pop(node_name, None)
                 return None
             node = Node(name=node_name)
@@ -380,135 +283,56 @@ class Inventory:
 
     def counts(self) -> InventoryCounts:
         """Read at every metrics scrape, so only the pools changed since the last
-        read are counted (walking every pool with no info built yet took
-        0.14-0.31 s per scrape at 20,000 nodes, most of drax's CPU while a
-        100,000-node cluster warmed)."""
-        for key in self._uncounted_pools:
-            self._recount(key)
-        self._uncounted_pools.clear()
-        taken = {r.device_id for holding in self._holdings.values()
-                 for results in holding.values() for r in results}
-        return InventoryCounts(nodes=len(self._nodes) + len(self._slice_only_nodes),
-                               devices=self._device_count,
-                               allocated_devices=len(taken))
+        read are counted."""
+        return InventoryCounts(nodes=self._objects.node_count(),
+                               devices=self._objects.device_count(),
+                               allocated_devices=len(self._holdings.taken_device_ids()))
 
     # ------------------------------------------------------------------ assumed allocations
 
     def assume(self, *, pod: Pod, allocations: Sequence[ClaimAllocation],
                ttl: float) -> None:
         """Hold `allocations` as taken until confirmed, forgotten, or `ttl` seconds pass."""
-        self._expire()
-        expires_at = self._clock() + ttl
-        for ca in allocations:
-            results = _counted(ca.allocation.results)
-            self._assumed[ca.claim_key] = _Assumption(pod_key=pod.key, claim_key=ca.claim_key,
-                                                      results=results, expires_at=expires_at)
-            self._set_holding(_ASSUMED + ca.claim_key, results)
-        self._next_expiry = min(self._next_expiry, expires_at)
+        self._holdings.expire()
+        self._holdings.assume(pod_key=pod.key, allocations=allocations, ttl=ttl)
 
     def forget_assumed(self, *, pod: Pod, claim_key: str | None = None) -> None:
         """Drop every assumption made for `pod` (its bind failed), or only the one
         for `claim_key`."""
-        for key in [k for k, a in self._assumed.items()
-                    if a.pod_key == pod.key and claim_key in (None, k)]:
-            self._drop_assumption(key)
+        self._holdings.forget(pod_key=pod.key, claim_key=claim_key)
 
     def assumed_claims(self) -> list[str]:
-        self._expire()
-        return sorted(self._assumed)
+        self._holdings.expire()
+        return self._holdings.assumed_claims()
 
-    def _drop_assumption(self, claim_key: str) -> None:
-        del self._assumed[claim_key]
-        self._set_holding(_ASSUMED + claim_key, ())
+    # ------------------------------------------------------------------ stamping
 
-    def _expire(self) -> None:
-        now = self._clock()
-        if now < self._next_expiry:
-            return
-        for key in [k for k, a in self._assumed.items() if a.expires_at <= now]:
-            self._drop_assumption(key)
-        self._next_expiry = min((a.expires_at for a in self._assumed.values()),
-                                default=float("inf"))
-
-    # ------------------------------------------------------------------ slices and pools
-
-    def _put_slice(self, s: ResourceSlice) -> None:
-        old = self._slices.get(s.name)
+    def _slice_changed(self, s: ResourceSlice, old: ResourceSlice | None) -> None:
+        """Stamp every node that could see the slice's pool before or after."""
         if old is not None:
-            self._unindex_slice(old)
-        self._slices[s.name] = s
-        self._index_slice(s)
-        self._pool_changed((s.driver, s.pool.name), old)
-
-    def _remove_slice(self, name: str) -> None:
-        old = self._slices.pop(name, None)
-        if old is None:
-            return
-        self._unindex_slice(old)
-        self._pool_changed((old.driver, old.pool.name), old)
-
-    def _index_slice(self, s: ResourceSlice) -> None:
+            self.selectors.forget_devices(d.id for d in old.devices)
         key = (s.driver, s.pool.name)
-        self._pool_slices.setdefault(key, {})[s.name] = s
-        if s.node_name is not None:
-            if s.node_name not in self._local_pools and s.node_name not in self._nodes:
-                self._slice_only_nodes.add(s.node_name)
-                self._sorted_names = None
-            per_node = self._local_pools.setdefault(s.node_name, {})
-            per_node[key] = per_node.get(key, 0) + 1
-        else:
-            self._shared_pools[key] = self._shared_pools.get(key, 0) + 1
-
-    def _unindex_slice(self, s: ResourceSlice) -> None:
-        key = (s.driver, s.pool.name)
-        slices = self._pool_slices[key]
-        del slices[s.name]
-        if not slices:
-            del self._pool_slices[key]
-        if s.node_name is not None:
-            _decrement(self._local_pools[s.node_name], key)
-            if not self._local_pools[s.node_name]:
-                del self._local_pools[s.node_name]
-                if s.node_name in self._slice_only_nodes:
-                    self._slice_only_nodes.discard(s.node_name)
-                    self._sorted_names = None
-        else:
-            _decrement(self._shared_pools, key)
-        self.selectors.forget_devices(d.id for d in s.devices)
-
-    def _pool_changed(self, key: PoolKey, old: ResourceSlice | None) -> None:
-        """Recompute the pool and stamp every node that could see it before or after."""
-        self._pool_infos.pop(key, None)
-        self._uncounted_pools.add(key)
-        nodes = self._pool_nodes(key)
+        nodes = self._objects.pool_nodes(key)
         if old is not None and old.node_name is not None:
             nodes.add(old.node_name)
-        if key in self._shared_pools or (old is not None and old.node_name is None):
-            self._stamp_all()
+        if key in self._objects.shared_pools or (old is not None and old.node_name is None):
+            self._versions.stamp_all()
         else:
-            self._stamp_nodes(nodes)
+            self._versions.stamp_nodes(nodes)
 
-    def _recount(self, key: PoolKey) -> None:
-        slices = self._pool_slices.get(key)
-        count = _newest_device_names(slices.values()) if slices else 0
-        self._device_count += count - self._pool_device_counts.pop(key, 0)
-        if slices:
-            self._pool_device_counts[key] = count
-
-    def _pool_nodes(self, key: PoolKey) -> set[str]:
-        return {s.node_name for s in self._pool_slices.get(key, {}).values()
-                if s.node_name is not None}
-
-    def _pool_info(self, key: PoolKey) -> PoolInfo | None:
-        if key not in self._pool_infos:
-            self._pool_infos[key] = build_pool_info(key, self._pool_slices.get(key, {}).values())
-        return self._pool_infos[key]
+    def _stamp_pools(self, keys: Iterable[PoolKey]) -> None:
+        nodes: set[str] = set()
+        for key in keys:
+            if key in self._objects.shared_pools:
+                self._versions.stamp_all()
+                return
+            nodes |= self._objects.pool_nodes(key)
+        self._versions.stamp_nodes(nodes)
 
     def _build_state(self, node: Node, version: int) -> NodeState:
-        keys = set(self._local_pools.get(node.name, ())) | self._shared_pools.keys()
         views = []
-        for key in keys:
-            info = self._pool_info(key)
+        for key in self._objects.pools_seen_by(node.name):
+            info = self._objects.pool_info(key)
             if info is None:
                 continue
             view = pool_view_for_node(info, node)
@@ -516,141 +340,5 @@ class Inventory:
                 views.append(view)
         pools = upstream_pool_order(views)
         return NodeState(view=NodeView(node=node, version=version, pools=pools),
-                         allocated=self._allocated_for(pools))
-
-    # ------------------------------------------------------------------ claims and holdings
-
-    def _put_claim(self, claim: ResourceClaim) -> None:
-        self._claims[claim.key] = claim
-        generated_for = _generated_for(claim)
-        if generated_for is not None:
-            self._generated[generated_for] = claim.key
-        results = _counted(claim.allocation.results) if claim.allocation else ()
-        self._set_holding(_CLAIM + claim.key, results)
-        assumption = self._assumed.get(claim.key)
-        # An allocation on the claim is the truth: it confirms the assumption when it
-        # matches, and overrides it when someone else allocated the claim first.
-        if assumption is not None and claim.allocation is not None:
-            self._drop_assumption(claim.key)
-
-    def _set_holding(self, holder: str, results: tuple[DeviceRequestAllocationResult, ...]
-                     ) -> None:
-        by_pool: dict[PoolKey, tuple[DeviceRequestAllocationResult, ...]] = {}
-        for r in results:
-            key = (r.driver, r.pool)
-            by_pool[key] = (*by_pool.get(key, ()), r)
-        previous = self._holder_pools.pop(holder, set())
-        if all(self._holdings[k].get(holder) == by_pool.get(k) for k in previous) \
-                and previous == by_pool.keys():
-            if by_pool:
-                self._holder_pools[holder] = previous
-            return
-        for key in previous:
-            holding = self._holdings[key]
-            del holding[holder]
-            if not holding:
-                del self._holdings[key]
-        for key, rs in by_pool.items():
-            self._holdings.setdefault(key, {})[holder] = rs
-        if by_pool:
-            self._holder_pools[holder] = set(by_pool)
-        self._stamp_pools(previous | by_pool.keys())
-
-    def _stamp_pools(self, keys: Iterable[PoolKey]) -> None:
-        nodes: set[str] = set()
-        for key in keys:
-            if key in self._shared_pools:
-                self._stamp_all()
-                return
-            nodes |= self._pool_nodes(key)
-        self._stamp_nodes(nodes)
-
-    def _allocated_for(self, pools: Sequence[Any]) -> AllocatedState:
-        devices: set[str] = set()
-        multi: set[str] = set()
-        counters: dict[PoolKey, dict[tuple[str, str], Quantity]] = {}
-        capacity: dict[str, dict[str, Quantity]] = {}
-        for pool in pools:
-            holding = self._holdings.get(pool.key)
-            if not holding:
-                continue
-            info = self._pool_info(pool.key)
-            by_name = info.devices_by_name if info is not None else {}
-            counted: set[str] = set()
-            for results in holding.values():
-                for r in results:
-                    if r.share_id is None:
-                        devices.add(r.device_id)
-                    else:
-                        multi.add(r.device_id)
-                        per_capacity = capacity.setdefault(r.device_id, {})
-                        for name, amount in r.consumed_capacity.items():
-                            per_capacity[name] = per_capacity[name] + amount \
-                                if name in per_capacity else amount
-                    device = by_name.get(r.device)
-                    if device is None or not device.consumes_counters or r.device in counted:
-                        continue
-                    counted.add(r.device)
-                    pool_counters = counters.setdefault(pool.key, {})
-                    for use in device.consumes_counters:
-                        for counter, amount in use.counters.items():
-                            ck = (use.counter_set, counter)
-                            pool_counters[ck] = pool_counters[ck] + amount \
-                                if ck in pool_counters else amount
-        return AllocatedState(devices=frozenset(devices), consumed_counters=counters,
-                              consumed_capacity=capacity, multi_allocated=frozenset(multi))
-
-    # ------------------------------------------------------------------ versions
-
-    def _next(self) -> int:
-        self._seq += 1
-        return self._seq
-
-    def _stamp_nodes(self, names: Iterable[str]) -> None:
-        names = list(names)
-        if not names:
-            return
-        seq = self._next()
-        for name in names:
-            self._node_versions[name] = seq
-        self._changes.append((seq, tuple(names)))
-
-    def _stamp_all(self) -> None:
-        self._global_version = self._next()
-        self._changes.append((self._global_version, None))
-
-
-def _unchanged(old: Any, new: Any) -> bool:
-    """True when `new` only differs from `old` in resourceVersion (a resync or a
-    relist). Keeping the old object then keeps every cache keyed on it valid."""
-    return old is not None and dataclasses.replace(
-        new, resource_version=old.resource_version) == old
-
-
-def _decrement(counts: dict[PoolKey, int], key: PoolKey) -> None:
-    counts[key] -= 1
-    if counts[key] == 0:
-        del counts[key]
-
-
-def _generated_for(claim: ResourceClaim) -> tuple[str, str, str] | None:
-    entry = claim.annotations.get(POD_CLAIM_NAME_ANNOTATION)
-    if entry is None or not claim.owner_pod_uid:
-        return None
-    return (claim.namespace, claim.owner_pod_uid, entry)
-
-
-def _newest_device_names(slices: Iterable[ResourceSlice]) -> int:
-    """Distinct device names in the newest generation of one pool's slices, as
-    `build_pool_info` keeps them."""
-    listed = tuple(slices)
-    if not listed:
-        return 0
-    newest = max(s.pool.generation for s in listed)
-    return len({d.name for s in listed if s.pool.generation == newest for d in s.devices})
-
-
-def _object_key(kind: str, obj: Any) -> str:
-    if kind in ("ResourceClaim", "ResourceClaimTemplate", "Pod"):
-        return str(obj.key)
-    return str(obj.name)
+                         allocated=self._holdings.allocated_for(pools,
+                                                                self._objects.pool_devices))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from app.allocator.types import ClaimAllocation
-from app.inventory import Inventory, store
+from app.inventory import Inventory, objects
 from app.model import (
     AllocationResult,
     DeviceRequestAllocationResult,
@@ -298,8 +298,8 @@ def test_a_list_counts_its_pools_in_its_own_steps_not_at_the_next_scrape(
         for i in range(3)]))
     assert len(steps) >= 3 * 2
     counted: list[int] = []
-    real = store._newest_device_names
-    monkeypatch.setattr(store, "_newest_device_names",
+    real = objects._newest_device_names
+    monkeypatch.setattr(objects, "_newest_device_names",
                         lambda slices: counted.append(1) or real(slices))
     assert inv.counts().devices == 6
     assert counted == []

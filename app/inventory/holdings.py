@@ -1,0 +1,166 @@
+"""Holdings: what is taken, by allocated claims and by assumed allocations.
+
+Allocated and assumed results are indexed by pool, so a node's allocated
+state is summed from the few pools it sees rather than from every claim in
+the cluster. Assumed allocations (made by bind before the API confirms them)
+count as allocated until the claim arrives carrying an allocation, until
+`forget`, or until their time-to-live passes. Every change reports the pools
+it touched to `on_change`, which the inventory turns into version stamps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from app.allocator.types import AllocatedState, ClaimAllocation, PoolKey
+from app.model import Device, DeviceRequestAllocationResult, Quantity
+
+_CLAIM: Final = "claim:"
+_ASSUMED: Final = "assumed:"
+
+Results = tuple[DeviceRequestAllocationResult, ...]
+
+
+@dataclass(slots=True)
+class _Assumption:
+    pod_key: str
+    claim_key: str
+    results: Results
+    expires_at: float
+
+
+def counted(results: Iterable[DeviceRequestAllocationResult]) -> Results:
+    """Results that take something from others: admin access never does."""
+    return tuple(r for r in results if not r.admin_access)
+
+
+class Holdings:
+    """Results per pool and holder (a claim's allocation or an assumption)."""
+
+    def __init__(self, *, clock: Callable[[], float],
+                 on_change: Callable[[set[PoolKey]], None]) -> None:
+        self._clock = clock
+        self._on_change = on_change
+        self._by_pool: dict[PoolKey, dict[str, Results]] = {}
+        self._holder_pools: dict[str, set[PoolKey]] = {}
+        self._assumed: dict[str, _Assumption] = {}
+        self._next_expiry = float("inf")
+
+    # ------------------------------------------------------------------ claims
+
+    def claim_put(self, claim_key: str, results: Results, *, allocated: bool) -> None:
+        self._set(_CLAIM + claim_key, results)
+        # An allocation on the claim is the truth: it confirms the assumption when it
+        # matches, and overrides it when someone else allocated the claim first.
+        if allocated and claim_key in self._assumed:
+            self._drop_assumption(claim_key)
+
+    def claim_deleted(self, claim_key: str, *, held: bool) -> None:
+        if held:
+            self._set(_CLAIM + claim_key, ())
+        if claim_key in self._assumed:
+            self._drop_assumption(claim_key)
+
+    # ------------------------------------------------------------------ assumptions
+
+    def assume(self, *, pod_key: str, allocations: Sequence[ClaimAllocation],
+               ttl: float) -> None:
+        expires_at = self._clock() + ttl
+        for ca in allocations:
+            results = counted(ca.allocation.results)
+            self._assumed[ca.claim_key] = _Assumption(pod_key=pod_key, claim_key=ca.claim_key,
+                                                      results=results, expires_at=expires_at)
+            self._set(_ASSUMED + ca.claim_key, results)
+        self._next_expiry = min(self._next_expiry, expires_at)
+
+    def forget(self, *, pod_key: str, claim_key: str | None = None) -> None:
+        for key in [k for k, a in self._assumed.items()
+                    if a.pod_key == pod_key and claim_key in (None, k)]:
+            self._drop_assumption(key)
+
+    def assumed_claims(self) -> list[str]:
+        return sorted(self._assumed)
+
+    def expire(self) -> None:
+        """Drop the assumptions whose time-to-live has passed (cheap when none has)."""
+        now = self._clock()
+        if now < self._next_expiry:
+            return
+        for key in [k for k, a in self._assumed.items() if a.expires_at <= now]:
+            self._drop_assumption(key)
+        self._next_expiry = min((a.expires_at for a in self._assumed.values()),
+                                default=float("inf"))
+
+    def _drop_assumption(self, claim_key: str) -> None:
+        del self._assumed[claim_key]
+        self._set(_ASSUMED + claim_key, ())
+
+    # ------------------------------------------------------------------ reads
+
+    def taken_device_ids(self) -> set[str]:
+        return {r.device_id for holding in self._by_pool.values()
+                for results in holding.values() for r in results}
+
+    def allocated_for(self, pools: Sequence[Any],
+                      devices_of: Callable[[PoolKey], Mapping[str, Device]]) -> AllocatedState:
+        """The allocated state of `pools` (one node's pool views); `devices_of`
+        gives a pool's devices by name, for the counters they consume."""
+        devices: set[str] = set()
+        multi: set[str] = set()
+        counters: dict[PoolKey, dict[tuple[str, str], Quantity]] = {}
+        capacity: dict[str, dict[str, Quantity]] = {}
+        for pool in pools:
+            holding = self._by_pool.get(pool.key)
+            if not holding:
+                continue
+            by_name = devices_of(pool.key)
+            counted_devices: set[str] = set()
+            for results in holding.values():
+                for r in results:
+                    if r.share_id is None:
+                        devices.add(r.device_id)
+                    else:
+                        multi.add(r.device_id)
+                        per_capacity = capacity.setdefault(r.device_id, {})
+                        for name, amount in r.consumed_capacity.items():
+                            per_capacity[name] = per_capacity[name] + amount \
+                                if name in per_capacity else amount
+                    device = by_name.get(r.device)
+                    if device is None or not device.consumes_counters \
+                            or r.device in counted_devices:
+                        continue
+                    counted_devices.add(r.device)
+                    pool_counters = counters.setdefault(pool.key, {})
+                    for use in device.consumes_counters:
+                        for counter, amount in use.counters.items():
+                            ck = (use.counter_set, counter)
+                            pool_counters[ck] = pool_counters[ck] + amount \
+                                if ck in pool_counters else amount
+        return AllocatedState(devices=frozenset(devices), consumed_counters=counters,
+                              consumed_capacity=capacity, multi_allocated=frozenset(multi))
+
+    # ------------------------------------------------------------------ writes
+
+    def _set(self, holder: str, results: Results) -> None:
+        by_pool: dict[PoolKey, Results] = {}
+        for r in results:
+            key = (r.driver, r.pool)
+            by_pool[key] = (*by_pool.get(key, ()), r)
+        previous = self._holder_pools.pop(holder, set())
+        if all(self._by_pool[k].get(holder) == by_pool.get(k) for k in previous) \
+                and previous == by_pool.keys():
+            if by_pool:
+                self._holder_pools[holder] = previous
+            return
+        for key in previous:
+            holding = self._by_pool[key]
+            del holding[holder]
+            if not holding:
+                del self._by_pool[key]
+        for key, rs in by_pool.items():
+            self._by_pool.setdefault(key, {})[holder] = rs
+        if by_pool:
+            self._holder_pools[holder] = set(by_pool)
+        self._on_change(previous | by_pool.keys())
