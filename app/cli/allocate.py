@@ -9,22 +9,22 @@ the table is for people.
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
 from app.cli.common import (
-    EXIT_INPUT,
     InputError,
     add_feature_gates_argument,
+    add_objects_argument,
     add_output_argument,
+    command,
     feature_gates,
     inventory_from,
+    read_objects,
     write_output,
 )
 from app.extender import Extender, NodeEvaluation
 from app.inventory import Inventory
-from app.sources.files import SourceError, load_objects
 from app.topology import AllocationTopology, TopologyConfig, explain
 
 
@@ -35,8 +35,7 @@ def register(subparsers: Any) -> None:
                     "ones count as taken), ResourceClaimTemplates and Pods, and report for "
                     "the pod, on every node given (default: every node known), whether and "
                     "how its claims can be allocated.")
-    parser.add_argument("--objects", nargs="+", required=True, metavar="PATH",
-                        help="YAML/JSON files or folders with the objects")
+    add_objects_argument(parser)
     parser.add_argument("--pod", required=True, metavar="NAMESPACE/NAME")
     parser.add_argument("--node", action="append", default=[], metavar="NAME",
                         help="evaluate only this node (repeatable)")
@@ -47,15 +46,9 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace, *, out: TextIO | None = None,
-        err: TextIO | None = None) -> int:
-    out = out or sys.stdout
-    err = err or sys.stderr
-    try:
-        extender, pod, nodes, inventory = _load(args)
-    except InputError as exc:
-        print(f"drax allocate: {exc}", file=err)
-        return EXIT_INPUT
+@command("allocate")
+def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    extender, pod, nodes, inventory = _load(args)
     evaluations = extender.evaluate(pod, nodes)
     topologies = _topologies(inventory, evaluations)
     document = {"pod": pod.key, "nodes": [
@@ -83,19 +76,13 @@ def _load(args: argparse.Namespace) -> tuple[Extender, Any, list[str], Inventory
     namespace, sep, name = args.pod.partition("/")
     if not sep or not namespace or not name:
         raise InputError(f"--pod: expected NAMESPACE/NAME, got {args.pod!r}")
-    try:
-        objects = load_objects(args.objects)
-    except SourceError as exc:
-        raise InputError(str(exc)) from None
-    inventory = inventory_from(objects)
+    inventory = inventory_from(read_objects(args.objects))
     pod = inventory.pod(f"{namespace}/{name}")
     if pod is None:
         raise InputError(f"pod {namespace}/{name} is not among the objects")
     nodes = list(args.node) or inventory.node_names()
     extender = Extender(inventory, features=features, mode=args.mode, file_mode=True)
     return extender, pod, nodes, inventory
-
-
 
 
 def render_table(pod_key: str, evaluations: Sequence[NodeEvaluation],

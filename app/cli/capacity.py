@@ -19,18 +19,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Final, TextIO
 
 from app.allocator.fits import MAX_COPIES, FitCount, count_fits, gpu_shape
 from app.cli.common import (
-    EXIT_INPUT,
     InputError,
     add_feature_gates_argument,
+    add_objects_argument,
+    add_output_argument,
+    command,
     feature_gates,
     inventory_from,
+    read_objects,
     write_output,
 )
 from app.extender import ClaimResolver
@@ -38,7 +40,6 @@ from app.extender.extended import ExtendedNeeds, extended_claim, served_by_dra
 from app.features import FeatureGates
 from app.inventory import Inventory
 from app.model import Node, Pod, ResourceClaim
-from app.sources.files import SourceError, load_objects
 
 SYNC_TIMEOUT_SECONDS: Final = 60.0
 
@@ -50,8 +51,7 @@ def register(subparsers: Any) -> None:
                     "claim shape next to what is allocated now (exact search, not a greedy "
                     "guess), and their total.")
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--objects", nargs="+", metavar="PATH",
-                        help="YAML/JSON files or folders with the objects")
+    add_objects_argument(source, required=False)
     source.add_argument("--kubeconfig", metavar="PATH", help="list a live cluster once")
     shape = parser.add_mutually_exclusive_group(required=True)
     shape.add_argument("--claim", metavar="NAMESPACE/NAME", help="a ResourceClaim's spec")
@@ -68,30 +68,23 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--node", action="append", default=[], metavar="NAME",
                         help="count only this node (repeatable)")
     add_feature_gates_argument(parser)
-    parser.add_argument("-o", "--output", choices=("json", "table"), default="table")
+    add_output_argument(parser)
     parser.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace, *, out: TextIO | None = None,
-        err: TextIO | None = None) -> int:
-    out = out or sys.stdout
-    err = err or sys.stderr
-    try:
-        features = feature_gates(args.feature_gates)
-        inventory = _inventory(args)
-        shape = shape_of(args, inventory)
-        nodes = list(args.node) or inventory.node_names()
-        unknown = [n for n in nodes if inventory.node_state(n) is None]
-        if unknown:
-            raise InputError(f"unknown node(s): {', '.join(unknown)}")
-    except InputError as exc:
-        print(f"drax capacity: {exc}", file=err)
-        return EXIT_INPUT
+@command("capacity")
+def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    features = feature_gates(args.feature_gates)
+    inventory = _inventory(args)
+    shape = shape_of(args, inventory)
+    nodes = list(args.node) or inventory.node_names()
+    unknown = [n for n in nodes if inventory.node_state(n) is None]
+    if unknown:
+        raise InputError(f"unknown node(s): {', '.join(unknown)}")
     counts = capacity(inventory, shape, nodes=nodes, features=features)
     errors = {n: c.error for n, c in counts.items() if c.error}
     if errors and len(errors) == len(counts):
-        print(f"drax capacity: {next(iter(errors.values()))}", file=err)
-        return EXIT_INPUT
+        raise InputError(next(iter(errors.values())))
     document = {"total": sum(c.count for c in counts.values()),
                 "nodes": {n: c.count for n, c in counts.items()}}
     write_output(out, args.output, document=document, table=lambda: render_table(counts))
@@ -206,10 +199,7 @@ def _key(text: str, flag: str) -> str:
 
 def _inventory(args: argparse.Namespace) -> Inventory:
     if args.objects:
-        try:
-            return inventory_from(load_objects(args.objects))
-        except SourceError as exc:
-            raise InputError(str(exc)) from None
+        return inventory_from(read_objects(args.objects))
     return asyncio.run(_listed(args.kubeconfig))
 
 

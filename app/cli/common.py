@@ -1,22 +1,27 @@
-"""What the what-if commands (`selector`, `allocate`, `simulate`) share.
+"""What the what-if commands (`selector`, `allocate`, `simulate`, `capacity`) share.
 
 They read objects from files into the same inventory the service uses, take
 feature gates the way kube components do, and print JSON for programs or a
-table for people. Keeping that here means every command fails the same way
-on bad input (exit 2, one line on stderr) and chooses its output the same way.
+table for people. Their options (`--objects`, `-o`, `--feature-gates`) and the
+start of their `run` (`command`) live here, so every command spells an option
+the same way, fails the same way on bad input (exit 2, one line on stderr) and
+chooses its output the same way.
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Final, TextIO
+import functools
+import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Final, Protocol, TextIO
 
 import orjson
 
 from app.features import FeatureGates, parse_feature_gates
 from app.inventory import Inventory
 from app.model import InvalidObject
+from app.sources.files import SourceError, load_objects
 
 EXIT_INPUT: Final = 2
 INVENTORY_KINDS: Final = ("Node", "DeviceClass", "ResourceSlice", "ResourceClaim",
@@ -25,6 +30,39 @@ INVENTORY_KINDS: Final = ("Node", "DeviceClass", "ResourceSlice", "ResourceClaim
 
 class InputError(Exception):
     """The objects or arguments cannot be used: exit 2 with the message."""
+
+
+class Runner(Protocol):
+    """A subcommand's `func`: the parsed arguments to an exit code; tests pass streams."""
+
+    def __call__(self, args: argparse.Namespace, *, out: TextIO | None = None,
+                 err: TextIO | None = None) -> int: ...
+
+
+Body = Callable[[argparse.Namespace, TextIO, TextIO], int]
+
+
+def command(name: str) -> Callable[[Body], Runner]:
+    """The start every subcommand's `run` shares: streams default to stdout and
+    stderr, and an `InputError` is one line `drax NAME: message` and exit 2."""
+    def wrap(body: Body) -> Runner:
+        @functools.wraps(body)
+        def run(args: argparse.Namespace, *, out: TextIO | None = None,
+                err: TextIO | None = None) -> int:
+            err = err or sys.stderr
+            try:
+                return body(args, out or sys.stdout, err)
+            except InputError as exc:
+                print(f"drax {name}: {exc}", file=err)
+                return EXIT_INPUT
+        return run
+    return wrap
+
+
+def add_objects_argument(parser: Any, *, required: bool = True,
+                         help: str = "YAML/JSON files or folders with the objects") -> None:
+    """`--objects PATH...`; `parser` may be a mutually exclusive group."""
+    parser.add_argument("--objects", nargs="+", required=required, metavar="PATH", help=help)
 
 
 def add_output_argument(parser: argparse.ArgumentParser) -> None:
@@ -42,6 +80,14 @@ def feature_gates(text: str) -> FeatureGates:
         return FeatureGates().with_overrides(parse_feature_gates(text))
     except ValueError as exc:
         raise InputError(f"--feature-gates: {exc}") from None
+
+
+def read_objects(paths: Sequence[str]) -> list[dict[str, Any]]:
+    """The objects in the files and folders; an unreadable file is an input error."""
+    try:
+        return load_objects(paths)
+    except SourceError as exc:
+        raise InputError(str(exc)) from None
 
 
 def inventory_from(objects: Iterable[Mapping[str, Any]]) -> Inventory:

@@ -15,15 +15,21 @@ expressions (`--` also works).
 from __future__ import annotations
 
 import argparse
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
 from app.cel import CelCompileError, CelEvalError, compile_selector
-from app.cli.common import EXIT_INPUT, add_output_argument, write_output
+from app.cli.common import (
+    InputError,
+    add_objects_argument,
+    add_output_argument,
+    command,
+    read_objects,
+    write_output,
+)
 from app.model import Device, InvalidObject, ResourceSlice, parse_object
-from app.sources.files import SUFFIXES, SourceError, load_objects
+from app.sources.files import SUFFIXES
 
 
 @dataclass(slots=True)
@@ -46,31 +52,22 @@ def register(subparsers: Any) -> None:
         description="Evaluate DRA CEL selector expressions (as in DeviceClasses and "
                     "ResourceClaims) against every device of the ResourceSlices given, "
                     "with Kubernetes semantics.")
-    parser.add_argument("--objects", nargs="+", required=True, metavar="PATH",
-                        help="YAML/JSON files or folders with ResourceSlices (other kinds "
-                             "are ignored)")
+    add_objects_argument(parser, help="YAML/JSON files or folders with ResourceSlices "
+                                      "(other kinds are ignored)")
     parser.add_argument("expressions", nargs="*", metavar="EXPRESSION",
                         help="CEL expressions, evaluated against the variable `device`")
     add_output_argument(parser)
     parser.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace, *, out: TextIO | None = None,
-        err: TextIO | None = None) -> int:
-    out = out or sys.stdout
-    err = err or sys.stderr
+@command("selector")
+def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     paths, expressions = split_arguments(args.objects, args.expressions)
     if not paths:
-        print("drax selector: --objects needs at least one file or folder", file=err)
-        return EXIT_INPUT
+        raise InputError("--objects needs at least one file or folder")
     if not expressions:
-        print("drax selector: give at least one CEL expression", file=err)
-        return EXIT_INPUT
-    try:
-        devices = load_devices(paths)
-    except (SourceError, InvalidObject) as exc:
-        print(f"drax selector: {exc}", file=err)
-        return EXIT_INPUT
+        raise InputError("give at least one CEL expression")
+    devices = load_devices(paths)
     reports = [evaluate(expression, devices) for expression in expressions]
     write_output(out, args.output, document=[r.to_dict() for r in reports],
                  table=lambda: render_table(reports, device_count=len(devices)))
@@ -93,10 +90,13 @@ def _looks_like_path(item: str) -> bool:
 
 def load_devices(paths: list[str]) -> list[Device]:
     devices: list[Device] = []
-    for obj in load_objects(paths):
+    for obj in read_objects(paths):
         if obj.get("kind") != "ResourceSlice":
             continue
-        resource_slice: ResourceSlice = parse_object("ResourceSlice", obj)
+        try:
+            resource_slice: ResourceSlice = parse_object("ResourceSlice", obj)
+        except InvalidObject as exc:
+            raise InputError(str(exc)) from None
         devices.extend(resource_slice.devices)
     return devices
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import random
-import sys
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -29,19 +28,20 @@ from typing import Any, Final, TextIO
 
 from app.allocator.types import ClaimAllocation
 from app.cli.common import (
-    EXIT_INPUT,
     InputError,
     add_feature_gates_argument,
+    add_objects_argument,
     add_output_argument,
+    command,
     feature_gates,
     inventory_from,
+    read_objects,
     write_output,
 )
 from app.extender import Extender, NodeEvaluation
 from app.features import FeatureGates
 from app.inventory import Inventory
 from app.model import InvalidObject, Pod, parse_object
-from app.sources.files import SourceError, load_objects
 from app.topology import TopologyConfig, explain, node_topology
 from app.topology.plot import node_cells, render_png
 
@@ -58,8 +58,7 @@ def register(subparsers: Any) -> None:
                     "through the scheduler's path (filter, prioritize, pick the best node, "
                     "bind), then report where each pod went and how well its devices are "
                     "aligned.")
-    parser.add_argument("--objects", nargs="+", required=True, metavar="PATH",
-                        help="YAML/JSON files or folders with the cluster's objects")
+    add_objects_argument(parser, help="YAML/JSON files or folders with the cluster's objects")
     parser.add_argument("--workload", required=True, metavar="FILE",
                         help="YAML/JSON list of Pods, in order, with the ResourceClaims or "
                              "ResourceClaimTemplates they use")
@@ -102,15 +101,9 @@ class _PodResult:
                 "reason": self.reason}
 
 
-def run(args: argparse.Namespace, *, out: TextIO | None = None,
-        err: TextIO | None = None) -> int:
-    out = out or sys.stdout
-    err = err or sys.stderr
-    try:
-        inventory, pods, features, config = _load(args)
-    except InputError as exc:
-        print(f"drax simulate: {exc}", file=err)
-        return EXIT_INPUT
+@command("simulate")
+def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    inventory, pods, features, config = _load(args)
     simulation = Simulation(inventory, features=features, config=config, policy=args.policy,
                             seed=args.seed)
     results = asyncio.run(simulation.run(pods))
@@ -129,11 +122,8 @@ def _load(args: argparse.Namespace) -> tuple[Inventory, list[Pod], FeatureGates,
                                              TopologyConfig]:
     features = feature_gates(args.feature_gates)
     config = TopologyConfig() if args.packing is None else TopologyConfig(packing=args.packing)
-    try:
-        cluster = load_objects(args.objects)
-        workload = load_objects([args.workload])
-    except SourceError as exc:
-        raise InputError(str(exc)) from None
+    cluster = read_objects(args.objects)
+    workload = read_objects([args.workload])
     inventory = inventory_from([*cluster, *(o for o in workload if o.get("kind") != "Pod")])
     pods: list[Pod] = []
     for obj in workload:

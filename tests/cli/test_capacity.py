@@ -22,7 +22,7 @@ def drax(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_sample_gpus_table_and_json() -> None:
-    run = drax("--objects", str(SAMPLE), "--gpus", "2")
+    run = drax("--objects", str(SAMPLE), "--gpus", "2", "-o", "table")
     assert run.returncode == 0, run.stderr
     lines = run.stdout.splitlines()
     assert lines[0].split() == ["NODE", "FITS"]
@@ -66,6 +66,12 @@ def test_shape_from_a_pod_a_template_and_a_claim(tmp_path: Path) -> None:
         assert json.loads(run.stdout) == {"total": want, "nodes": {"n0": want}}
 
 
+def test_piped_output_is_json_as_for_the_other_commands() -> None:
+    run = drax("--objects", str(SAMPLE), "--gpus", "2")
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["nodes"]["h100-node-1"] == 4
+
+
 def test_bad_input_is_one_line_and_exit_2() -> None:
     for flags, text in ((["--pod", "default/nope"], "not among the objects"),
                         (["--gpus", "0"], "--gpus"),
@@ -84,6 +90,8 @@ def test_readme_shows_the_real_output() -> None:
         head = readme.index(command)
         body = readme[readme.index("```", readme.index("```\n", head) + 4) :]
         block = body[body.index("\n") + 1 : body.index("```", 3)]
-        run = drax("--objects", str(SAMPLE), *flags)
+        # the README's reader is at a terminal: a table unless -o says otherwise
+        terminal = [] if "-o" in flags else ["-o", "table"]
+        run = drax("--objects", str(SAMPLE), *flags, *terminal)
         assert run.returncode == 0, run.stderr
         assert run.stdout == block, command
