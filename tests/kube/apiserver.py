@@ -12,8 +12,13 @@ PUT on an object or its status subresource honours the resourceVersion
 precondition (409 Conflict) and the `reservedFor` validation; pods/binding
 answers 201 with a Status, or fails on demand. POST on a collection creates
 (`generateName` completed with five random characters, 409 on a taken name);
-DELETE removes an object, or only marks it deleting while finalizers remain;
-PATCH of pods/status applies a JSON merge patch. `Faults` makes requests fail
+DELETE removes an object, or only marks it deleting while finalizers remain
+(or, for a pod on a node, until the test removes it as its kubelet would),
+honouring `preconditions` (409); PATCH of pods/status applies a JSON merge
+patch, or a strategic one (conditions merged by type), honouring
+`metadata.uid` and `metadata.resourceVersion` as preconditions (409). Lists
+and watches of pods honour a `fieldSelector` (`a=b`, `a!=b` over a few pod
+fields): a watched object that stops matching arrives as DELETED. `Faults` makes requests fail
 on demand: counted faults for lists, watches, status PUTs and bindings, and a
 seeded random share of all writes failing with 500, 429, a 409 (someone
 else's update first), a timeout (nothing applied, no answer in time) or a
@@ -59,7 +64,17 @@ RESOURCES = {
     "resourceclaims": Resource("resourceclaims", "ResourceClaim", "resource.k8s.io/v1", True),
     "nodes": Resource("nodes", "Node", "v1", False),
     "pods": Resource("pods", "Pod", "v1", True),
+    "poddisruptionbudgets": Resource("poddisruptionbudgets", "PodDisruptionBudget", "policy/v1",
+                                     True),
+    "priorityclasses": Resource("priorityclasses", "PriorityClass", "scheduling.k8s.io/v1",
+                                False),
+    "events": Resource("events", "Event", "events.k8s.io/v1", True),
 }
+# Pod fields a fieldSelector may test, as the API server's pod field labels.
+POD_FIELDS = {"status.phase": ("status", "phase"), "spec.nodeName": ("spec", "nodeName"),
+              "spec.schedulerName": ("spec", "schedulerName"),
+              "metadata.name": ("metadata", "name"),
+              "metadata.namespace": ("metadata", "namespace")}
 
 
 @dataclass(slots=True)
@@ -67,6 +82,40 @@ class _Watcher:
     plural: str
     queue: asyncio.Queue[bytes | None] = field(default_factory=asyncio.Queue)
     request: web.Request | None = None
+    selects: Callable[[Mapping[str, Any]], bool] | None = None  # its fieldSelector
+
+    def line(self, line: bytes) -> bytes:
+        """`line` as this watcher sees it: an object its fieldSelector no longer
+        selects is DELETED for it (the API server's watch cache does the same)."""
+        if self.selects is None:
+            return line
+        event = orjson.loads(line)
+        if event["type"] != "DELETED" and not self.selects(event["object"]):
+            return orjson.dumps({"type": "DELETED", "object": event["object"]}) + b"\n"
+        return line
+
+
+def field_selector(raw: str) -> Callable[[Mapping[str, Any]], bool] | None:
+    """`a=b,c!=d` over POD_FIELDS (None selects everything); ValueError otherwise."""
+    tests: list[tuple[tuple[str, str], bool, str]] = []
+    for term in filter(None, raw.split(",")):
+        negate = "!=" in term
+        name, _, value = term.partition("!=" if negate else "=")
+        value = value.lstrip("=")
+        if name not in POD_FIELDS:
+            raise ValueError(f'field label not supported: {name}')
+        tests.append((POD_FIELDS[name], negate, value))
+    if not tests:
+        return None
+
+    def selects(obj: Mapping[str, Any]) -> bool:
+        for (part, key), negate, value in tests:
+            actual = str((obj.get(part) or {}).get(key) or "")
+            if (actual == value) == negate:
+                return False
+        return True
+
+    return selects
 
 
 @dataclass(slots=True)
@@ -75,6 +124,9 @@ class Faults:
 
     # Status PUTs that first see a concurrent writer bump the object (-> 409).
     status_conflicts: int = 0
+    # pods/status PATCHes that first see a concurrent writer bump the pod (a patch
+    # carrying metadata.resourceVersion then meets 409).
+    pod_status_conflicts: int = 0
     # pods/binding requests answered with a 500 after doing nothing.
     binding_failures: int = 0
     # Watch requests answered with a 500 before streaming anything.
@@ -153,6 +205,7 @@ class FakeApiServer:
         self.bindings: list[dict[str, Any]] = []
         self.created: list[dict[str, Any]] = []  # bodies of accepted POSTs
         self.deleted: list[tuple[str, str, str]] = []  # (plural, namespace, name) asked
+        self.delete_options: list[dict[str, Any]] = []  # DeleteOptions bodies, in order
         self.status_patches: list[dict[str, Any]] = []  # pods/status merge patches
         self.collection_queries: list[tuple[str, dict[str, str]]] = []  # lists and watches
         self.before_status_put: Callable[[str, str], None] | None = None
@@ -297,7 +350,7 @@ class FakeApiServer:
         self.history.append((rv, plural, line))
         for w in self._watchers:
             if w.plural == plural:
-                w.queue.put_nowait(line)
+                w.queue.put_nowait(w.line(line))
 
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         self.requests.append((request.method, request.path))
@@ -325,7 +378,7 @@ class FakeApiServer:
 
     async def _route(self, request: web.Request) -> web.StreamResponse:
         parts = request.path.strip("/").split("/")
-        if request.path.startswith(RESOURCE_GROUP):
+        if request.path.startswith("/apis/") and len(parts) >= 3:
             parts = parts[3:]
         elif request.path.startswith("/api/v1"):
             parts = parts[2:]
@@ -339,13 +392,17 @@ class FakeApiServer:
         plural = parts[0]
         if len(parts) == 1 and request.method == "GET":
             self.collection_queries.append((plural, dict(request.query)))
+            try:
+                selects = field_selector(request.query.get("fieldSelector", ""))
+            except ValueError as exc:
+                return _status(400, "BadRequest", str(exc))
             if request.query.get("watch", "").lower() in ("true", "1"):
-                return await self._watch(request, plural)
-            return self._list(plural, namespace, request.query)
+                return await self._watch(request, plural, selects)
+            return self._list(plural, namespace, request.query, selects)
         if len(parts) == 1 and request.method == "POST":
             return await self._post(request, plural, namespace)
         if len(parts) == 2 and request.method == "DELETE":
-            return self._delete_request(plural, namespace, parts[1])
+            return await self._delete_request(request, plural, namespace, parts[1])
         if plural == "pods" and len(parts) == 3 and parts[2] == "status" \
                 and request.method == "PATCH":
             return await self._patch_status(request, namespace, parts[1])
@@ -360,7 +417,8 @@ class FakeApiServer:
             return await self._bind(request, namespace, parts[1])
         return _status(405, "MethodNotAllowed", f"{request.method} {request.path}")
 
-    def _list(self, plural: str, namespace: str, query: Mapping[str, str]) -> web.Response:
+    def _list(self, plural: str, namespace: str, query: Mapping[str, str],
+              selects: Callable[[Mapping[str, Any]], bool] | None = None) -> web.Response:
         if self.faults.list_errors > 0 and self.faults.hits(plural):
             self.faults.list_errors -= 1
             return self.faults.answer("list failed on demand")
@@ -380,7 +438,7 @@ class FakeApiServer:
             rv, offset = self._current_rv, 0
             items = [{k: v for k, v in o.items() if k not in ("kind", "apiVersion")}
                      for (ns, _), o in sorted(self.store[plural].items())
-                     if not namespace or ns == namespace]
+                     if (not namespace or ns == namespace) and (selects is None or selects(o))]
         meta: dict[str, Any] = {"resourceVersion": str(rv)}
         end = offset + limit if limit > 0 else len(items)
         if end < len(items):
@@ -397,7 +455,9 @@ class FakeApiServer:
             return _status(404, "NotFound", f'{plural} "{name}" not found')
         return web.Response(body=orjson.dumps(obj), content_type="application/json")
 
-    async def _watch(self, request: web.Request, plural: str) -> web.StreamResponse:
+    async def _watch(self, request: web.Request, plural: str,
+                     selects: Callable[[Mapping[str, Any]], bool] | None = None
+                     ) -> web.StreamResponse:
         if self.faults.watch_errors > 0 and self.faults.hits(plural):
             self.faults.watch_errors -= 1
             return self.faults.answer("etcd leader changed")
@@ -408,10 +468,10 @@ class FakeApiServer:
         resp = web.StreamResponse(headers={"Content-Type": "application/json"})
         resp.enable_chunked_encoding()
         await resp.prepare(request)
-        watcher = _Watcher(plural=plural, request=request)
+        watcher = _Watcher(plural=plural, request=request, selects=selects)
         if since in ("", "0"):
             backlog = [orjson.dumps({"type": "ADDED", "object": o}) + b"\n"
-                       for o in self.store[plural].values()]
+                       for o in self.store[plural].values() if selects is None or selects(o)]
         elif int(since) < self.compacted_rv:
             gone = {"type": "ERROR", "object": {
                 "kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 410,
@@ -420,7 +480,7 @@ class FakeApiServer:
             await resp.write(orjson.dumps(gone) + b"\n")
             return resp
         else:
-            backlog = [line for rv, p, line in self.history
+            backlog = [watcher.line(line) for rv, p, line in self.history
                        if p == plural and rv > int(since)]
         for event in backlog:
             watcher.queue.put_nowait(event)
@@ -510,12 +570,33 @@ class FakeApiServer:
         return web.Response(status=201, body=orjson.dumps(stored),
                             content_type="application/json")
 
-    def _delete_request(self, plural: str, namespace: str, name: str) -> web.Response:
+    async def _delete_request(self, request: web.Request, plural: str, namespace: str,
+                              name: str) -> web.Response:
         key = self._key(RESOURCES[plural], namespace, name)
         current = self.store[plural].get(key)
         if current is None:
             return _status(404, "NotFound", f'{plural} "{name}" not found')
+        raw = await request.read()
+        options = orjson.loads(raw) if raw else {}
+        self.delete_options.append(options)
+        pre = options.get("preconditions") or {}
+        for field_name in ("uid", "resourceVersion"):
+            if pre.get(field_name) and pre[field_name] != current["metadata"].get(field_name):
+                return _status(409, "Conflict", f"Precondition failed: {field_name} in "
+                               f"precondition: {pre[field_name]}, {field_name} in object meta: "
+                               f"{current['metadata'].get(field_name)}")
         self.deleted.append((plural, namespace, name))
+        grace = options.get("gracePeriodSeconds")
+        if plural == "pods" and (current.get("spec") or {}).get("nodeName") and grace != 0:
+            # A bound pod waits for its kubelet (the test plays it: `delete`).
+            if current["metadata"].get("deletionTimestamp"):
+                return web.Response(body=orjson.dumps(current), content_type="application/json")
+            marked = _copy(current)
+            marked["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+            marked["metadata"]["deletionGracePeriodSeconds"] = grace if grace is not None else \
+                (current.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
+            return web.Response(body=orjson.dumps(self._commit(plural, key, marked, "MODIFIED")),
+                                content_type="application/json")
         if current["metadata"].get("finalizers"):
             marked = _copy(current)
             marked["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
@@ -531,9 +612,29 @@ class FakeApiServer:
         if current is None:
             return _status(404, "NotFound", f'pods "{name}" not found')
         patch = orjson.loads(await request.read())
+        if self.faults.pod_status_conflicts > 0:
+            self.faults.pod_status_conflicts -= 1
+            bumped = _copy(current)
+            bumped["metadata"].setdefault("annotations", {})["test/concurrent"] = "x"
+            self._commit("pods", key, bumped, "MODIFIED")
+            current = self.store["pods"][key]
+        meta = patch.get("metadata") or {}
+        for field_name in ("uid", "resourceVersion"):
+            if meta.get(field_name) and meta[field_name] != current["metadata"].get(field_name):
+                return _status(409, "Conflict", f'Operation cannot be fulfilled on pods "{name}": '
+                               f"the object has been modified ({field_name}); please apply your "
+                               "changes to the latest version and try again")
         self.status_patches.append(_copy(patch))
         updated = _copy(current)
-        _merge(updated.setdefault("status", {}), patch.get("status") or {})
+        status = dict(patch.get("status") or {})
+        strategic = request.content_type == "application/strategic-merge-patch+json"
+        if strategic and "conditions" in status:
+            # patchMergeKey "type": a condition replaces the one of its type.
+            sent = {c["type"]: c for c in status.pop("conditions") or []}
+            kept = [c for c in (updated.get("status") or {}).get("conditions") or []
+                    if c.get("type") not in sent]
+            updated.setdefault("status", {})["conditions"] = [*kept, *sent.values()]
+        _merge(updated.setdefault("status", {}), status)
         stored = self._commit("pods", key, updated, "MODIFIED")
         return web.Response(body=orjson.dumps(stored), content_type="application/json")
 

@@ -27,6 +27,7 @@ from app.sources.kube import (
 from tests.kube.apiserver import FakeApiServer
 
 DRIVER = "gpu.example.com"
+WATCHED_PLURALS = ("nodes", "resourceslices", "deviceclasses", "resourceclaims", "pods")
 FAST = WatchSettings(watch_timeout=30.0, backoff_initial=0.02, backoff_max=0.1, min_watch=0.05)
 
 
@@ -68,8 +69,8 @@ class KubeHarness:
 
     async def watching(self) -> None:
         """Every informer has a watch open."""
-        await eventually(lambda: all(self.server.open_watches(p) == 1 for p in (
-            "nodes", "resourceslices", "deviceclasses", "resourceclaims")), "open watches")
+        await eventually(lambda: all(self.server.open_watches(p) == 1 for p in WATCHED_PLURALS),
+                         "open watches")
 
     async def caught_up(self) -> None:
         """Every informer has seen the server's latest resourceVersion."""

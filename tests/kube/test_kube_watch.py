@@ -6,7 +6,7 @@ import asyncio
 from dataclasses import replace
 from pathlib import Path
 
-from app.sources.kube import WatchSettings
+from app.sources.kube import WATCHED_KINDS, WatchSettings
 from app.sources.kube.watch import RELIST_SLICE_SECONDS, Backoff, _stepwise
 from tests.kube.harness import (
     FAST,
@@ -180,8 +180,9 @@ async def test_a_watch_error_backs_off_and_resumes(tmp_path: Path) -> None:
         h.server.create("nodes", node("after-errors"))
         await eventually(lambda: "after-errors" in h.inventory.node_names(), "the node")
         assert h.server.faults.watch_errors == 0
-        assert sum(h.metric("drax_watch_errors_total", kind=k)
-                   for k in ("Node", "ResourceSlice", "DeviceClass", "ResourceClaim")) == 8
+        # One per watch dropped, and the four faults.
+        assert sum(h.metric("drax_watch_errors_total", kind=w.kind)
+                   for w in WATCHED_KINDS) == len(WATCHED_KINDS) + 4
 
 
 async def test_invalid_objects_are_counted_and_skipped(tmp_path: Path) -> None:

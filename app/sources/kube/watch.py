@@ -35,7 +35,7 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
@@ -81,6 +81,28 @@ class WatchedKind:
     kind: str
     api: type  # the kubernetes-asyncio API class holding `list_method`
     list_method: str
+    # Sent with every list and watch: the server filters before anything is sent.
+    field_selector: str | None = None
+    # Objects the inventory has no use for: skipped in a list, and a watch event
+    # carrying one removes what was held under its key (it may have been kept before).
+    wanted: Callable[[Mapping[str, Any]], bool] | None = None
+
+
+# Terminal pods hold no devices (the resourceclaim controller drops them from
+# `reservedFor`) and are never scheduled again: the API server leaves them out,
+# and sends a DELETED event when a pod becomes terminal.
+LIVE_PODS: Final = "status.phase!=Succeeded,status.phase!=Failed"
+
+
+def pod_uses_claims(obj: Mapping[str, Any]) -> bool:
+    """A pod drax can preempt for or take devices from: it names ResourceClaims or
+    holds the special claim of DRA-backed extended resources. Any other pod is
+    left to kube-scheduler, so most pods of a cluster cost drax nothing."""
+    spec = obj.get("spec")
+    if isinstance(spec, Mapping) and spec.get("resourceClaims"):
+        return True
+    status = obj.get("status")
+    return isinstance(status, Mapping) and bool(status.get("extendedResourceClaimStatus"))
 
 
 WATCHED_KINDS: Final = (
@@ -88,6 +110,8 @@ WATCHED_KINDS: Final = (
     WatchedKind("DeviceClass", client.ResourceV1Api, "list_device_class"),
     WatchedKind("ResourceSlice", client.ResourceV1Api, "list_resource_slice"),
     WatchedKind("ResourceClaim", client.ResourceV1Api, "list_resource_claim_for_all_namespaces"),
+    WatchedKind("Pod", client.CoreV1Api, "list_pod_for_all_namespaces",
+                field_selector=LIVE_PODS, wanted=pod_uses_claims),
 )
 
 
@@ -149,6 +173,12 @@ class Informer:
                  metrics: WatchMetrics, settings: WatchSettings) -> None:
         self.kind = watched.kind
         self._list_call = getattr(watched.api(api_client), watched.list_method)
+        self._selecting: dict[str, str] = {} if watched.field_selector is None else {
+            "field_selector": watched.field_selector}
+        self._wanted = watched.wanted
+        # With `wanted`: the keys of the objects held, so an unwanted object that
+        # was never held (most pods of a cluster) costs no parsing at all.
+        self._held: set[str] = set()
         self._sink = sink
         self._metrics = metrics
         self._settings = settings
@@ -214,6 +244,8 @@ class Informer:
         if not rv:
             raise WatchError("list: the response carries no metadata.resourceVersion")
         listed = len(items)
+        if self._wanted is not None:
+            self._held = {_key_of(item) for item in items}
         await self._replace(items)
         self._metrics.seen(self.kind)
         if not self._synced:
@@ -229,7 +261,7 @@ class Informer:
         if token is not None:
             paging["_continue"] = token
         resp = await self._list_call(
-            **paging, _preload_content=False,
+            **paging, **self._selecting, _preload_content=False,
             # No total: a big cluster's list may take long; a stalled one may not.
             _request_timeout=aiohttp.ClientTimeout(sock_connect=s.connect_timeout,
                                                    sock_read=s.list_timeout))
@@ -250,7 +282,10 @@ class Informer:
     def _parse(self, raw: Iterable[Any], *, into: list[Any]) -> Iterator[None]:
         """Parse `raw` into `into`; an object the inventory would reject is
         counted and skipped, so one broken object cannot keep the whole kind stale."""
+        wanted = self._wanted
         for item in raw:
+            if wanted is not None and not wanted(item):
+                continue
             try:
                 into.append(parse_object(self.kind, item))
             except InvalidObject as exc:
@@ -269,7 +304,7 @@ class Informer:
         loop = asyncio.get_running_loop()
         started = loop.time()
         resp = await self._list_call(
-            watch=True, resource_version=rv, allow_watch_bookmarks=True,
+            watch=True, resource_version=rv, allow_watch_bookmarks=True, **self._selecting,
             timeout_seconds=timeout, _preload_content=False,
             # Nothing at all for longer than the whole watch: the connection is dead.
             _request_timeout=aiohttp.ClientTimeout(sock_connect=s.connect_timeout,
@@ -327,6 +362,15 @@ class Informer:
         if event_type not in APPLIED_EVENTS:
             log.warning("%s: ignoring watch event of unknown type %r", self.kind, event_type)
             return
+        if self._wanted is not None:
+            key = _raw_key(obj)
+            if event_type != "DELETED" and self._wanted(obj):
+                self._held.add(key)
+            elif key in self._held:
+                self._held.discard(key)
+                event_type = "DELETED"
+            else:
+                return
         try:
             self._sink.apply(self.kind, event_type, obj)
         except InvalidObject as exc:
@@ -369,6 +413,18 @@ async def _stepwise(steps: Iterator[None]) -> None:
         if loop.time() >= deadline:
             await asyncio.sleep(0)
             deadline = loop.time() + RELIST_SLICE_SECONDS
+
+
+def _raw_key(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata")
+    if not isinstance(meta, Mapping):
+        return ""
+    return f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"
+
+
+def _key_of(parsed: Any) -> str:
+    """The `_raw_key` of a parsed namespaced object."""
+    return f"{parsed.namespace}/{parsed.name}"
 
 
 def _status_message(body: bytes) -> str:
