@@ -6,7 +6,8 @@ they applied and how fresh it is.
 
 RBAC (see manifests/rbac.yaml): `get`, `list`, `watch` on
 `resource.k8s.io` resourceslices, deviceclasses, resourceclaims (all
-namespaces) and core nodes. The source writes nothing.
+namespaces) and core nodes; `list`, `watch` on pods (only live pods that use
+claims are kept, see `watch.pod_uses_claims`). The source writes nothing.
 """
 
 from app.sources.kube.client import KubeConfigError, api_client, in_cluster
