@@ -11,6 +11,9 @@ allocatable over the pod's request. Numbers that are not exact are marked `~`
 in the table: a search that ran out of its step budget (a proven lower bound),
 or a device-plugin bound (drax does not track what running pods hold of
 device-plugin resources); `unbounded` is a shape that needs no devices there.
+A node whose count fails (a selector's CEL runtime error) shows its error; the
+JSON lists such nodes under `errors` and the inexact ones under `inexact`, and
+the command exits 1, since its total is then not the cluster's.
 The objects come from files, as `drax allocate` takes them, or from a live
 cluster listed once through `--kubeconfig`.
 """
@@ -42,6 +45,7 @@ from app.inventory import Inventory
 from app.model import Node, Pod, ResourceClaim
 
 SYNC_TIMEOUT_SECONDS: Final = 60.0
+EXIT_NOT_COUNTED: Final = 1
 
 
 def register(subparsers: Any) -> None:
@@ -49,7 +53,9 @@ def register(subparsers: Any) -> None:
         "capacity", help="how many more pods of a shape fit, per node and in total",
         description="Count, per node, the maximum number of disjoint allocations of a "
                     "claim shape next to what is allocated now (exact search, not a greedy "
-                    "guess), and their total.")
+                    "guess), and their total. `~` marks a count that is a lower bound.",
+        epilog="Exit status: 0 every node counted; 1 some nodes not counted (their errors "
+               "are listed, and they count 0 in the total); 2 bad input, or no node counted.")
     source = parser.add_mutually_exclusive_group(required=True)
     add_objects_argument(source, required=False)
     source.add_argument("--kubeconfig", metavar="PATH", help="list a live cluster once")
@@ -85,10 +91,31 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     errors = {n: c.error for n, c in counts.items() if c.error}
     if errors and len(errors) == len(counts):
         raise InputError(next(iter(errors.values())))
-    document = {"total": sum(c.count for c in counts.values()),
-                "nodes": {n: c.count for n, c in counts.items()}}
-    write_output(out, args.output, document=document, table=lambda: render_table(counts))
+    write_output(out, args.output, document=document(counts),
+                 table=lambda: render_table(counts))
+    if errors:
+        node, error = next(iter(errors.items()))
+        print(f"drax capacity: {len(errors)} of {len(counts)} nodes not counted; "
+              f"{node}: {error}", file=err)
+        return EXIT_NOT_COUNTED
     return 0
+
+
+def document(counts: Mapping[str, FitCount]) -> dict[str, Any]:
+    """The JSON answer: the counts, and which of them are not exact or not counted.
+
+    A node whose count failed (a CEL runtime error, say) counts 0 in `nodes` and
+    `total` and is listed under `errors`; a count that is a lower bound (cut
+    search, device-plugin bound, `unbounded`) is listed under `inexact`; `exact`
+    says whether `total` is the true total.
+    """
+    errors = {n: c.error for n, c in counts.items() if c.error}
+    inexact = [n for n, c in counts.items() if not c.exact and not c.error]
+    return {"total": sum(c.count for c in counts.values()),
+            "exact": not errors and not inexact,
+            "nodes": {n: c.count for n, c in counts.items()},
+            "inexact": inexact,
+            "errors": errors}
 
 
 @dataclass(slots=True, frozen=True)
@@ -243,6 +270,8 @@ def render_table(counts: Mapping[str, FitCount]) -> str:
             str(fit.count) if fit.exact else f"~{fit.count}" if fit.count < MAX_COPIES
             else "unbounded")
         rows.append((name, text))
-    rows.append(("TOTAL", str(sum(c.count for c in counts.values()))))
+    total = sum(c.count for c in counts.values())
+    exact = all(c.exact and not c.error for c in counts.values())
+    rows.append(("TOTAL", str(total) if exact else f"~{total}"))
     width = max(len(r[0]) for r in rows)
     return "".join(f"{a.ljust(width)}  {b}\n" for a, b in rows)

@@ -50,7 +50,8 @@ def test_generated_files_match_exhaustive_search(tmp_path: Path) -> None:
     free = {"n0": ["a", "b", "b"], "n1": roots["n1"][0], "n2": roots["n2"][0]}
     want = {n: exhaustive(free[n], roots[n][1], want_gpus=1, want_nics=1, same_root=True)
             for n in roots}
-    assert doc == {"total": sum(want.values()), "nodes": want}
+    assert doc == {"total": sum(want.values()), "exact": True, "nodes": want,
+                   "inexact": [], "errors": {}}
 
 
 def test_shape_from_a_pod_a_template_and_a_claim(tmp_path: Path) -> None:
@@ -63,13 +64,42 @@ def test_shape_from_a_pod_a_template_and_a_claim(tmp_path: Path) -> None:
                         (["--claim", "default/c"], 2)):
         run = drax("--objects", str(tmp_path), *flags, "-o", "json")
         assert run.returncode == 0, run.stderr
-        assert json.loads(run.stdout) == {"total": want, "nodes": {"n0": want}}
+        doc = json.loads(run.stdout)
+        assert (doc["total"], doc["nodes"], doc["exact"]) == (want, {"n0": want}, True)
 
 
 def test_piped_output_is_json_as_for_the_other_commands() -> None:
     run = drax("--objects", str(SAMPLE), "--gpus", "2")
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout)["nodes"]["h100-node-1"] == 4
+
+
+def test_a_cel_runtime_error_is_reported_not_counted_as_zero(tmp_path: Path) -> None:
+    # the selector reads an attribute only n1's devices have: n0 errors, n1 counts
+    objs = [GPU_CLASS, *gpu_node("n0", roots=["a", "a"]), *gpu_node("n1", roots=["a", "a"])]
+    for device in objs[-1]["spec"]["devices"]:
+        device["attributes"]["memory"] = {"int": 80}
+    objs.append(claim("c", requests=[exactly(
+        "gpu", "gpu", selectors=['device.attributes["gpu.example.com"].memory >= 40'])]))
+    (tmp_path / "objs.yaml").write_text(yaml.safe_dump_all(objs))
+    run = drax("--objects", str(tmp_path), "--claim", "default/c", "-o", "json")
+    assert run.returncode == 1, run.stderr
+    doc = json.loads(run.stdout)
+    assert doc["nodes"] == {"n0": 0, "n1": 2} and doc["total"] == 2
+    assert doc["exact"] is False and doc["inexact"] == []
+    assert list(doc["errors"]) == ["n0"] and "no such key: memory" in doc["errors"]["n0"]
+    assert "1 of 2 nodes not counted" in run.stderr and len(run.stderr.splitlines()) == 1
+    table = drax("--objects", str(tmp_path), "--claim", "default/c", "-o", "table")
+    assert table.returncode == 1
+    assert "error: " in table.stdout and table.stdout.splitlines()[-1].split() == ["TOTAL", "~2"]
+
+
+def test_a_bound_is_listed_as_inexact() -> None:
+    run = drax("--objects", str(SAMPLE), "--pod", "default/legacy-2gpu-0", "-o", "json")
+    assert run.returncode == 0, run.stderr
+    doc = json.loads(run.stdout)
+    assert doc["inexact"] == ["a100-plugin-node-1"] and doc["exact"] is False
+    assert doc["errors"] == {}
 
 
 def test_bad_input_is_one_line_and_exit_2() -> None:
