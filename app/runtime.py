@@ -46,7 +46,7 @@ from app.extender.pending import DEFAULT_BIND_WAIT_SECONDS
 from app.inventory import KINDS, Inventory
 from app.model import InvalidObject, Pod, ResourceClaim
 from app.observability.inventory import CapacityShape, InventoryObserver, parse_capacity
-from app.observability.placement import PlacementRecorder
+from app.observability.placement import PlacementMetrics, PlacementRecorder
 from app.server import metrics
 from app.server.app import Lifespan, create_app, create_probe_app
 from app.sources.files import iter_objects
@@ -220,6 +220,7 @@ def build_runtime(settings: Settings, *,
         # Caught here, not when the lifespan connects, so the error is one line.
         raise ConfigError(f"kubeconfig: {settings.kubeconfig}: no such file")
     lifespan = None
+    placements = PlacementMetrics()
     if source == "kube":
         inventory = Inventory(expected_kinds=[w.kind for w in WATCHED_KINDS])
         binder = DeferredBinder() if settings.mode == "allocator" else None
@@ -229,7 +230,8 @@ def build_runtime(settings: Settings, *,
                             topology_config=topology, bind_wait=DEFAULT_BIND_WAIT_SECONDS,
                             verb_deadline=settings.verb_deadline,
                             binder=None if binder is None else PlacementRecorder(
-                                binder, inventory=inventory, config=topology))
+                                binder, inventory=inventory, config=topology,
+                                metrics=placements))
         lifespan = _kube_lifespan(settings, inventory, binder, registry)
     else:
         inventory = Inventory()
@@ -241,12 +243,13 @@ def build_runtime(settings: Settings, *,
                             topology_config=topology, file_mode=True,
                             verb_deadline=settings.verb_deadline,
                             binder=PlacementRecorder(MemoryBinder(inventory),
-                                                     inventory=inventory, config=topology))
+                                                     inventory=inventory, config=topology,
+                                                     metrics=placements))
         warm_first(extender, budget_seconds=WARM_BEFORE_READY_SECONDS)
     observer = InventoryObserver(inventory, config=topology, features=settings.features,
                                  shapes=shapes, stats=extender.stats,
                                  equivalence=extender.equivalence)
-    extra: list[Collector] = [observer]
+    extra: list[Collector] = [observer, placements]
     if source != "kube":
         extra.append(InventorySizes(inventory))  # kube mode registers its own
     _install(registry, extra)

@@ -50,10 +50,10 @@ from app.extender.signature import (
     rename_words,
     request_kinds,
 )
+from app.extender.stats import SearchStats
 from app.features import FeatureGates
 from app.inventory import Inventory, NodeState
 from app.model import Device, Node, Pod, ResourceClaim
-from app.observability.stats import SearchStats
 from app.topology import TopologyConfig, make_objective, priority
 
 _SHAPES_CACHED: Final = 256

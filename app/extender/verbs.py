@@ -55,11 +55,11 @@ from app.extender.extended import ExtendedClaim
 from app.extender.pending import PendingBinds
 from app.extender.pods import PodMemory
 from app.extender.signature import RequestKind
+from app.extender.stats import SearchStats
 from app.extender.warming import Warmer
 from app.features import FeatureGates
 from app.inventory import Inventory, NodeState
 from app.model import Pod
-from app.observability.stats import SearchStats
 from app.topology import TopologyConfig
 
 log = logging.getLogger(__name__)

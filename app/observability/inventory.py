@@ -56,10 +56,10 @@ from app.allocator.fits import (
 )
 from app.allocator.types import AllocatedState, NodeView, PoolView
 from app.extender.signature import RequestKind, request_kinds
+from app.extender.stats import STEP_BUCKETS, SearchStats
 from app.features import FeatureGates
 from app.inventory import Inventory, NodeState
 from app.model import Device, ResourceClaim
-from app.observability.stats import STEP_BUCKETS, SearchStats
 from app.topology import TopologyConfig, node_topology
 
 DEVICE_STATES: Final = ("free", "allocated", "partly_consumed", "tainted")

@@ -91,19 +91,6 @@ BIND_WAIT_SECONDS: Final = Histogram(
     "(only filters that found a bind on its way).",
     buckets=LATENCY_BUCKETS, registry=REGISTRY)
 
-TIER_NAMES: Final = ("spanning", "one_numa", "one_pcie_root")
-PLACEMENTS: Final = Counter(
-    "drax_bound_placements_total",
-    "Pods bound with devices, by claim shape and the locality tier of all their devices "
-    "(one_pcie_root, one_numa, spanning; no_topology when none publishes a topology).",
-    ["shape", "tier"], registry=REGISTRY)
-
-BOUND_GPUS: Final = Counter(
-    "drax_bound_gpus_total",
-    "Accelerators bound, by claim shape and NIC pairing: same_root (a NIC of the pod on "
-    "its PCIe root), other_root (the pod has NICs, none on its root), no_nic.",
-    ["shape", "nic"], registry=REGISTRY)
-
 READY: Final = Gauge(
     "drax_ready", "1 when the inventory has finished its initial sync (/readyz answers 200).",
     registry=REGISTRY)
