@@ -128,6 +128,7 @@ class Extender:
         if mode not in ("allocator", "advisor"):
             raise ValueError(f"mode: {mode!r} is not one of allocator, advisor")
         self._inventory = inventory
+        self._mode = mode
         self._binder: Binder | None = binder or (MemoryBinder(inventory) if file_mode else None)
         self._resolver = ClaimResolver(inventory, generate=file_mode,
                                        extended_resources=features.extended_resource)
@@ -374,6 +375,23 @@ class Extender:
         """`AnswerBook.equivalence`: equal on nodes where requests of `kinds`
         face the same problem."""
         return self._book.equivalence(state, kinds)
+
+    @property
+    def inventory(self) -> Inventory:
+        return self._inventory
+
+    @property
+    def book(self) -> AnswerBook:
+        """The answers and the allocator runs behind them (preemption asks the same)."""
+        return self._book
+
+    @property
+    def resolver(self) -> ClaimResolver:
+        return self._resolver
+
+    @property
+    def mode(self) -> str:
+        return self._mode
 
     @property
     def stats(self) -> SearchStats:

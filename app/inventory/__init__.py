@@ -1,6 +1,8 @@
 """In-memory index of DRA objects and of what is allocated (see `store`)."""
 
+from app.inventory.occupants import Occupants
 from app.inventory.store import (
+    DEVICE_KINDS,
     KINDS,
     POD_CLAIM_NAME_ANNOTATION,
     Inventory,
@@ -8,4 +10,5 @@ from app.inventory.store import (
     NodeState,
 )
 
-__all__ = ["KINDS", "POD_CLAIM_NAME_ANNOTATION", "Inventory", "InventoryCounts", "NodeState"]
+__all__ = ["DEVICE_KINDS", "KINDS", "POD_CLAIM_NAME_ANNOTATION", "Inventory", "InventoryCounts",
+           "NodeState", "Occupants"]

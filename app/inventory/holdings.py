@@ -10,7 +10,7 @@ it touched to `on_change`, which the inventory turns into version stamps.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -104,9 +104,12 @@ class Holdings:
                 for results in holding.values() for r in results}
 
     def allocated_for(self, pools: Sequence[Any],
-                      devices_of: Callable[[PoolKey], Mapping[str, Device]]) -> AllocatedState:
+                      devices_of: Callable[[PoolKey], Mapping[str, Device]],
+                      without: Set[str] = frozenset()) -> AllocatedState:
         """The allocated state of `pools` (one node's pool views); `devices_of`
-        gives a pool's devices by name, for the counters they consume."""
+        gives a pool's devices by name, for the counters they consume.
+        `without`: claim keys to leave out, as if deallocated (preemption)."""
+        skip = {_CLAIM + key for key in without}
         devices: set[str] = set()
         multi: set[str] = set()
         counters: dict[PoolKey, dict[tuple[str, str], Quantity]] = {}
@@ -117,7 +120,9 @@ class Holdings:
                 continue
             by_name = devices_of(pool.key)
             counted_devices: set[str] = set()
-            for results in holding.values():
+            for holder, results in holding.items():
+                if skip and holder in skip:
+                    continue
                 for r in results:
                     if r.share_id is None:
                         devices.add(r.device_id)

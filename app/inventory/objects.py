@@ -220,7 +220,7 @@ def unchanged(old: Any, new: Any) -> bool:
 
 
 def object_key(kind: str, obj: Any) -> str:
-    if kind in ("ResourceClaim", "ResourceClaimTemplate", "Pod"):
+    if kind in ("ResourceClaim", "ResourceClaimTemplate", "Pod", "PodDisruptionBudget"):
         return str(obj.key)
     return str(obj.name)
 

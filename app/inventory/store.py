@@ -31,6 +31,7 @@ from typing import Any, Final
 from app.allocator.types import AllocatedState, ClaimAllocation, NodeView, PoolKey
 from app.inventory.holdings import Holdings, counted
 from app.inventory.objects import POD_CLAIM_NAME_ANNOTATION, Objects, object_key, unchanged
+from app.inventory.occupants import Occupants
 from app.inventory.pools import pool_view_for_node, upstream_pool_order
 from app.inventory.selectors import SelectorCache
 from app.inventory.versions import Versions
@@ -46,11 +47,14 @@ from app.model import (
     parse_object,
 )
 
-KINDS: Final = ("Node", "ResourceSlice", "DeviceClass", "ResourceClaim",
-                "ResourceClaimTemplate", "Pod")
+# What the allocator needs; a default inventory waits for these to sync.
+DEVICE_KINDS: Final = ("Node", "ResourceSlice", "DeviceClass", "ResourceClaim",
+                       "ResourceClaimTemplate", "Pod")
+# Plus what preemption reads (`occupants`).
+KINDS: Final = (*DEVICE_KINDS, "PodDisruptionBudget", "PriorityClass")
 EVENT_TYPES: Final = ("ADDED", "MODIFIED", "DELETED")
 
-__all__ = ["EVENT_TYPES", "KINDS", "POD_CLAIM_NAME_ANNOTATION", "Inventory",
+__all__ = ["DEVICE_KINDS", "EVENT_TYPES", "KINDS", "POD_CLAIM_NAME_ANNOTATION", "Inventory",
            "InventoryCounts", "NodeState"]
 
 
@@ -72,7 +76,7 @@ class InventoryCounts:
 class Inventory:
     """Index of what exists and what is taken (see the module doc)."""
 
-    def __init__(self, *, expected_kinds: Iterable[str] = KINDS,
+    def __init__(self, *, expected_kinds: Iterable[str] = DEVICE_KINDS,
                  clock: Callable[[], float] = time.monotonic) -> None:
         unknown = sorted(set(expected_kinds) - set(KINDS))
         if unknown:
@@ -80,6 +84,8 @@ class Inventory:
         self._expected = frozenset(expected_kinds)
         self._synced_kinds: set[str] = set()
         self._objects = Objects()
+        self.occupants = Occupants(claim=self._objects.claims.get,
+                                   pod=self._objects.pods.get)
         self._versions = Versions()
         self._holdings = Holdings(clock=clock, on_change=self._stamp_pools)
         self._states: dict[str, NodeState] = {}
@@ -130,7 +136,7 @@ class Inventory:
             if i % (step * 64) == step * 64 - 1:
                 yield
         stale = []
-        for i, key in enumerate(list(self._objects.table(kind))):
+        for i, key in enumerate(list(self._table(kind))):
             if key not in keys:
                 stale.append(key)
             if i % (step * 64) == step * 64 - 1:
@@ -181,7 +187,13 @@ class Inventory:
         elif kind == "ResourceClaimTemplate":
             objects.templates[obj.key] = obj
         elif kind == "Pod":
-            objects.pods[obj.key] = obj
+            key = obj.key
+            self.occupants.put_pod(objects.pods.get(key), obj)
+            objects.pods[key] = obj
+        elif kind == "PodDisruptionBudget":
+            self.occupants.put_pdb(obj)
+        elif kind == "PriorityClass":
+            self.occupants.put_priority_class(obj)
         else:
             raise InvalidObject(f"unsupported kind {kind!r}")
 
@@ -205,7 +217,13 @@ class Inventory:
         elif kind == "ResourceClaimTemplate":
             objects.templates.pop(key, None)
         elif kind == "Pod":
-            objects.pods.pop(key, None)
+            pod = objects.pods.pop(key, None)
+            if pod is not None:
+                self.occupants.remove_pod(pod)
+        elif kind == "PodDisruptionBudget":
+            self.occupants.remove_pdb(key)
+        elif kind == "PriorityClass":
+            self.occupants.remove_priority_class(key)
         else:
             raise InvalidObject(f"unsupported kind {kind!r}")
 
@@ -277,6 +295,22 @@ class Inventory:
         state = self._build_state(node, version)
         self._states[node_name] = state
         return state
+
+    def allocated_without(self, state: NodeState, claim_keys: Iterable[str]) -> AllocatedState:
+        """`state.allocated` as if the claims `claim_keys` were deallocated: what
+        preemption asks of a node for each set of victims it tries."""
+        without = frozenset(claim_keys)
+        if not without:
+            return state.allocated
+        return self._holdings.allocated_for(state.view.pools, self._objects.pool_devices,
+                                            without)
+
+    def _table(self, kind: str) -> Mapping[str, Any]:
+        if kind == "PodDisruptionBudget":
+            return self.occupants.pdb_table()
+        if kind == "PriorityClass":
+            return self.occupants.priority_classes
+        return self._objects.table(kind)
 
     def class_matcher(self, device_class: DeviceClass, device: Device) -> bool:
         return self.selectors.class_matches(device_class, device)

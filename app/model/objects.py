@@ -22,6 +22,7 @@ import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Final, cast
 
 from app.model.compact import FieldMap
@@ -31,6 +32,9 @@ ATTRIBUTE_KINDS: Final = ("int", "bool", "string", "version", "ints", "bools", "
                           "versions")
 ALLOCATION_MODE_EXACT_COUNT: Final = "ExactCount"
 ALLOCATION_MODE_ALL: Final = "All"
+POD_TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
+PREEMPT_NEVER: Final = "Never"
+PREEMPT_LOWER_PRIORITY: Final = "PreemptLowerPriority"
 
 
 class InvalidObject(ValueError):
@@ -185,10 +189,97 @@ class Pod:
     node_name: str = ""
     containers: tuple[ContainerResources, ...] = ()  # init containers first
     extended_resource_claim_status: ExtendedResourceClaimStatus | None = None
+    # What preemption reads. `priority` is spec.priority (None: not resolved by
+    # admission, see `app.preemption.priority_of`); `deleting`: a
+    # deletionTimestamp is set; `start_time`: status.startTime in epoch seconds.
+    priority: int | None = None
+    priority_class_name: str = ""
+    preemption_policy: str = ""
+    phase: str = ""
+    deleting: bool = False
+    start_time: float | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    @property
+    def terminal(self) -> bool:
+        """Succeeded or Failed: its claims' reservations are about to be dropped."""
+        return self.phase in POD_TERMINAL_PHASES
+
+
+# --------------------------------------------------------------------------- disruption, priority
+
+
+@dataclass(slots=True, frozen=True)
+class LabelSelectorRequirement:
+    key: str
+    operator: str  # In, NotIn, Exists, DoesNotExist
+    values: tuple[str, ...] = ()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        value = labels.get(self.key)
+        if self.operator == "In":
+            return value is not None and value in self.values
+        if self.operator == "NotIn":
+            return value is None or value not in self.values
+        if self.operator == "Exists":
+            return value is not None
+        return value is None  # DoesNotExist
+
+
+@dataclass(slots=True, frozen=True)
+class LabelSelector:
+    """A metav1.LabelSelector. `empty` (no labels, no expressions) matches every
+    set of labels in the API, but kube-scheduler's PDB check skips a PDB whose
+    selector is empty or absent; `PodDisruptionBudget.selects` follows it."""
+
+    match_labels: Mapping[str, str] = field(default_factory=dict)
+    match_expressions: tuple[LabelSelectorRequirement, ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        return not self.match_labels and not self.match_expressions
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        return (all(labels.get(k) == v for k, v in self.match_labels.items())
+                and all(r.matches(labels) for r in self.match_expressions))
+
+
+@dataclass(slots=True, frozen=True)
+class PodDisruptionBudget:
+    """policy/v1 PodDisruptionBudget, what preemption ranks by: who it covers and
+    how many more of them may be disrupted now (`status.disruptionsAllowed`;
+    `disrupted_pods` are already counted in it)."""
+
+    namespace: str
+    name: str
+    selector: LabelSelector | None = None
+    disruptions_allowed: int = 0
+    disrupted_pods: frozenset[str] = frozenset()
+    resource_version: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def selects(self, pod: Pod) -> bool:
+        """Counts `pod` the way kube-scheduler's preemption does: same namespace,
+        a non-empty selector matching its labels, not already disrupted."""
+        return (pod.namespace == self.namespace and self.selector is not None
+                and not self.selector.empty and self.selector.matches(pod.labels)
+                and pod.name not in self.disrupted_pods)
+
+
+@dataclass(slots=True, frozen=True)
+class PriorityClass:
+    name: str
+    value: int
+    preemption_policy: str = PREEMPT_LOWER_PRIORITY
+    global_default: bool = False
+    resource_version: str = ""
 
 
 # --------------------------------------------------------------------------- devices
@@ -665,13 +756,59 @@ def parse_pod(obj: Mapping[str, Any]) -> Pod:
         e = _map(entry, f"{where} status.resourceClaimStatuses[{i}]")
         statuses[_str(e.get("name"), f"{where} resourceClaimStatuses[{i}].name", required=True)] = (
             _str(e.get("resourceClaimName"), f"{where} resourceClaimStatuses[{i}]") or None)
-    return Pod(namespace=namespace, name=name, uid=str(meta.get("uid") or ""),
+    priority = spec.get("priority")
+    policy = _str(spec.get("preemptionPolicy"), f"{where} spec.preemptionPolicy")
+    if policy and policy not in (PREEMPT_NEVER, PREEMPT_LOWER_PRIORITY):
+        raise InvalidObject(f"{where} spec.preemptionPolicy: {policy!r} is not one of "
+                            f"{PREEMPT_LOWER_PRIORITY}, {PREEMPT_NEVER}")
+    return Pod(namespace=sys.intern(namespace), name=name, uid=str(meta.get("uid") or ""),
                resource_claims=tuple(claims), claim_statuses=statuses,
-               scheduler_name=str(spec.get("schedulerName") or ""),
-               node_name=str(spec.get("nodeName") or ""),
+               scheduler_name=sys.intern(str(spec.get("schedulerName") or "")),
+               node_name=sys.intern(str(spec.get("nodeName") or "")),
                containers=_containers(spec, where),
                extended_resource_claim_status=_extended_claim_status(
-                   status.get("extendedResourceClaimStatus"), where))
+                   status.get("extendedResourceClaimStatus"), where),
+               priority=None if priority is None
+               else _int(priority, f"{where} spec.priority"),
+               priority_class_name=sys.intern(
+                   _str(spec.get("priorityClassName"), f"{where} spec.priorityClassName")),
+               preemption_policy=sys.intern(policy),
+               phase=sys.intern(_str(status.get("phase"), f"{where} status.phase")),
+               deleting=bool(meta.get("deletionTimestamp")),
+               start_time=_timestamp(status.get("startTime"), f"{where} status.startTime"),
+               labels=shared_labels(meta.get("labels"), f"{where} metadata.labels"))
+
+
+# Pods of one Deployment or Job carry identical labels: one shared map per
+# distinct label set keeps 10,000 pods from holding 10,000 equal dicts.
+_SHARED_LABELS: dict[tuple[tuple[str, str], ...], Mapping[str, str]] = {}
+_SHARED_LABELS_MAX: Final = 1 << 14
+_NO_LABELS: Final[Mapping[str, str]] = {}
+
+
+def shared_labels(raw: Any, what: str) -> Mapping[str, str]:
+    """metadata.labels as a map shared between objects with the same labels."""
+    labels = _map(raw, what)
+    if not labels:
+        return _NO_LABELS
+    items = tuple(sorted((sys.intern(str(k)), sys.intern(str(v))) for k, v in labels.items()))
+    hit = _SHARED_LABELS.get(items)
+    if hit is None:
+        if len(_SHARED_LABELS) >= _SHARED_LABELS_MAX:
+            _SHARED_LABELS.clear()
+        hit = _SHARED_LABELS[items] = dict(items)
+    return hit
+
+
+def _timestamp(value: Any, what: str) -> float | None:
+    """An RFC 3339 time (as the API server writes them) in epoch seconds."""
+    if value is None or value == "":
+        return None
+    text = _str(value, what)
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        raise InvalidObject(f"{what}: {text!r} is not an RFC 3339 time") from None
 
 
 # Identical attribute values (type "gpu", architecture "Hopper", numaNode 0, ...)
@@ -1134,6 +1271,59 @@ def parse_resource_claim_template(obj: Mapping[str, Any]) -> ResourceClaimTempla
         resource_version=str(meta.get("resourceVersion") or ""))
 
 
+def parse_label_selector(raw: Any, what: str) -> LabelSelector | None:
+    if raw is None:
+        return None
+    m = _map(raw, what)
+    labels = {str(k): str(v) for k, v in _map(m.get("matchLabels"), f"{what}.matchLabels").items()}
+    requirements = []
+    for i, r in enumerate(_list(m.get("matchExpressions"), f"{what}.matchExpressions")):
+        where = f"{what}.matchExpressions[{i}]"
+        e = _map(r, where)
+        operator = _str(e.get("operator"), f"{where}.operator", required=True)
+        if operator not in ("In", "NotIn", "Exists", "DoesNotExist"):
+            raise InvalidObject(f"{where}.operator: {operator!r} is not one of In, NotIn, "
+                                "Exists, DoesNotExist")
+        requirements.append(LabelSelectorRequirement(
+            key=_str(e.get("key"), f"{where}.key", required=True), operator=operator,
+            values=tuple(str(v) for v in _list(e.get("values"), f"{where}.values"))))
+    return LabelSelector(match_labels=labels, match_expressions=tuple(requirements))
+
+
+def parse_pod_disruption_budget(obj: Mapping[str, Any]) -> PodDisruptionBudget:
+    where = _where("PodDisruptionBudget", obj)
+    meta = _meta(obj)
+    spec = _map(obj.get("spec"), f"{where} spec")
+    status = _map(obj.get("status"), f"{where} status")
+    return PodDisruptionBudget(
+        namespace=sys.intern(_str(meta.get("namespace"), f"{where} metadata.namespace")
+                             or "default"),
+        name=_str(meta.get("name"), f"{where} metadata.name", required=True),
+        selector=parse_label_selector(spec.get("selector"), f"{where} spec.selector"),
+        disruptions_allowed=_int(status.get("disruptionsAllowed"),
+                                 f"{where} status.disruptionsAllowed"),
+        disrupted_pods=frozenset(str(k) for k in _map(status.get("disruptedPods"),
+                                                      f"{where} status.disruptedPods")),
+        resource_version=str(meta.get("resourceVersion") or ""))
+
+
+def parse_priority_class(obj: Mapping[str, Any]) -> PriorityClass:
+    where = _where("PriorityClass", obj)
+    meta = _meta(obj)
+    if "value" not in obj:
+        raise InvalidObject(f"{where} value: required")
+    policy = _str(obj.get("preemptionPolicy"), f"{where} preemptionPolicy") \
+        or PREEMPT_LOWER_PRIORITY
+    if policy not in (PREEMPT_NEVER, PREEMPT_LOWER_PRIORITY):
+        raise InvalidObject(f"{where} preemptionPolicy: {policy!r} is not one of "
+                            f"{PREEMPT_LOWER_PRIORITY}, {PREEMPT_NEVER}")
+    return PriorityClass(
+        name=_str(meta.get("name"), f"{where} metadata.name", required=True),
+        value=_int(obj.get("value"), f"{where} value"), preemption_policy=policy,
+        global_default=bool(obj.get("globalDefault")),
+        resource_version=str(meta.get("resourceVersion") or ""))
+
+
 PARSERS: Final = {
     "Node": parse_node,
     "Pod": parse_pod,
@@ -1141,6 +1331,8 @@ PARSERS: Final = {
     "DeviceClass": parse_device_class,
     "ResourceClaim": parse_resource_claim,
     "ResourceClaimTemplate": parse_resource_claim_template,
+    "PodDisruptionBudget": parse_pod_disruption_budget,
+    "PriorityClass": parse_priority_class,
 }
 
 

@@ -1,0 +1,162 @@
+"""Who holds what: the running pods of each node, the claims they hold, the
+PodDisruptionBudgets and PriorityClasses, as preemption reads them.
+
+A pod holds a claim when the claim is allocated and its `status.reservedFor`
+names the pod; the pod lists its claims itself (`spec.resourceClaims`, the
+generated names in `status.resourceClaimStatuses`, the claim for extended
+resources), so a node's holdings are found from its pods without a second
+index of claims. Kept apart from the device index (`store`) because it
+changes with pods, which come and go far more often than devices, and
+nothing here stamps a node's version: which pods hold a claim changes no
+allocation the filter can see.
+
+Per pod the index keeps one entry by UID and one in its node's table, both
+pointing at the parsed `Pod`; label maps and repeated strings are shared at
+parse time (`app.model.objects.shared_labels`), so 10,000 pods cost their
+`Pod` objects and two dictionary slots each.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Final
+
+from app.model import Pod, PodDisruptionBudget, PriorityClass, ResourceClaim
+
+PODS_RESOURCE: Final = "pods"
+
+
+class Occupants:
+    """Pods by node and UID, PDBs by namespace, PriorityClasses by name."""
+
+    __slots__ = ("_by_uid", "_claim", "_classes", "_default_class", "_on_node", "_pdbs",
+                 "_pod")
+
+    def __init__(self, *, claim: Callable[[str], ResourceClaim | None],
+                 pod: Callable[[str], Pod | None]) -> None:
+        # the inventory's lookups by "namespace/name"
+        self._claim = claim
+        self._pod = pod
+        self._by_uid: dict[str, Pod] = {}
+        self._on_node: dict[str, dict[str, Pod]] = {}  # node -> pod key -> pod
+        self._pdbs: dict[str, dict[str, PodDisruptionBudget]] = {}  # namespace -> name -> PDB
+        self._classes: dict[str, PriorityClass] = {}
+        self._default_class: PriorityClass | None = None
+
+    # ------------------------------------------------------------------ updates (the store)
+
+    def put_pod(self, old: Pod | None, pod: Pod) -> None:
+        if old is not None:
+            self.remove_pod(old)
+        if pod.uid:
+            self._by_uid[pod.uid] = pod
+        if pod.node_name:
+            self._on_node.setdefault(pod.node_name, {})[pod.key] = pod
+
+    def remove_pod(self, pod: Pod) -> None:
+        if pod.uid and self._by_uid.get(pod.uid) is pod:
+            del self._by_uid[pod.uid]
+        if pod.node_name:
+            table = self._on_node.get(pod.node_name)
+            if table is not None and table.get(pod.key) is pod:
+                del table[pod.key]
+                if not table:
+                    del self._on_node[pod.node_name]
+
+    def put_pdb(self, pdb: PodDisruptionBudget) -> None:
+        self._pdbs.setdefault(pdb.namespace, {})[pdb.name] = pdb
+
+    def remove_pdb(self, key: str) -> None:
+        namespace, _, name = key.partition("/")
+        table = self._pdbs.get(namespace)
+        if table is not None and table.pop(name, None) is not None and not table:
+            del self._pdbs[namespace]
+
+    def put_priority_class(self, pc: PriorityClass) -> None:
+        self._classes[pc.name] = pc
+        self._find_default()
+
+    def remove_priority_class(self, name: str) -> None:
+        if self._classes.pop(name, None) is not None:
+            self._find_default()
+
+    def _find_default(self) -> None:
+        # The API admits one globalDefault class; with several, admission takes
+        # the one of lowest value, as here.
+        defaults = [pc for pc in self._classes.values() if pc.global_default]
+        self._default_class = min(defaults, key=lambda pc: (pc.value, pc.name),
+                                  default=None)
+
+    # ------------------------------------------------------------------ tables (the store's)
+
+    def pdb_table(self) -> Mapping[str, PodDisruptionBudget]:
+        return {pdb.key: pdb for table in self._pdbs.values() for pdb in table.values()}
+
+    @property
+    def priority_classes(self) -> Mapping[str, PriorityClass]:
+        return self._classes
+
+    # ------------------------------------------------------------------ reads
+
+    def pods_on(self, node_name: str) -> Iterable[Pod]:
+        """Every pod bound to `node_name` (any phase; `holdings` says which hold devices)."""
+        return self._on_node.get(node_name, {}).values()
+
+    def pod_by_uid(self, uid: str) -> Pod | None:
+        return self._by_uid.get(uid)
+
+    def pdbs(self, namespace: str) -> Iterable[PodDisruptionBudget]:
+        return self._pdbs.get(namespace, {}).values()
+
+    def priority_class(self, name: str) -> PriorityClass | None:
+        return self._classes.get(name)
+
+    @property
+    def default_priority_class(self) -> PriorityClass | None:
+        return self._default_class
+
+    def holdings(self, pod: Pod) -> tuple[ResourceClaim, ...]:
+        """The allocated claims reserved for `pod`, in its spec order (then the
+        claim for its extended resources)."""
+        out: list[ResourceClaim] = []
+        for name in claim_names(pod):
+            claim = self._claim(f"{pod.namespace}/{name}")
+            if claim is not None and claim.allocation is not None and reserved_for(claim, pod):
+                out.append(claim)
+        return tuple(out)
+
+    def reservers(self, claim: ResourceClaim) -> tuple[Pod | None, ...]:
+        """The pods in `claim.status.reservedFor`, None for one not known here
+        (deleted already, or a consumer that is not a pod)."""
+        out: list[Pod | None] = []
+        for ref in claim.reserved_for:
+            pod = None
+            if ref.resource == PODS_RESOURCE and not ref.api_group:
+                if ref.uid:
+                    pod = self._by_uid.get(ref.uid)
+                else:  # objects written by hand (file mode) may leave the UID out
+                    pod = self._pod(f"{claim.namespace}/{ref.name}")
+            out.append(pod)
+        return tuple(out)
+
+
+def claim_names(pod: Pod) -> list[str]:
+    """The names of the claims `pod` uses: named, generated from a template, and
+    the one for its extended resources."""
+    names = []
+    for entry in pod.resource_claims:
+        if entry.resource_claim_name:
+            names.append(entry.resource_claim_name)
+        else:
+            generated = pod.claim_statuses.get(entry.name)
+            if generated:
+                names.append(generated)
+    if pod.extended_resource_claim_status is not None:
+        names.append(pod.extended_resource_claim_status.resource_claim_name)
+    return names
+
+
+def reserved_for(claim: ResourceClaim, pod: Pod) -> bool:
+    return any(ref.resource == PODS_RESOURCE and (ref.uid == pod.uid if ref.uid and pod.uid
+                                                  else ref.name == pod.name)
+               for ref in claim.reserved_for)
