@@ -42,8 +42,8 @@ from app.extender.answers import (
     with_claim_keys,
 )
 from app.extender.claims import ClaimResolver
-from app.extender.verbs import Extender
 from app.extender.signature import HashedKey, flat_devices, map_outcome
+from app.extender.verbs import Extender
 from app.inventory import Inventory, NodeState, Occupants
 from app.model import (
     Pod,
