@@ -4,7 +4,9 @@ The check a platform admin runs before rolling out a DeviceClass or claim
 selector: the same `app.cel` engine the allocator uses, against a real
 inventory dump (`kubectl get resourceslices -o yaml`). Runtime errors are
 listed per device rather than counted as "no match", because Kubernetes
-treats them as allocation failures, not as non-matching devices.
+treats them as allocation failures, not as non-matching devices. An expression
+that does not compile is reported the same way and makes the command exit 2,
+as any bad input does, so a script cannot take it for "matches nothing".
 
 `drax selector --objects PATH... EXPRESSION...` reads naturally, but argparse
 would let `--objects` swallow the expressions; so trailing arguments that are
@@ -51,7 +53,10 @@ def register(subparsers: Any) -> None:
         "selector", help="show which devices CEL selector expressions match",
         description="Evaluate DRA CEL selector expressions (as in DeviceClasses and "
                     "ResourceClaims) against every device of the ResourceSlices given, "
-                    "with Kubernetes semantics.")
+                    "with Kubernetes semantics.",
+        epilog="Exit status: 0 every expression compiles (runtime errors are listed per "
+               "device, as the answer); 2 bad input or an expression that does not compile "
+               "(the report is still printed, with the compile error).")
     add_objects_argument(parser, help="YAML/JSON files or folders with ResourceSlices "
                                       "(other kinds are ignored)")
     parser.add_argument("expressions", nargs="*", metavar="EXPRESSION",
@@ -71,6 +76,10 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     reports = [evaluate(expression, devices) for expression in expressions]
     write_output(out, args.output, document=[r.to_dict() for r in reports],
                  table=lambda: render_table(reports, device_count=len(devices)))
+    broken = [r.expression for r in reports if r.compile_error is not None]
+    if broken:
+        raise InputError(f"{len(broken)} of {len(reports)} expressions do not compile: "
+                         + ", ".join(repr(e) for e in broken))
     return 0
 
 

@@ -47,8 +47,11 @@ def test_runtime_errors_are_listed_per_device() -> None:
     assert first["error"].startswith("no such key: rdma. consider using CEL optional chaining")
 
 
-def test_compile_error_is_reported_in_json_with_exit_0() -> None:
-    reports = run_json("--objects", str(EXAMPLES), "device.x", "true")
+def test_compile_error_is_reported_in_json_with_exit_2() -> None:
+    proc = drax("--objects", str(EXAMPLES), "device.x", "true")
+    assert proc.returncode == 2
+    assert proc.stderr == "drax selector: 1 of 2 expressions do not compile: 'device.x'\n"
+    reports = json.loads(proc.stdout)
     assert reports[0]["compileError"].startswith(
         "compilation failed: ERROR: <input>:1:7: undefined field 'x'")
     assert reports[0]["matches"] == []
@@ -61,9 +64,15 @@ def test_expressions_after_double_dash() -> None:
     assert len(report["matches"]) == 8
 
 
+def test_bad_syntax_exits_2() -> None:
+    proc = drax("--objects", str(EXAMPLES), "bad syntax ((")
+    assert proc.returncode == 2
+    assert "do not compile: 'bad syntax (('" in proc.stderr
+
+
 def test_table_output() -> None:
     proc = drax("-o", "table", "--objects", str(EXAMPLES), GPU_CLASS, "device.x")
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 2, proc.stderr
     assert "8 of 16 devices match, 0 errors" in proc.stdout
     assert "MATCH     gpu.nvidia.com/h100-node-1/gpu-0" in proc.stdout
     assert "undefined field 'x'" in proc.stdout
