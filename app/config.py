@@ -60,10 +60,32 @@ class Settings:
     # so probes and Prometheus need no client certificate.
     metrics_port: int = 0
     metrics_host: str = ""  # empty: the same address as `host`
+    # `namespace/name` of the Lease this replica's kube-scheduler elects its leader
+    # with; what drax writes on its own runs only while that kube-scheduler holds
+    # it. Empty: this replica always leads (one replica).
+    leader_election_lease: str = ""
+    # The Lease holder is this replica's kube-scheduler when its identity is
+    # `<this>_<uuid>`; empty: the host name, which a sidecar shares with it.
+    leader_election_identity: str = ""
 
     @property
     def features(self) -> FeatureGates:
         return FeatureGates().with_overrides(self.feature_gates)
+
+    @property
+    def lease(self) -> tuple[str, str] | None:
+        """`leader_election_lease` as (namespace, name), None if unset."""
+        if not self.leader_election_lease:
+            return None
+        return parse_lease_name(self.leader_election_lease)
+
+
+def parse_lease_name(text: str) -> tuple[str, str]:
+    """`namespace/name` -> (namespace, name); ConfigError naming the problem."""
+    namespace, sep, name = text.partition("/")
+    if not sep or not namespace or not name or "/" in name:
+        raise ConfigError(f"leader_election_lease: expected namespace/name, got {text!r}")
+    return namespace, name
 
 
 def _as_str(value: Any, key: str) -> str:
@@ -154,6 +176,8 @@ FIELDS: Final[dict[str, Callable[[Any, str], Any]]] = {
     "client_ca_file": _as_str,
     "metrics_port": _as_int,
     "metrics_host": _as_str,
+    "leader_election_lease": _as_str,
+    "leader_election_identity": _as_str,
 }
 ENV_FIELDS: Final = tuple(k for k in FIELDS if k not in ("topology", "capacity"))
 
@@ -224,6 +248,8 @@ def _validate(settings: Settings) -> Settings:
     prefix = settings.url_prefix.strip()
     if prefix and not prefix.startswith("/"):
         raise ConfigError(f"url_prefix: must start with '/', got {prefix!r}")
+    if settings.leader_election_lease:
+        parse_lease_name(settings.leader_election_lease)
     return replace(settings, log_level=level, url_prefix=prefix.rstrip("/"))
 
 

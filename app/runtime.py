@@ -9,6 +9,9 @@ answers for the known claim shapes are warmed before ready for at most
 (on a very large cluster warming every shape on every node takes longer than
 loading); kube mode starts its watches in the app's lifespan (they need the
 running loop) and `/readyz` turns ready once every watched kind has been listed.
+With a leader-election Lease configured, every replica watches and serves, and
+what drax writes on its own (releasing half-written binds) runs only while
+`Runtime.leadership` says this replica's kube-scheduler holds the Lease.
 
 It sits above the server and below the CLI: it wires sources, inventory,
 extender, binder, observers and the HTTP apps into one process.
@@ -31,7 +34,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from fastapi import FastAPI
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, Gauge
 from prometheus_client.registry import Collector
 
 from app import garbage_collector
@@ -58,6 +61,7 @@ from app.sources.kube import (
     api_client,
     in_cluster,
 )
+from app.sources.kube.lease import Leadership
 from app.topology import TopologyConfig
 
 log = logging.getLogger(__name__)
@@ -79,6 +83,9 @@ class Runtime:
     inventory: Inventory
     app: FastAPI
     probes: FastAPI  # health, readiness, metrics alone, for `metrics_port`
+    # Whether this replica's kube-scheduler holds the leader-election Lease
+    # (always, without one); kube mode follows the Lease in the lifespan.
+    leadership: Leadership
 
 
 def load_files(inventory: Inventory, paths: Iterable[str | Path]) -> LoadReport:
@@ -221,6 +228,8 @@ def build_runtime(settings: Settings, *,
         raise ConfigError(f"kubeconfig: {settings.kubeconfig}: no such file")
     lifespan = None
     placements = PlacementMetrics()
+    leadership = Leadership(lease=settings.lease if source == "kube" else None,
+                            identity=settings.leader_election_identity)
     if source == "kube":
         inventory = Inventory(expected_kinds=[w.kind for w in WATCHED_KINDS])
         binder = DeferredBinder() if settings.mode == "allocator" else None
@@ -232,7 +241,7 @@ def build_runtime(settings: Settings, *,
                             binder=None if binder is None else PlacementRecorder(
                                 binder, inventory=inventory, config=topology,
                                 metrics=placements))
-        lifespan = _kube_lifespan(settings, inventory, binder, registry)
+        lifespan = _kube_lifespan(settings, inventory, binder, registry, leadership)
     else:
         inventory = Inventory()
         paths = settings.inventory if source == "files" else (SAMPLE_DIR,)
@@ -262,7 +271,7 @@ def build_runtime(settings: Settings, *,
     probes = create_probe_app(ready=lambda: inventory.synced, mode=settings.mode,
                               info={"source": source})
     return Runtime(settings=settings, source=source, inventory=inventory, app=app,
-                   probes=probes)
+                   probes=probes, leadership=leadership)
 
 
 def _observing(observer: InventoryObserver, extender: Extender,
@@ -313,8 +322,12 @@ def _warming(extender: Extender, inner: Lifespan | None) -> Lifespan:
 
 
 def _kube_lifespan(settings: Settings, inventory: Inventory, binder: DeferredBinder | None,
-                   registry: CollectorRegistry) -> Lifespan:
+                   registry: CollectorRegistry, leadership: Leadership) -> Lifespan:
     watch_metrics = WatchMetrics(registry, kinds=[w.kind for w in WATCHED_KINDS])
+    leader_gauge = Gauge("drax_leader", "1 while this replica's kube-scheduler holds the "
+                         "leader-election Lease (always 1 without one), else 0.",
+                         registry=registry)
+    leader_gauge.set_function(lambda: float(leadership.leading))
     registry.register(InventorySizes(inventory))
     bind_metrics = BindMetrics(registry) if binder is not None else None
     repair_metrics = RepairMetrics(registry) if binder is not None else None
@@ -323,21 +336,24 @@ def _kube_lifespan(settings: Settings, inventory: Inventory, binder: DeferredBin
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         api = await api_client(kubeconfig=settings.kubeconfig or None)
         watches = KubeSource(api, inventory, metrics=watch_metrics)
-        repair: asyncio.Task[None] | None = None
+        loop = asyncio.get_running_loop()
+        tasks = [loop.create_task(leadership.run(api), name="leadership")]
         if binder is not None and bind_metrics is not None and repair_metrics is not None:
             binder.target = KubeBinder(
                 api, metrics=bind_metrics,
                 allocation_timestamp=settings.features.device_binding_conditions)
-            repair = asyncio.get_running_loop().create_task(
-                keep_releasing(api, metrics=repair_metrics))
+            tasks.append(loop.create_task(
+                keep_releasing(api, metrics=repair_metrics, leadership=leadership),
+                name="release-half-written"))
         watches.start()
         try:
             yield
         finally:
-            if repair is not None:
-                repair.cancel()
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
                 with contextlib.suppress(asyncio.CancelledError):
-                    await repair
+                    await task
             await watches.stop()
             await api.close()
 

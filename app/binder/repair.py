@@ -1,4 +1,4 @@
-"""At start-up: finish what a killed drax left half written on the claims.
+"""Each time this replica becomes leader: finish what a killed bind left half written.
 
 A bind writes a claim in two updates (the finalizer, then allocation and
 reservation together; see `kube`), and its undo in two as well (status, then
@@ -18,14 +18,20 @@ while its pod exists and is not done; once the pod is deleted, replaced or
 done, it drops the reservation and, with the last one, the allocation and the
 finalizer.
 
-The pass runs in the background until one has gone through; a bind racing it
-is safe, as every write on both sides carries the resourceVersion it read.
+Only the leader writes (`Leadership`: its kube-scheduler holds the Lease),
+and it runs the pass each time it becomes leader, so the half-written binds of
+a leader killed mid-bind are released by the replica taking over, not only by
+a restart of the same process. The pass runs in the background until one has
+gone through, and stops writing once this replica no longer leads; a bind
+racing it is safe, as every write on both sides carries the resourceVersion it
+read.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Any, Final
 
 import aiohttp
@@ -34,6 +40,7 @@ from kubernetes_asyncio import client
 from prometheus_client import CollectorRegistry, Counter
 
 from app.binder.kube import FINALIZER
+from app.sources.kube.lease import Leadership
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +51,9 @@ PAGE_SIZE: Final = 500
 class RepairMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
         self.released = Counter("drax_bind_half_written_released_total",
-                                "Claims found with drax's finalizer but no allocation at "
-                                "start-up (a bind or undo killed half-way) and released.",
+                                "Claims found with drax's finalizer but no allocation "
+                                "on becoming leader (a bind or undo killed half-way) "
+                                "and released.",
                                 registry=registry)
 
 
@@ -57,8 +65,10 @@ def half_written(claim: dict[str, Any]) -> bool:
 
 
 async def release_half_written(api_client: client.ApiClient, *, metrics: RepairMetrics,
-                               request_timeout: float = 10.0) -> int:
-    """One pass over every claim; how many were released."""
+                               request_timeout: float = 10.0,
+                               may_write: Callable[[], bool] = lambda: True) -> int:
+    """One pass over every claim; how many were released. Stops (RepairError)
+    once `may_write()` turns False."""
     claims: Any = client.ResourceV1Api(api_client)
     timeout = aiohttp.ClientTimeout(total=request_timeout)
     released = 0
@@ -68,7 +78,11 @@ async def release_half_written(api_client: client.ApiClient, *, metrics: RepairM
             limit=PAGE_SIZE, _continue=token or None, _preload_content=False,
             _request_timeout=timeout))
         for claim in page.get("items") or []:
-            if half_written(claim) and await _release(claims, claim, timeout=timeout):
+            if not half_written(claim):
+                continue
+            if not may_write():
+                raise RepairError("no longer the leader")
+            if await _release(claims, claim, timeout=timeout):
                 released += 1
                 metrics.released.inc()
         token = (page.get("metadata") or {}).get("continue") or ""
@@ -76,12 +90,26 @@ async def release_half_written(api_client: client.ApiClient, *, metrics: RepairM
             return released
 
 
-async def keep_releasing(api_client: client.ApiClient, *, metrics: RepairMetrics) -> None:
-    """`release_half_written` until one pass completes (the API may be down)."""
+async def keep_releasing(api_client: client.ApiClient, *, metrics: RepairMetrics,
+                         leadership: Leadership) -> None:
+    """`release_half_written` once in each term this replica leads, retried
+    until a pass completes (the API may be down) or the term ends."""
     while True:
+        await leadership.wait(True)
+        term = leadership.term
+        await _release_in_term(api_client, metrics=metrics, leadership=leadership, term=term)
+        await leadership.wait(False)
+
+
+async def _release_in_term(api_client: client.ApiClient, *, metrics: RepairMetrics,
+                           leadership: Leadership, term: int) -> None:
+    while leadership.still_leading(term):
         try:
-            released = await release_half_written(api_client, metrics=metrics)
+            released = await release_half_written(
+                api_client, metrics=metrics, may_write=lambda: leadership.still_leading(term))
         except (aiohttp.ClientError, TimeoutError, OSError, RepairError) as exc:
+            if not leadership.still_leading(term):
+                return
             log.warning("releasing half-written claims failed, retrying in %.0f s: %s",
                         RETRY_SECONDS, exc)
             await asyncio.sleep(RETRY_SECONDS)

@@ -58,6 +58,13 @@ def register(subparsers: Any) -> None:
     p.add_argument("--metrics-port", type=int, help="also serve /healthz, /readyz, /metrics "
                                                     "over plain HTTP on this port (default: off)")
     p.add_argument("--metrics-host", help="address of --metrics-port (default: --host)")
+    p.add_argument("--leader-election-lease", metavar="NAMESPACE/NAME",
+                   help="the Lease kube-scheduler elects its leader with; drax's own writes "
+                        "run only while this replica's kube-scheduler holds it "
+                        "(default: none, always lead)")
+    p.add_argument("--leader-election-identity", metavar="NAME",
+                   help="this replica's kube-scheduler holds the Lease as NAME_<uuid> "
+                        "(default: the host name)")
     p.set_defaults(func=run)
 
 
@@ -66,7 +73,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         "host", "port", "inventory", "kubeconfig", "log_level", "access_log",
         "max_body_bytes", "body_read_timeout", "verb_deadline", "url_prefix", "mode",
         "feature_gates", "tls_cert_file", "tls_private_key_file", "client_ca_file",
-        "metrics_port", "metrics_host")}
+        "metrics_port", "metrics_host", "leader_election_lease", "leader_election_identity")}
     return load_settings(config_path=args.config, overrides=overrides)
 
 

@@ -18,7 +18,8 @@ honouring `preconditions` (409); PATCH of pods/status applies a JSON merge
 patch, or a strategic one (conditions merged by type), honouring
 `metadata.uid` and `metadata.resourceVersion` as preconditions (409). Lists
 and watches of pods honour a `fieldSelector` (`a=b`, `a!=b` over a few pod
-fields): a watched object that stops matching arrives as DELETED. `Faults` makes requests fail
+fields, `metadata.name` also for the other kinds, as a Lease is followed): a
+watched object that stops matching arrives as DELETED. `Faults` makes requests fail
 on demand: counted faults for lists, watches, status PUTs and bindings, and a
 seeded random share of all writes failing with 500, 429, a 409 (someone
 else's update first), a timeout (nothing applied, no answer in time) or a
@@ -69,6 +70,7 @@ RESOURCES = {
     "priorityclasses": Resource("priorityclasses", "PriorityClass", "scheduling.k8s.io/v1",
                                 False),
     "events": Resource("events", "Event", "events.k8s.io/v1", True),
+    "leases": Resource("leases", "Lease", "coordination.k8s.io/v1", True),
 }
 # Pod fields a fieldSelector may test, as the API server's pod field labels.
 POD_FIELDS = {"status.phase": ("status", "phase"), "spec.nodeName": ("spec", "nodeName"),
@@ -83,16 +85,29 @@ class _Watcher:
     queue: asyncio.Queue[bytes | None] = field(default_factory=asyncio.Queue)
     request: web.Request | None = None
     selects: Callable[[Mapping[str, Any]], bool] | None = None  # its fieldSelector
+    name: str = ""  # its fieldSelector's metadata.name, if any
 
-    def line(self, line: bytes) -> bytes:
+    def line(self, line: bytes) -> bytes | None:
         """`line` as this watcher sees it: an object its fieldSelector no longer
-        selects is DELETED for it (the API server's watch cache does the same)."""
+        selects is DELETED for it (the API server's watch cache does the same);
+        None for an object of another name, which it never selected."""
         if self.selects is None:
             return line
         event = orjson.loads(line)
+        if self.name and event["object"]["metadata"]["name"] != self.name:
+            return None
         if event["type"] != "DELETED" and not self.selects(event["object"]):
             return orjson.dumps({"type": "DELETED", "object": event["object"]}) + b"\n"
         return line
+
+
+def _selected_name(raw: str) -> str:
+    """X of a `metadata.name=X` term of a fieldSelector, "" without one."""
+    for term in raw.split(","):
+        field_name, sep, value = term.partition("=")
+        if field_name == "metadata.name" and sep:
+            return value.lstrip("=")
+    return ""
 
 
 def field_selector(raw: str) -> Callable[[Mapping[str, Any]], bool] | None:
@@ -349,8 +364,8 @@ class FakeApiServer:
         line = orjson.dumps({"type": event, "object": obj}) + b"\n"
         self.history.append((rv, plural, line))
         for w in self._watchers:
-            if w.plural == plural:
-                w.queue.put_nowait(w.line(line))
+            if w.plural == plural and (seen := w.line(line)) is not None:
+                w.queue.put_nowait(seen)
 
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         self.requests.append((request.method, request.path))
@@ -468,7 +483,8 @@ class FakeApiServer:
         resp = web.StreamResponse(headers={"Content-Type": "application/json"})
         resp.enable_chunked_encoding()
         await resp.prepare(request)
-        watcher = _Watcher(plural=plural, request=request, selects=selects)
+        watcher = _Watcher(plural=plural, request=request, selects=selects,
+                           name=_selected_name(request.query.get("fieldSelector", "")))
         if since in ("", "0"):
             backlog = [orjson.dumps({"type": "ADDED", "object": o}) + b"\n"
                        for o in self.store[plural].values() if selects is None or selects(o)]
@@ -480,8 +496,9 @@ class FakeApiServer:
             await resp.write(orjson.dumps(gone) + b"\n")
             return resp
         else:
-            backlog = [watcher.line(line) for rv, p, line in self.history
-                       if p == plural and rv > int(since)]
+            seen = (watcher.line(line) for rv, p, line in self.history
+                    if p == plural and rv > int(since))
+            backlog = [line for line in seen if line is not None]
         for event in backlog:
             watcher.queue.put_nowait(event)
         self._watchers.append(watcher)
