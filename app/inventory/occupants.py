@@ -12,7 +12,7 @@ allocation the filter can see.
 
 Per pod the index keeps one entry by UID and one in its node's table, both
 pointing at the parsed `Pod`; label maps and repeated strings are shared at
-parse time (`app.model.objects.shared_labels`), so 10,000 pods cost their
+parse time (`app.model.parse.shared_labels`), so 10,000 pods cost their
 `Pod` objects and two dictionary slots each.
 """
 

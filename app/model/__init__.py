@@ -1,7 +1,8 @@
 """Typed views of the Kubernetes objects drax reads, and exact quantities.
 
-Everything past the parsing edge works on these types; see `objects` and
-`quantity` for why they are shaped the way they are.
+Everything past the parsing edge (`parse`) works on these types (`objects`);
+`interning` shares the values that repeat across objects, `quantity` holds
+exact quantities.
 """
 
 from app.model.objects import (
@@ -33,9 +34,9 @@ from app.model.objects import (
     ResourceClaimTemplate,
     ResourcePool,
     ResourceSlice,
-    parse_object,
     qualify,
 )
+from app.model.parse import parse_object
 from app.model.quantity import Quantity, QuantityError, parse_quantity
 
 __all__ = [

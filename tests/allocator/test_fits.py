@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from app.allocator.fits import count_fits, gpu_shape, max_fits
 from app.features import FeatureGates
 from app.inventory import Inventory
-from app.model.objects import parse_resource_claim
+from app.model.parse import parse_resource_claim
 from tests.extender.cluster import GPU_CLASS, NIC_CLASS, ROOT, gpu_node, load
 from tests.inventory.objects import claim, exactly, result
 

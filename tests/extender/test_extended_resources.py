@@ -14,7 +14,7 @@ from app.extender.extended import (
     served_by_dra,
 )
 from app.features import FeatureGates
-from app.model.objects import parse_device_class, parse_node, parse_pod
+from app.model.parse import parse_device_class, parse_node, parse_pod
 from tests.extender.cluster import GPU_CLASS, extender, gpu_node, load, the_pod
 from tests.inventory.objects import claim, exactly, pod
 

@@ -17,7 +17,7 @@ from app.extender.extended import (
     needs_of,
 )
 from app.model import Pod, parse_object
-from app.model.objects import parse_device_class
+from app.model.parse import parse_device_class
 from tests.kube.harness import KubeHarness, pod, unstamped
 from tests.kube.test_kube_binder import allocation
 

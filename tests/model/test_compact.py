@@ -3,7 +3,7 @@ model's meaning (lookups, equality, quantity text, attribute kinds)."""
 
 from typing import Any
 
-from app.model import ResourceSlice, objects, parse_object
+from app.model import ResourceSlice, interning, parse_object
 from app.model.compact import FieldMap
 
 
@@ -68,7 +68,7 @@ def test_counter_consumptions_are_shared_by_their_raw_form() -> None:
 def test_a_full_value_cache_starts_over_so_nearby_repeats_stay_shared(monkeypatch: Any) -> None:
     # Unique values (uuids) fill the bounded cache; a value that repeats only
     # within one slice (a MIG partition's parentUUID) must still be shared after.
-    monkeypatch.setattr(objects, "_SHARED_ATTRIBUTES_MAX", 8)
+    monkeypatch.setattr(interning, "SHARED_MAX", 8)
     _slice("fill", [{"name": f"gpu-{i}", "attributes": {"uuid": {"string": f"fill-{i}"}}}
                     for i in range(20)])
     s = _slice("n1", [{"name": f"mig-{i}", "attributes": {"parentUUID": {"string": "GPU-7"}}}
@@ -76,4 +76,4 @@ def test_a_full_value_cache_starts_over_so_nearby_repeats_stay_shared(monkeypatc
     values = [d.attributes["gpu.example.com/parentUUID"] for d in s.devices]
     assert values[0].value == "GPU-7"
     assert values[1] is values[0] and values[2] is values[0]
-    assert all(len(c) <= 8 for c in (objects._SCALARS, objects._SHARED_ATTRIBUTES))
+    assert all(len(c) <= 8 for c in (interning.SCALARS, interning.SHARED_ATTRIBUTES))
