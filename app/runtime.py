@@ -345,10 +345,13 @@ def _kube_lifespan(settings: Settings, inventory: Inventory, binder: DeferredBin
             tasks.append(loop.create_task(
                 keep_releasing(api, metrics=repair_metrics, leadership=leadership),
                 name="release-half-written"))
+        # A standby that takes over must not wait out a backoff grown while following.
+        unsubscribe = leadership.subscribe(lambda leading: watches.nudge() if leading else None)
         watches.start()
         try:
             yield
         finally:
+            unsubscribe()
             for task in tasks:
                 task.cancel()
             for task in tasks:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from app.sources.kube import WatchSettings
-from tests.kube.harness import KubeHarness, eventually, node
+from tests.kube.harness import KubeHarness, eventually, gpu_slice, node
 
 CONVERGE_SECONDS = 10.0
 
@@ -54,3 +54,31 @@ async def test_three_consecutive_watch_faults_converge_within_10s(tmp_path: Path
         took = await _converges(h, name="after-watch-faults")
         assert faults.watch_errors == 0
         print(f"converged {took:.2f} s after three watch {status}s")
+
+
+@pytest.mark.parametrize("history", ["kept", "compacted"])
+async def test_a_slice_deleted_during_three_500s_on_lists_and_watches_is_seen_within_10s(
+        tmp_path: Path, history: str) -> None:
+    """The watches drop, a slice is deleted meanwhile, and the next three watches
+    and the next three lists of slices fail with 500. With the history kept the
+    watch resumes and sees the DELETED event; compacted, the resumed watch meets
+    410 Gone and the relist, failing three times too, must drop the slice."""
+    async with KubeHarness(tmp_path, settings=WatchSettings()) as h:
+        h.server.create("resourceslices", gpu_slice("node-a", 2))
+        h.server.create("resourceslices", gpu_slice("node-b", 2))
+        h.watch()
+        await h.synced()
+        await h.watching()
+        faults = h.server.faults
+        faults.only_plural, faults.watch_errors, faults.list_errors = "resourceslices", 3, 3
+        h.server.drop_watches()
+        started = time.monotonic()
+        h.server.delete("resourceslices", "node-a-gpus")
+        if history == "compacted":
+            h.server.compact()
+        await eventually(lambda: h.inventory.node_names() == ["node-b"],
+                         "the deleted slice gone", timeout=CONVERGE_SECONDS)
+        took = time.monotonic() - started
+        assert faults.watch_errors == 0
+        assert faults.list_errors == (0 if history == "compacted" else 3)
+        print(f"deletion seen {took:.2f} s after the drop ({history} history)")

@@ -290,3 +290,30 @@ async def test_a_long_relist_lets_the_event_loop_run_between_its_slices() -> Non
 
     await asyncio.gather(_stepwise(steps()), other_task())
     assert {1, 2, 3} <= set(ran_between)  # it ran after each slice, not only at the end
+
+
+async def test_a_success_resets_the_backoff_and_a_nudge_cuts_a_wait_short(
+        tmp_path: Path) -> None:
+    settings = WatchSettings(watch_timeout=30.0, backoff_initial=30.0, backoff_max=60.0,
+                             min_watch=0.05)
+    async with KubeHarness(tmp_path, settings=settings) as h:
+        h.watch()
+        await h.synced()
+        await h.watching()
+        # Two failures in a row: the first is retried at once, the second waits >= 30 s.
+        h.server.faults.only_plural, h.server.faults.watch_errors = "nodes", 1
+        h.server.drop_watches()
+        await eventually(lambda: h.server.faults.watch_errors == 0, "the failed watch")
+        await asyncio.sleep(0.3)
+        assert h.server.open_watches("nodes") == 0
+        assert h.source is not None
+        h.source.nudge()  # e.g. this replica just became leader
+        await eventually(lambda: h.server.open_watches("nodes") == 1, "the watch again",
+                         timeout=5)
+        # The watch that followed was a success: the next drop is retried at once.
+        h.server.create("nodes", node("seen"))
+        await eventually(lambda: h.inventory.node_names() == ["seen"], "the node")
+        h.server.drop_watches()
+        h.server.create("nodes", node("after-drop"))
+        await eventually(lambda: "after-drop" in h.inventory.node_names(), "the next node",
+                         timeout=5)

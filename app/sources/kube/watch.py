@@ -19,11 +19,18 @@ The loop is client-go's reflector, reduced to what drax needs:
 - after a clean close, a dropped connection or a server error: watch again
   from the last resourceVersion; after `410 Gone` (as an HTTP status or an
   ERROR event): list again;
-- a failure after a quiet spell (a dropped connection, an API-server
-  restart) is retried at once; further failures within `failure_window`
-  (and suspiciously short empty watches, which count as failures) wait an
-  exponential backoff with full jitter, so a broken API server is never
-  hammered in a tight loop.
+- the first failure after a success (a dropped connection, an API-server
+  restart) is retried at once; further ones (and suspiciously short empty
+  watches, which count as failures) wait an exponential backoff with full
+  jitter from `backoff_initial`, so a broken API server is never hammered in
+  a tight loop. Any success resets it: a list read whole, a watch event, a
+  watch that stayed open `min_watch`, or a 410 Gone (the server answers; the
+  relist starts at once). client-go's reflector (0.37) starts at 0.8 s and
+  resets only after 2 minutes without a failure, so a relist after a few
+  failed watches waited out their whole backoff; a 500 now costs at most
+  about a second more than the last one;
+- `KubeSource.nudge()` cuts any wait short and resets the backoff: a standby
+  that becomes leader does not wait out a backoff it grew while following.
 
 An object the inventory rejects (`InvalidObject`) is logged, counted and
 skipped; the watch carries on and nothing already held is lost.
@@ -32,6 +39,7 @@ skipped; the watch carries on and nothing already held is lost.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import time
@@ -118,9 +126,9 @@ WATCHED_KINDS: Final = (
 @dataclass(slots=True, frozen=True)
 class WatchSettings:
     """Timings; the defaults are client-go's reflector values, except the backoff's
-    start (client-go: 0.8 s): a dropped connection followed by three 500s then
-    waits at most 0 + 0.8 + 1.6 + 3.2 s, so the inventory converges within 10 s
-    (with 0.8 s it took up to 11.2 s plus the list, 18.8 s measured)."""
+    start (client-go: 0.8 s) and its reset (see the module doc): a dropped
+    connection, three failed watches, 410 Gone and three failed lists wait at
+    most 0 + 0.4 + 0.8 + 1.6, then 0 + 0.4 + 0.8 s."""
 
     watch_timeout: float = 300.0  # each watch asks for [t, 2t) seconds
     list_timeout: float = 60.0  # longest silence tolerated while a list is read
@@ -131,10 +139,9 @@ class WatchSettings:
     # before it is in) keeps `page_size`.
     relist_page_size: int = 50
     connect_timeout: float = 10.0
-    backoff_initial: float = 0.4
+    backoff_initial: float = 0.2
     backoff_max: float = 30.0
     min_watch: float = 1.0  # an empty watch shorter than this counts as a failure
-    failure_window: float = 10.0  # a failure this long after the last one retries at once
 
 
 class RelistRequired(Exception):
@@ -183,7 +190,10 @@ class Informer:
         self._metrics = metrics
         self._settings = settings
         self._backoff = Backoff(initial=settings.backoff_initial, maximum=settings.backoff_max)
-        self._last_failure = float("-inf")
+        self._failures = 0  # in a row, since the last success
+        self._since_relist = False  # a success since the last 410 Gone
+        self._watch_opened: float | None = None
+        self._wake = asyncio.Event()
         self._synced = False
         self._apply_seconds = metrics.apply_seconds.labels(kind=self.kind)
         self.resource_version: str | None = None
@@ -195,13 +205,18 @@ class Informer:
                 if self.resource_version is None:
                     self.resource_version = await self._list()
                 await self._watch(self.resource_version)
+                self._after_watch()
                 continue
             except RelistRequired as exc:
                 log.info("%s: %s; relisting", self.kind, exc)
                 self._metrics.relists.labels(kind=self.kind).inc()
                 self.resource_version = None
+                if self._since_relist:  # the server answers: relist at once
+                    self._succeeded()
+                self._since_relist = False
             except (WatchError, ApiException, aiohttp.ClientError, TimeoutError, OSError,
                     orjson.JSONDecodeError) as exc:
+                self._after_watch()
                 self._metrics.errors.labels(kind=self.kind).inc()
                 log.warning("%s: list/watch failed (%s); resuming from resourceVersion %s",
                             self.kind, _describe(exc), self.resource_version or "<relist>")
@@ -210,16 +225,35 @@ class Informer:
                 self._metrics.errors.labels(kind=self.kind).inc()
                 log.exception("%s: unexpected failure; relisting", self.kind)
                 self.resource_version = None
-            await asyncio.sleep(self._pause())
+            await self._sleep(self._pause())
+
+    def nudge(self) -> None:
+        """Retry now, and with a fresh backoff."""
+        self._succeeded()
+        self._wake.set()
+
+    def _succeeded(self) -> None:
+        self._failures = 0
+        self._backoff.reset()
+        self._since_relist = True
+
+    def _after_watch(self) -> None:
+        """A watch that stayed open long enough was a success before it failed."""
+        opened, self._watch_opened = self._watch_opened, None
+        if opened is not None and (asyncio.get_running_loop().time() - opened
+                                   >= self._settings.min_watch):
+            self._succeeded()
 
     def _pause(self) -> float:
-        now = asyncio.get_running_loop().time()
-        isolated = now - self._last_failure >= self._settings.failure_window
-        self._last_failure = now
-        if isolated:
-            self._backoff.reset()
-            return 0.0
-        return self._backoff.next()
+        self._failures += 1
+        return 0.0 if self._failures == 1 else self._backoff.next()
+
+    async def _sleep(self, delay: float) -> None:
+        if delay <= 0:
+            return
+        self._wake.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), delay)
 
     async def _list(self) -> str:
         """A full list, in pages of `page_size` from one consistent snapshot,
@@ -252,6 +286,7 @@ class Informer:
             self._sink.mark_synced(self.kind)
             self._synced = True
         log.info("%s: listed %d objects at resourceVersion %s", self.kind, listed, rv)
+        self._succeeded()
         return rv
 
     async def _list_page(self, token: str | None) -> dict[str, Any]:
@@ -317,6 +352,7 @@ class Informer:
                 if resp.status == 410:
                     raise ResourceExpired(_status_message(body))
                 raise WatchError(f"watch: HTTP {resp.status}: {_status_message(body)}")
+            self._watch_opened = started
             buf = bytearray()
             async for chunk in resp.content.iter_any():
                 buf += chunk
@@ -325,6 +361,8 @@ class Informer:
                     if end > start:
                         self._handle(bytes(buf[start:end]))
                         events += 1
+                        if events == 1:
+                            self._succeeded()
                         if events % FREEZE_AFTER_EVENTS == 0:
                             garbage_collector.freeze()
                         if loop.time() >= deadline:
@@ -397,6 +435,11 @@ class KubeSource:
     def start(self) -> None:
         self._tasks = [asyncio.create_task(i.run(), name=f"watch-{i.kind}")
                        for i in self.informers]
+
+    def nudge(self) -> None:
+        """Every informer waiting out a backoff retries now, with the backoff reset."""
+        for informer in self.informers:
+            informer.nudge()
 
     async def stop(self) -> None:
         for task in self._tasks:
