@@ -15,8 +15,9 @@ from app.preemption.search import (
     preemption_policy_of,
     priority_of,
 )
+from app.preemption.verb import Offer, choose_victims
 
 __all__ = [
-    "DEFAULT_TRIAL_BUDGET", "NodePreemption", "PreemptionPlan", "Victim", "VictimSearch",
-    "pdb_violations", "preemption_policy_of", "priority_of",
+    "DEFAULT_TRIAL_BUDGET", "NodePreemption", "Offer", "PreemptionPlan", "Victim",
+    "VictimSearch", "choose_victims", "pdb_violations", "preemption_policy_of", "priority_of",
 ]

@@ -81,7 +81,9 @@ class NodePreemption:
     `allocation`: the preemptor's claims as the allocator places them then,
     with its topology `score` (0..1) and `priority` (0..10). `exact`: False
     when the node's search budget ran out and the set is minimal (no victim
-    can be spared) but a smaller one may exist.
+    can be spared) but a smaller one may exist. `considered`: the UIDs of the
+    pods the search weighed (lower priority, holding devices the preemptor
+    could use); the others cannot help it.
     """
 
     node: str
@@ -94,6 +96,7 @@ class NodePreemption:
     priority: int
     terminating: tuple[Pod, ...] = ()
     exact: bool = True
+    considered: frozenset[str] = frozenset()
 
     def rank_key(self) -> tuple[float, ...]:
         """Smaller is better: kube-scheduler's pickOneNodeForPreemption order
@@ -234,6 +237,10 @@ class VictimSearch:
         self._trial_budget = trial_budget
         self._solved: LRUCache[Hashable, _Solved] = LRUCache(maxsize=_SHARED_SEARCHES)
         self.trials = 0  # allocator runs so far (for benchmarks and tests)
+
+    @property
+    def inventory(self) -> Inventory:
+        return self._inventory
 
     @classmethod
     def of(cls, extender: Extender, *, trial_budget: int = DEFAULT_TRIAL_BUDGET
@@ -545,7 +552,7 @@ class VictimSearch:
             pdb_violations=pdb_violations(victims, self._pdbs_of(victims, pdbs)),
             allocation=outcome.claims, score=outcome.score,
             priority=topology_priority(outcome.score), terminating=terminating,
-            exact=solved.exact)
+            exact=solved.exact, considered=frozenset(v.pod.uid for v in problem.pods))
 
 
 def _renamed(text: str, source: NodeView, target: NodeView) -> str:

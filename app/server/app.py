@@ -31,8 +31,10 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from app import __version__
+from app.extender import Extender
 from app.model import Pod
 from app.observability.reasons import bind_cause, filter_reason
+from app.preemption import Offer, VictimSearch, choose_victims
 from app.server import metrics, wire
 from app.server.wire import BadRequest
 
@@ -137,6 +139,9 @@ class ExtenderEdge:
                         for s in metrics.SCORES}
         self._bound = metrics.PODS_BOUND
         self._stats = getattr(verbs, "stats", None)
+        # The victim search runs on the extender's own allocator and answers; a
+        # stand-in without them (the loadtest floor) forwards the scheduler's victims.
+        self._preemption = VictimSearch.of(verbs) if isinstance(verbs, Extender) else None
 
     def endpoint(self, verb: str) -> Callable[[Request], Awaitable[Response]]:
         handler: Handler = getattr(self, f"_{verb}")
@@ -269,11 +274,23 @@ class ExtenderEdge:
         return wire.binding_result(error)
 
     async def _preempt(self, doc: Any) -> Any:
-        # drax does not change the scheduler's victim choice: DRA devices are
-        # freed only when a victim's claims are deallocated, which the
-        # scheduler's own DynamicResources plugin does not simulate either.
-        _, victims = wire.parse_preemption_args(doc)
-        return wire.preemption_result(victims)
+        pod, victims = wire.parse_preemption_args(doc)
+        if self._preemption is None:
+            return wire.preemption_result(victims)
+        # ExtenderPreemptionResult has no error field: like prioritize, a call
+        # drax cannot answer is a 503, which fails this preemption attempt.
+        if not self.ready():
+            raise InternalError(NOT_SYNCED)
+        offered = {node: Offer(uids=v.uids, pdb_violations=v.pdb_violations)
+                   for node, v in victims.items()}
+        try:
+            chosen = choose_victims(self._preemption, pod, offered)
+        except Exception as exc:
+            log.exception("preempt failed for pod %s", pod.key)
+            raise InternalError(f"drax preempt failed: {exc}") from None
+        return wire.preemption_result({
+            node: wire.MetaVictims(uids=o.uids, pdb_violations=o.pdb_violations)
+            for node, o in chosen.items()})
 
 
 _second: Final = operator.itemgetter(1)

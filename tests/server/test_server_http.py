@@ -189,14 +189,14 @@ def test_preempt_meta_victims_pass_through(client: httpx.Client) -> None:
     assert r.json() == {"NodeNameToMetaVictims": victims}
 
 
-def test_preempt_full_victims_answer_with_uids(client: httpx.Client) -> None:
-    victim = pod("infer-0")
+def test_preempt_never_names_a_pod_drax_knows_is_not_on_the_node(client: httpx.Client
+                                                                 ) -> None:
+    victim = pod("infer-0")  # pending, bound to no node
     r = client.post("/scheduler/preempt", json={
         "Pod": pod("train-0"), "NodeNameToMetaVictims": None,
         "NodeNameToVictims": {"h100-node-2": {"Pods": [victim], "NumPDBViolations": 1}}})
     assert r.status_code == 200
-    assert r.json() == {"NodeNameToMetaVictims": {"h100-node-2": {
-        "Pods": [{"UID": victim["metadata"]["uid"]}], "NumPDBViolations": 1}}}
+    assert r.json() == {"NodeNameToMetaVictims": {}}
 
 
 # ------------------------------------------------------------------ bad input

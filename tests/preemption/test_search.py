@@ -1,0 +1,279 @@
+"""The victim search on small full clusters: who goes, and why."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.model.objects import PriorityClass
+from app.preemption import pdb_violations, priority_of
+from tests.extender.cluster import GPU_CLASS, NIC_CLASS, ROOT, gpu_node
+from tests.inventory.objects import device, device_class, node, resource_slice, template
+from tests.inventory.objects import exactly as request
+from tests.preemption.builders import holder, load, pdb, preemptor, searcher
+
+GPU = "gpu.example.com"
+
+
+def gpus(name: str, *priorities: int, roots: tuple[str, ...] = ("r0", "r0", "r1", "r1"),
+         nic_roots: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """A node whose GPU i is held by pod `<name>-<i>` of priority `priorities[i]`."""
+    out = [node(name), *gpu_node(name, roots=roots, nic_roots=nic_roots)]
+    for i, prio in enumerate(priorities):
+        out += holder(f"{name}-{i}", name, [f"{GPU}/{name}/gpu-{i}"], priority=prio)
+    return out
+
+
+def want(count: int = 1, name: str = "want") -> dict[str, Any]:
+    return template(name, requests=[request("gpu", "gpu", count=count)])
+
+
+def victims(plan: Any, node_name: str | None = None) -> list[str]:
+    found = plan.best if node_name is None else next(n for n in plan.nodes
+                                                     if n.node == node_name)
+    return sorted(v.pod.name for v in found.victims)
+
+
+def test_two_gpus_take_the_two_lowest_on_one_root() -> None:
+    inv = load(GPU_CLASS, gpus("n1", 1, 0, 3, 2), want(2), preemptor())
+    _, search = searcher(inv)
+    plan = search.search(inv.pod("default/p"))
+    assert plan.problem is None and not plan.refused
+    best = plan.best
+    assert best is not None and best.exact
+    assert victims(plan) == ["n1-0", "n1-1"]
+    assert best.freed_devices == (f"{GPU}/n1/gpu-0", f"{GPU}/n1/gpu-1")
+    assert [r.device for ca in best.allocation for r in ca.allocation.results] == [
+        "gpu-0", "gpu-1"]
+    assert best.allocation[0].claim_key == "default/p-dev"
+
+
+def test_gpu_and_nic_on_one_root_free_that_root_not_the_two_cheapest_gpus() -> None:
+    # The two lowest priorities (n1-2: 0, n1-0: 1) sit on different roots.
+    objs = [GPU_CLASS, NIC_CLASS, gpus("n1", 1, 2, 0, 5, nic_roots=("r0", "r1")),
+            template("want", requests=[request("gpu", "gpu", count=2), request("nic", "nic")],
+                     constraints=[{"requests": ["gpu", "nic"], "matchAttribute": ROOT}]),
+            preemptor()]
+    inv = load(*objs)
+    for mode in ("allocator", "advisor"):
+        _, search = searcher(inv, mode=mode)
+        plan = search.search(inv.pod("default/p"))
+        assert victims(plan) == ["n1-0", "n1-1"], mode
+        devices = {r.device for ca in plan.best.allocation for r in ca.allocation.results}
+        assert devices == {"gpu-0", "gpu-1", "nic-0"}
+
+
+def test_only_lower_priority_pods_go() -> None:
+    inv = load(GPU_CLASS, gpus("n1", 1000, 2000, 5, 5000), want(2), preemptor(priority=1000))
+    _, search = searcher(inv)
+    plan = search.search(inv.pod("default/p"))
+    assert not plan.nodes
+    assert "even with all 1 lower-priority pods" in plan.refused["n1"]
+
+
+def test_never_policy_preempts_nothing() -> None:
+    inv = load(GPU_CLASS, gpus("n1", 0, 0, 0, 0), want(1), preemptor(policy="Never"))
+    _, search = searcher(inv)
+    plan = search.search(inv.pod("default/p"))
+    assert plan.problem == "the pod's preemptionPolicy is Never" and not plan.nodes
+
+
+def test_never_policy_from_the_priority_class() -> None:
+    pc = {"kind": "PriorityClass", "metadata": {"name": "polite"}, "value": 500,
+          "preemptionPolicy": "Never"}
+    pod = preemptor()
+    del pod["spec"]["priority"]
+    pod["spec"]["priorityClassName"] = "polite"
+    inv = load(GPU_CLASS, gpus("n1", 0, 0, 0, 0), want(1), pod, pc)
+    _, search = searcher(inv)
+    plan = search.search(inv.pod("default/p"))
+    assert plan.priority == 500 and plan.problem is not None
+
+
+def test_priority_from_class_and_global_default() -> None:
+    inv = load({"kind": "PriorityClass", "metadata": {"name": "base"}, "value": 7,
+                "globalDefault": True},
+               {"kind": "PriorityClass", "metadata": {"name": "high"}, "value": 900})
+    occupants = inv.occupants
+    assert occupants.default_priority_class == PriorityClass(name="base", value=7,
+                                                             global_default=True)
+    bare = preemptor()
+    del bare["spec"]["priority"]
+    inv.apply("Pod", "ADDED", bare)
+    assert priority_of(inv.pod("default/p"), occupants) == 7
+    bare["spec"]["priorityClassName"] = "high"
+    inv.apply("Pod", "MODIFIED", bare)
+    assert priority_of(inv.pod("default/p"), occupants) == 900
+
+
+def test_a_pod_without_claims_is_left_to_the_scheduler() -> None:
+    pod = preemptor()
+    pod["spec"]["resourceClaims"] = []
+    inv = load(GPU_CLASS, gpus("n1", 0, 0, 0, 0), pod)
+    _, search = searcher(inv)
+    assert "no resource claims" in (search.search(inv.pod("default/p")).problem or "")
+
+
+def test_terminating_pods_count_as_released_but_are_not_victims() -> None:
+    objs = [GPU_CLASS, node("n1"), gpu_node("n1"), want(2), preemptor()]
+    objs += holder("going", "n1", [f"{GPU}/n1/gpu-0"], deleting=True)
+    objs += holder("done", "n1", [f"{GPU}/n1/gpu-3"], phase="Succeeded")
+    for i in (1, 2):
+        objs += holder(f"low{i}", "n1", [f"{GPU}/n1/gpu-{i}"], priority=i)
+    inv = load(*objs)
+    _, search = searcher(inv)
+    best = search.search(inv.pod("default/p")).best
+    assert best is not None and not best.victims  # gpu-0 and gpu-3 come free on their own
+    assert sorted(p.name for p in best.terminating) == ["done", "going"]
+    inv.apply("Template" if False else "ResourceClaimTemplate", "MODIFIED", want(3))
+    best = search.search(inv.pod("default/p")).best
+    assert best is not None and [v.pod.name for v in best.victims] == ["low1"]
+
+
+def test_a_claim_shared_with_a_pod_that_stays_keeps_its_devices() -> None:
+    objs = [GPU_CLASS, node("n1"), gpu_node("n1", roots=("r0", "r1")), want(1), preemptor()]
+    # gpu-0: shared by low "a" and high "boss"; gpu-1: shared by low "b" and low "c".
+    objs += holder("a", "n1", [f"{GPU}/n1/gpu-0"], priority=1, sharers=("boss",),
+                   claim_name="c0")
+    objs += holder("boss", "n1", [], priority=5000, claim_name="c0")
+    objs += holder("b", "n1", [f"{GPU}/n1/gpu-1"], priority=1, sharers=("c",), claim_name="c1")
+    objs += holder("c", "n1", [], priority=2, claim_name="c1")
+    inv = load(*objs)
+    _, search = searcher(inv)
+    best = search.search(inv.pod("default/p")).best
+    assert best is not None
+    assert sorted(v.pod.name for v in best.victims) == ["b", "c"]
+    assert best.released_claims == ("default/c1",)
+
+
+def mig_node(name: str) -> list[dict[str, Any]]:
+    """One GPU of 4 memory units as partitions 4 x 1g, 2 x 2g, 1 x 4g."""
+    parts = []
+    for size, count in ((1, 4), (2, 2), (4, 1)):
+        for i in range(count):
+            d = device(f"mig-{size}g-{i}", profile=f"{size}g")
+            d["consumesCounters"] = [{"counterSet": "gpu-0",
+                                      "counters": {"mem": {"value": str(size)}}}]
+            parts.append(d)
+    return [node(name), resource_slice(
+        f"{name}-mig", driver="mig.example.com", node_name=name, pool=name, devices=parts,
+        shared_counters=[{"name": "gpu-0", "counters": {"mem": {"value": "4"}}}])]
+
+
+MIG = device_class("mig", "device.driver == 'mig.example.com'")
+
+
+def want_mig(profile: str) -> dict[str, Any]:
+    return template("want", requests=[request(
+        "mig", "mig", selectors=(f"device.attributes['mig.example.com'].profile == "
+                                 f"'{profile}'",))])
+
+
+def test_freeing_one_mig_slice_is_enough_for_a_1g_pod() -> None:
+    objs = [MIG, mig_node("m1"), want_mig("1g"), preemptor()]
+    for i, prio in enumerate((3, 1, 2, 4)):
+        objs += holder(f"s{i}", "m1", [f"mig.example.com/m1/mig-1g-{i}"], priority=prio,
+                       request="mig")
+    inv = load(*objs)
+    _, search = searcher(inv)
+    best = search.search(inv.pod("default/p")).best
+    assert best is not None and [v.pod.name for v in best.victims] == ["s1"]
+    assert best.allocation[0].allocation.results[0].device == "mig-1g-1"
+
+
+def test_a_1g_pod_takes_the_counters_of_a_whole_gpu_partition() -> None:
+    # The 1g placements are all free devices, but the 4g one holds every counter.
+    objs = [MIG, mig_node("m1"), want_mig("1g"), preemptor()]
+    objs += holder("whole", "m1", ["mig.example.com/m1/mig-4g-0"], priority=1, request="mig")
+    inv = load(*objs)
+    _, search = searcher(inv)
+    best = search.search(inv.pod("default/p")).best
+    assert best is not None and [v.pod.name for v in best.victims] == ["whole"]
+
+
+def test_nodes_rank_by_pdb_violations_first() -> None:
+    objs = [GPU_CLASS, want(1), preemptor(), pdb("keep", {"app": "keep"}, 0)]
+    for name, labels, prio in (("a", {"app": "keep"}, 1), ("b", {}, 9)):
+        objs += [node(name), *gpu_node(name, roots=("r0",))]
+        objs += holder(f"{name}-0", name, [f"{GPU}/{name}/gpu-0"], priority=prio,
+                       labels=labels)
+    inv = load(*objs)
+    _, search = searcher(inv)
+    plan = search.search(inv.pod("default/p"))
+    assert [n.node for n in plan.nodes] == ["b", "a"]
+    assert [n.pdb_violations for n in plan.nodes] == [0, 1]
+
+
+def test_nodes_rank_by_priorities_then_count_then_start() -> None:
+    objs = [GPU_CLASS, want(1), preemptor()]
+    for name, prio, start in (("hi", 50, "2026-01-01T00:00:00Z"),
+                              ("old", 10, "2026-01-01T00:00:00Z"),
+                              ("new", 10, "2026-03-01T00:00:00Z")):
+        objs += [node(name), *gpu_node(name, roots=("r0",))]
+        objs += holder(f"{name}-0", name, [f"{GPU}/{name}/gpu-0"], priority=prio, start=start)
+    inv = load(*objs)
+    _, search = searcher(inv)
+    assert [n.node for n in search.search(inv.pod("default/p")).nodes] == ["new", "old", "hi"]
+
+
+def test_within_a_node_pdb_covered_pods_are_spared_when_the_size_allows() -> None:
+    objs = [GPU_CLASS, want(1), preemptor(), pdb("keep", {"app": "keep"}, 0),
+            node("n1"), *gpu_node("n1", roots=("r0", "r0"))]
+    objs += holder("covered", "n1", [f"{GPU}/n1/gpu-0"], priority=1, labels={"app": "keep"})
+    objs += holder("free", "n1", [f"{GPU}/n1/gpu-1"], priority=3)
+    inv = load(*objs)
+    _, search = searcher(inv)
+    best = search.search(inv.pod("default/p")).best
+    assert best is not None and [v.pod.name for v in best.victims] == ["free"]
+    assert best.pdb_violations == 0
+
+
+def test_pdb_violations_are_counted_like_kube_scheduler() -> None:
+    objs = [pdb("two", {"app": "x"}, 1)]
+    objs += holder("x1", "n1", [], labels={"app": "x"}, priority=3)
+    objs += holder("x2", "n1", [], labels={"app": "x"}, priority=2)
+    inv = load(*objs)
+    from app.preemption import Victim
+    pods = [Victim(pod=inv.pod(f"default/x{i}"), priority=4 - i, claims=()) for i in (1, 2)]
+    pdbs = {"default": list(inv.occupants.pdbs("default"))}
+    assert pdb_violations(pods, pdbs) == 1
+    empty = {"default": [pdb("all", {}, 0)]}
+    load_empty = load(*[o for o in empty["default"]])
+    assert pdb_violations(pods, {"default": list(load_empty.occupants.pdbs("default"))}) == 0
+
+
+def test_identical_nodes_share_one_search_and_name_their_own_pods() -> None:
+    objs = [GPU_CLASS, want(2), preemptor()]
+    for n in ("n1", "n2", "n3"):
+        objs += gpus(n, 1, 0, 3, 2)
+    inv = load(*objs)
+    _, search = searcher(inv)
+    plan = search.search(inv.pod("default/p"))
+    one = search.trials
+    assert {n.node for n in plan.nodes} == {"n1", "n2", "n3"}
+    for found in plan.nodes:
+        assert all(v.pod.node_name == found.node for v in found.victims)
+        assert sorted(v.pod.name for v in found.victims) == [f"{found.node}-0",
+                                                             f"{found.node}-1"]
+        assert all(d.startswith(f"{GPU}/{found.node}/") for d in found.freed_devices)
+        assert {r.pool for ca in found.allocation for r in ca.allocation.results} == {found.node}
+    single = load(GPU_CLASS, want(2), preemptor(), gpus("n1", 1, 0, 3, 2))
+    _, alone = searcher(single)
+    alone.search(single.pod("default/p"))
+    assert one == alone.trials
+
+
+def test_allowed_victims_restrict_the_choice() -> None:
+    inv = load(GPU_CLASS, gpus("n1", 1, 0, 3, 2), want(2), preemptor())
+    _, search = searcher(inv)
+    plan = search.search(inv.pod("default/p"), ["n1"],
+                         allowed={"n1": ["uid-n1-2", "uid-n1-3"]})
+    assert victims(plan) == ["n1-2", "n1-3"]
+    plan = search.search(inv.pod("default/p"), ["n1"], allowed={"n1": ["uid-n1-2"]})
+    assert not plan.nodes and "n1" in plan.refused
+
+
+def test_past_the_budget_a_minimal_set_is_reprieved() -> None:
+    inv = load(GPU_CLASS, gpus("n1", 1, 0, 3, 2), want(2), preemptor())
+    _, search = searcher(inv, trial_budget=2)
+    best = search.search(inv.pod("default/p")).best
+    assert best is not None and not best.exact and len(best.victims) == 2
