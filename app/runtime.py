@@ -41,6 +41,7 @@ from app import garbage_collector
 from app.allocator.types import ClaimAllocation
 from app.binder import BindMetrics, KubeBinder
 from app.binder.repair import RepairMetrics, keep_releasing
+from app.capacity import CapacityShape, parse_capacity
 from app.config import ConfigError, Settings
 from app.extender import Binder, BindError, Extender
 from app.extender.binder import MemoryBinder
@@ -48,7 +49,7 @@ from app.extender.extended import ExtendedClaim
 from app.extender.pending import DEFAULT_BIND_WAIT_SECONDS
 from app.inventory import KINDS, Inventory
 from app.model import InvalidObject, Pod, ResourceClaim
-from app.observability.inventory import CapacityShape, InventoryObserver, parse_capacity
+from app.observability.inventory import InventoryObserver
 from app.observability.placement import PlacementMetrics, PlacementRecorder
 from app.server import metrics
 from app.server.app import Lifespan, create_app, create_probe_app

@@ -25,7 +25,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("allocator",),
     ("inventory", "topology"),
     ("extender", "sources"),
-    ("binder", "observability", "preemption"),
+    ("binder", "capacity", "observability", "preemption"),
     ("server",),
     ("runtime",),
     ("cli", "__main__"),

@@ -3,7 +3,7 @@
 The shape is the device claims one more pod would bring: a ResourceClaim's or
 ResourceClaimTemplate's spec, a Pod's claims (through its claims and
 templates), or `--gpus N [--nics M --same-root]`. Each node's number comes
-from `app.allocator.fits.count_fits`, the exact count of disjoint copies the
+from `app.capacity.count_fits`, the exact count of disjoint copies the
 metrics' capacity gauges also use. A Pod's extended resources served by DRA
 add, per node, the special claim the scheduler would build there; on a node
 whose device plugin advertises the resource, the count is at most its
@@ -22,11 +22,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
 from typing import Any, Final, TextIO
 
-from app.allocator.fits import MAX_COPIES, FitCount, count_fits, gpu_shape
+from app.capacity import MAX_COPIES, FitCount, PodShape, count_nodes, fresh_claim, gpu_shape
 from app.cli.common import (
     InputError,
     add_feature_gates_argument,
@@ -39,10 +38,8 @@ from app.cli.common import (
     write_output,
 )
 from app.extender import ClaimResolver
-from app.extender.extended import ExtendedNeeds, extended_claim, served_by_dra
-from app.features import FeatureGates
 from app.inventory import Inventory
-from app.model import Node, Pod, ResourceClaim
+from app.model import ResourceClaim
 
 SYNC_TIMEOUT_SECONDS: Final = 60.0
 EXIT_NOT_COUNTED: Final = 1
@@ -87,7 +84,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     unknown = [n for n in nodes if inventory.node_state(n) is None]
     if unknown:
         raise InputError(f"unknown node(s): {', '.join(unknown)}")
-    counts = capacity(inventory, shape, nodes=nodes, features=features)
+    counts = count_nodes(inventory, shape, nodes=nodes, features=features)
     errors = {n: c.error for n, c in counts.items() if c.error}
     if errors and len(errors) == len(counts):
         raise InputError(next(iter(errors.values())))
@@ -118,72 +115,11 @@ def document(counts: Mapping[str, FitCount]) -> dict[str, Any]:
             "errors": errors}
 
 
-@dataclass(slots=True, frozen=True)
-class Shape:
-    claims: tuple[ResourceClaim, ...]
-    pod: Pod | None = None
-    extended: ExtendedNeeds | None = None
-
-
-def capacity(inventory: Inventory, shape: Shape, *, nodes: Sequence[str],
-             features: FeatureGates) -> dict[str, FitCount]:
-    out = {}
-    for name in nodes:
-        state = inventory.node_state(name)
-        assert state is not None
-        claims = list(shape.claims)
-        plugin: FitCount | None = None
-        if shape.extended is not None and shape.pod is not None:
-            served = served_by_dra(shape.extended, state.view.node)
-            if isinstance(served, str):
-                out[name] = FitCount(count=0)
-                continue
-            if served:
-                claims.append(extended_claim(shape.pod, shape.extended, served).claim)
-            plugin = _device_plugin_fits(shape.pod, shape.extended, state.view.node,
-                                         served=served)
-        fit = count_fits(claims, state.view, classes=inventory.classes,
-                         allocated=state.allocated, features=features,
-                         class_matcher=inventory.class_matcher,
-                         selector_matches=inventory.selectors.selector_matches)
-        if plugin is not None and plugin.count <= fit.count:
-            fit = plugin
-        out[name] = fit
-    return out
-
-
-def _device_plugin_fits(pod: Pod, needs: ExtendedNeeds, node: Node, *,
-                        served: Sequence[str]) -> FitCount | None:
-    """Pods by the node's allocatable of the resources its device plugin serves."""
-    counts = []
-    for resource in needs.requested:
-        if resource in served or not node.allocatable.get(resource):
-            continue
-        wanted = pod_request(pod, resource)
-        if wanted:
-            counts.append(node.allocatable[resource] // wanted)
-    return FitCount(count=min(counts), exact=False) if counts else None
-
-
-def pod_request(pod: Pod, resource: str) -> int:
-    """The pod's request as the resource fit counts it: long-lived containers add
-    up, an init container needs its own amount plus the sidecars started before it."""
-    running = 0
-    peak = 0
-    for c in pod.containers:
-        amount = c.extended.get(resource, 0)
-        if c.init and not c.sidecar:
-            peak = max(peak, running + amount)
-        else:
-            running += amount
-    return max(running, peak)
-
-
-def shape_of(args: argparse.Namespace, inventory: Inventory) -> Shape:
+def shape_of(args: argparse.Namespace, inventory: Inventory) -> PodShape:
     """The claims one more pod of the asked shape would bring, none allocated."""
     if args.gpus is not None:
         try:
-            return Shape(claims=(gpu_shape(
+            return PodShape(claims=(gpu_shape(
                 gpus=args.gpus, nics=args.nics, same_root=args.same_root,
                 gpu_class=args.gpu_class, nic_class=args.nic_class),))
         except ValueError as exc:
@@ -194,14 +130,14 @@ def shape_of(args: argparse.Namespace, inventory: Inventory) -> Shape:
         claim = inventory.claim(_key(args.claim, "--claim"))
         if claim is None:
             raise InputError(f"ResourceClaim {args.claim} is not among the objects")
-        return Shape(claims=(_fresh(claim),))
+        return PodShape(claims=(fresh_claim(claim),))
     if args.template:
         key = _key(args.template, "--template")
         template = next((t for t in inventory.templates() if f"{t.namespace}/{t.name}" == key),
                         None)
         if template is None:
             raise InputError(f"ResourceClaimTemplate {args.template} is not among the objects")
-        return Shape(claims=(ResourceClaim(namespace=template.namespace, name=template.name,
+        return PodShape(claims=(ResourceClaim(namespace=template.namespace, name=template.name,
                                            spec=template.spec),))
     pod = inventory.pod(_key(args.pod, "--pod"))
     if pod is None:
@@ -209,12 +145,8 @@ def shape_of(args: argparse.Namespace, inventory: Inventory) -> Shape:
     claims = ClaimResolver(inventory, generate=True).resolve(pod)
     if claims.problem is not None:
         raise InputError(f"pod {args.pod}: {claims.problem}")
-    return Shape(claims=tuple(_fresh(c) for c in claims.claims), pod=pod,
+    return PodShape(claims=tuple(fresh_claim(c) for c in claims.claims), pod=pod,
                  extended=claims.extended)
-
-
-def _fresh(claim: ResourceClaim) -> ResourceClaim:
-    return replace(claim, allocation=None, reserved_for=(), uid="")
 
 
 def _key(text: str, flag: str) -> str:

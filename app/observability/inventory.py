@@ -5,7 +5,7 @@ configured shape fit) costs milliseconds per node for capacity, far too much
 for a verb or even a scrape at 5,000 nodes. `InventoryObserver.run` does it
 in slices on the event loop between requests, only for nodes whose version
 changed since their last visit, and `collect` serves the last complete
-snapshot. Capacity uses `app.allocator.fits.count_fits`, the count `drax
+snapshot. Capacity uses `app.capacity.count_fits`, the count `drax
 capacity` prints, never a second formula, under a smaller search budget per
 probe (`CAPACITY_STEP_BUDGET`) so that no step of the walk runs long.
 
@@ -46,20 +46,13 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from app.allocator.fits import (
-    GPU_CLASS,
-    NIC_CLASS,
-    ROOT_ATTRIBUTE,
-    FitCount,
-    count_fits,
-    gpu_shape,
-)
 from app.allocator.types import AllocatedState, NodeView, PoolView
+from app.capacity import DEFAULT_SHAPES, CapacityShape, FitCount, count_fits
 from app.extender.signature import RequestKind, request_kinds
 from app.extender.stats import STEP_BUCKETS, SearchStats
 from app.features import FeatureGates
 from app.inventory import Inventory, NodeState
-from app.model import Device, ResourceClaim
+from app.model import Device
 from app.topology import TopologyConfig, node_topology
 
 DEVICE_STATES: Final = ("free", "allocated", "partly_consumed", "tainted")
@@ -77,70 +70,6 @@ CAPACITY_STEP_BUDGET: Final = 5_000
 # (node state, the capacity claims' request kinds) -> a key equal on nodes with
 # equal figures
 Equivalence = Callable[[NodeState, Sequence[RequestKind]], Hashable]
-
-
-@dataclass(slots=True, frozen=True)
-class CapacityShape:
-    """One entry of `capacity.shapes`: a pod asking for `gpus` GPUs and `nics` NICs."""
-
-    name: str
-    gpus: int
-    nics: int = 0
-    same_root: bool = False
-    gpu_class: str = GPU_CLASS
-    nic_class: str = NIC_CLASS
-
-    def claim(self) -> ResourceClaim:
-        return gpu_shape(gpus=self.gpus, nics=self.nics, same_root=self.same_root,
-                         gpu_class=self.gpu_class, nic_class=self.nic_class,
-                         root_attribute=ROOT_ATTRIBUTE)
-
-
-DEFAULT_SHAPES: Final = (
-    CapacityShape(name="1-gpu", gpus=1),
-    CapacityShape(name="2-gpu-1-nic-same-root", gpus=2, nics=1, same_root=True),
-    CapacityShape(name="8-gpu", gpus=8),
-)
-_SHAPE_KEYS: Final = ("name", "gpus", "nics", "same_root", "gpu_class", "nic_class")
-
-
-def parse_capacity(section: Mapping[str, Any]) -> tuple[CapacityShape, ...]:
-    """The `capacity:` config section; ValueError names the bad entry."""
-    unknown = sorted(set(section) - {"shapes"})
-    if unknown:
-        raise ValueError(f"capacity: unknown key(s) {', '.join(unknown)}; known: shapes")
-    raw = section.get("shapes")
-    if raw is None:
-        return DEFAULT_SHAPES
-    if not isinstance(raw, list):
-        raise ValueError(f"capacity.shapes: expected a list, got {raw!r}")
-    shapes = []
-    for i, entry in enumerate(raw):
-        where = f"capacity.shapes[{i}]"
-        if not isinstance(entry, Mapping):
-            raise ValueError(f"{where}: expected a mapping, got {entry!r}")
-        bad = sorted(set(entry) - set(_SHAPE_KEYS))
-        if bad:
-            raise ValueError(f"{where}: unknown key(s) {', '.join(bad)}; "
-                             f"known: {', '.join(_SHAPE_KEYS)}")
-        name, gpus, nics = entry.get("name"), entry.get("gpus"), entry.get("nics", 0)
-        same_root = entry.get("same_root", False)
-        if not isinstance(name, str) or not name:
-            raise ValueError(f"{where}.name: expected a non-empty string, got {name!r}")
-        if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
-            raise ValueError(f"{where}.gpus: expected an integer >= 1, got {gpus!r}")
-        if isinstance(nics, bool) or not isinstance(nics, int) or nics < 0:
-            raise ValueError(f"{where}.nics: expected an integer >= 0, got {nics!r}")
-        if not isinstance(same_root, bool) or (same_root and not nics):
-            raise ValueError(f"{where}.same_root: expected true (with nics) or false, "
-                             f"got {same_root!r}")
-        shapes.append(CapacityShape(
-            name=name, gpus=gpus, nics=nics, same_root=same_root,
-            gpu_class=str(entry.get("gpu_class", GPU_CLASS)),
-            nic_class=str(entry.get("nic_class", NIC_CLASS))))
-    if len({s.name for s in shapes}) != len(shapes):
-        raise ValueError("capacity.shapes: shape names must be unique")
-    return tuple(shapes)
 
 
 @dataclass(slots=True, frozen=True)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.allocator.test_fits import exhaustive
+from tests.capacity.test_fits import exhaustive
 from tests.extender.cluster import GPU_CLASS, NIC_CLASS, gpu_node
 from tests.inventory.objects import claim, exactly, pod, result, template
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from app.capacity import DEFAULT_SHAPES, CapacityShape, parse_capacity
 from app.config import load_settings
-from app.observability.inventory import DEFAULT_SHAPES, CapacityShape, parse_capacity
 from app.runtime import capacity_shapes
 
 

@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from app.allocator.fits import count_fits, gpu_shape, max_fits
+from app.capacity import count_fits, gpu_shape, max_fits
 from app.features import FeatureGates
 from app.inventory import Inventory
 from app.model.parse import parse_resource_claim
