@@ -41,7 +41,6 @@ from app.extender import ClaimResolver
 from app.inventory import Inventory
 from app.model import ResourceClaim
 
-SYNC_TIMEOUT_SECONDS: Final = 60.0
 EXIT_NOT_COUNTED: Final = 1
 
 
@@ -163,15 +162,17 @@ def _inventory(args: argparse.Namespace) -> Inventory:
 
 
 async def _listed(kubeconfig: str) -> Inventory:
-    """The cluster's objects, listed once by the informers `drax serve` runs."""
+    """The cluster's objects, listed once as `drax serve`'s informers list them;
+    a list that fails is an input error, not retried."""
     from prometheus_client import CollectorRegistry
 
     from app.sources.kube import (
         WATCHED_KINDS,
         KubeConfigError,
-        KubeSource,
+        ListError,
         WatchMetrics,
         api_client,
+        list_once,
     )
 
     try:
@@ -180,17 +181,11 @@ async def _listed(kubeconfig: str) -> Inventory:
         raise InputError(str(exc)) from None
     inventory = Inventory()
     metrics = WatchMetrics(CollectorRegistry(), kinds=[w.kind for w in WATCHED_KINDS])
-    source = KubeSource(api, inventory, metrics=metrics)
-    source.start()
     try:
-        async with asyncio.timeout(SYNC_TIMEOUT_SECONDS):
-            while not inventory.synced:
-                await asyncio.sleep(0.05)
-    except TimeoutError:
-        raise InputError(f"{kubeconfig}: the cluster was not listed within "
-                         f"{SYNC_TIMEOUT_SECONDS:.0f}s") from None
+        await list_once(api, inventory, metrics=metrics)
+    except ListError as exc:
+        raise InputError(f"{kubeconfig}: {exc}") from None
     finally:
-        await source.stop()
         await api.close()
     return inventory
 

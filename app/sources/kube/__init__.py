@@ -17,11 +17,14 @@ from app.sources.kube.watch import (
     EventSink,
     Informer,
     KubeSource,
+    ListError,
     WatchedKind,
     WatchSettings,
+    list_once,
 )
 
 __all__ = [
     "WATCHED_KINDS", "EventSink", "Informer", "InventorySizes", "KubeConfigError", "KubeSource",
-    "WatchMetrics", "WatchSettings", "WatchedKind", "api_client", "in_cluster",
+    "ListError", "WatchMetrics", "WatchSettings", "WatchedKind", "api_client", "in_cluster",
+    "list_once",
 ]

@@ -448,6 +448,34 @@ class KubeSource:
         self._tasks = []
 
 
+class ListError(Exception):
+    """A one-shot list failed; the message names the kind and the cause."""
+
+
+async def list_once(api_client: client.ApiClient, sink: EventSink, *, metrics: WatchMetrics,
+                    settings: WatchSettings | None = None,
+                    kinds: Iterable[WatchedKind] = WATCHED_KINDS) -> None:
+    """Every kind listed once into `sink`, as an informer's first list, and no
+    retry: a one-shot reader (`drax capacity --kubeconfig`) reports an API
+    server it cannot reach instead of waiting for it to come back."""
+    async def one(informer: Informer) -> None:
+        try:
+            await informer._list()
+        except (RelistRequired, WatchError, ApiException, aiohttp.ClientError, TimeoutError,
+                OSError, orjson.JSONDecodeError) as exc:
+            detail = (str(exc).removeprefix("list: ") if isinstance(exc, WatchError)
+                      else _describe(exc))
+            raise ListError(f"{informer.kind}: list failed: {detail}") from None
+
+    source = KubeSource(api_client, sink, metrics=metrics, settings=settings, kinds=kinds)
+    try:
+        async with asyncio.TaskGroup() as group:
+            for informer in source.informers:
+                group.create_task(one(informer))
+    except* ListError as failed:
+        raise failed.exceptions[0] from None
+
+
 async def _stepwise(steps: Iterator[None]) -> None:
     """Run `steps` on the event loop, yielding to it every RELIST_SLICE_SECONDS."""
     loop = asyncio.get_running_loop()
