@@ -51,6 +51,7 @@ from app.inventory import KINDS, Inventory
 from app.model import InvalidObject, Pod, ResourceClaim
 from app.observability.inventory import InventoryObserver
 from app.observability.placement import PlacementMetrics, PlacementRecorder
+from app.observability.search import SearchMetrics
 from app.server import metrics
 from app.server.app import Lifespan, create_app, create_probe_app
 from app.sources.files import iter_objects
@@ -257,9 +258,8 @@ def build_runtime(settings: Settings, *,
                                                      metrics=placements))
         warm_first(extender, budget_seconds=WARM_BEFORE_READY_SECONDS)
     observer = InventoryObserver(inventory, config=topology, features=settings.features,
-                                 shapes=shapes, stats=extender.stats,
-                                 equivalence=extender.equivalence)
-    extra: list[Collector] = [observer, placements]
+                                 shapes=shapes, equivalence=extender.equivalence)
+    extra: list[Collector] = [observer, SearchMetrics(extender.stats), placements]
     if source != "kube":
         extra.append(InventorySizes(inventory))  # kube mode registers its own
     _install(registry, extra)
