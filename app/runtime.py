@@ -54,7 +54,7 @@ from app.observability.placement import PlacementMetrics, PlacementRecorder
 from app.observability.search import SearchMetrics
 from app.server import metrics
 from app.server.app import Lifespan, create_app, create_probe_app
-from app.sources.files import iter_objects
+from app.sources.files import iter_sourced
 from app.sources.kube import (
     WATCHED_KINDS,
     InventorySizes,
@@ -102,7 +102,7 @@ def load_files(inventory: Inventory, paths: Iterable[str | Path]) -> LoadReport:
     # Everything parsed here stays alive: the cyclic collector would rescan the
     # growing inventory again and again for nothing.
     with garbage_collector.paused():
-        for obj in iter_objects(paths):
+        for path, obj in iter_sourced(paths):
             kind = obj["kind"]
             if kind not in KINDS:
                 unknown[kind] += 1
@@ -111,7 +111,7 @@ def load_files(inventory: Inventory, paths: Iterable[str | Path]) -> LoadReport:
                 inventory.apply(kind, "ADDED", obj)
             except InvalidObject as exc:
                 invalid += 1
-                log.warning("skipping invalid %s %s: %s", kind, _name_of(obj), exc)
+                log.warning("%s: skipping invalid %s %s: %s", path, kind, _name_of(obj), exc)
                 continue
             applied += 1
     for kind, count in sorted(unknown.items()):

@@ -13,15 +13,15 @@ from __future__ import annotations
 import argparse
 import functools
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final, Protocol, TextIO
 
 import orjson
 
 from app.features import FeatureGates, parse_feature_gates
 from app.inventory import Inventory
-from app.model import InvalidObject
-from app.sources.files import SourceError, load_objects
+from app.model import InvalidObject, parse_object
+from app.sources.files import Sourced, SourceError, iter_sourced
 
 EXIT_INPUT: Final = 2
 INVENTORY_KINDS: Final = ("Node", "DeviceClass", "ResourceSlice", "ResourceClaim",
@@ -82,26 +82,36 @@ def feature_gates(text: str) -> FeatureGates:
         raise InputError(f"--feature-gates: {exc}") from None
 
 
-def read_objects(paths: Sequence[str]) -> list[dict[str, Any]]:
-    """The objects in the files and folders; an unreadable file is an input error."""
+def read_objects(paths: Sequence[str]) -> list[Sourced]:
+    """The objects in the files and folders, each with its file; an unreadable
+    file is an input error."""
     try:
-        return load_objects(paths)
+        return list(iter_sourced(paths))
     except SourceError as exc:
         raise InputError(str(exc)) from None
 
 
-def inventory_from(objects: Iterable[Mapping[str, Any]]) -> Inventory:
+def parse_sourced(kind: str, item: Sourced) -> Any:
+    """`parse_object`, an invalid object an input error naming its file."""
+    try:
+        return parse_object(kind, item.obj)
+    except InvalidObject as exc:
+        raise InputError(f"{item.path}: {exc}") from None
+
+
+def inventory_from(objects: Iterable[Sourced]) -> Inventory:
     """A synced inventory of the objects of the kinds drax uses; any invalid
-    object is an input error (a what-if answer from half the input would mislead)."""
+    object is an input error naming its file (a what-if answer from half the
+    input would mislead)."""
     inventory = Inventory()
-    for obj in objects:
+    for path, obj in objects:
         kind = obj.get("kind")
         if kind not in INVENTORY_KINDS:
             continue
         try:
             inventory.apply(kind, "ADDED", obj)
         except InvalidObject as exc:
-            raise InputError(str(exc)) from None
+            raise InputError(f"{path}: {exc}") from None
     for kind in INVENTORY_KINDS:
         inventory.mark_synced(kind)
     return inventory

@@ -27,10 +27,11 @@ from app.cli.common import (
     add_objects_argument,
     add_output_argument,
     command,
+    parse_sourced,
     read_objects,
     write_output,
 )
-from app.model import Device, InvalidObject, ResourceSlice, parse_object
+from app.model import Device, ResourceSlice
 from app.sources.files import SUFFIXES
 
 
@@ -99,14 +100,10 @@ def _looks_like_path(item: str) -> bool:
 
 def load_devices(paths: list[str]) -> list[Device]:
     devices: list[Device] = []
-    for obj in read_objects(paths):
-        if obj.get("kind") != "ResourceSlice":
-            continue
-        try:
-            resource_slice: ResourceSlice = parse_object("ResourceSlice", obj)
-        except InvalidObject as exc:
-            raise InputError(str(exc)) from None
-        devices.extend(resource_slice.devices)
+    for item in read_objects(paths):
+        if item.obj.get("kind") == "ResourceSlice":
+            resource_slice: ResourceSlice = parse_sourced("ResourceSlice", item)
+            devices.extend(resource_slice.devices)
     return devices
 
 

@@ -35,13 +35,14 @@ from app.cli.common import (
     command,
     feature_gates,
     inventory_from,
+    parse_sourced,
     read_objects,
     write_output,
 )
 from app.extender import Extender, NodeEvaluation
 from app.features import FeatureGates
 from app.inventory import Inventory
-from app.model import InvalidObject, Pod, parse_object
+from app.model import Pod
 from app.topology import TopologyConfig, explain, node_topology
 from app.topology.plot import node_cells, render_png
 
@@ -124,14 +125,8 @@ def _load(args: argparse.Namespace) -> tuple[Inventory, list[Pod], FeatureGates,
     config = TopologyConfig() if args.packing is None else TopologyConfig(packing=args.packing)
     cluster = read_objects(args.objects)
     workload = read_objects([args.workload])
-    inventory = inventory_from([*cluster, *(o for o in workload if o.get("kind") != "Pod")])
-    pods: list[Pod] = []
-    for obj in workload:
-        if obj.get("kind") == "Pod":
-            try:
-                pods.append(parse_object("Pod", obj))
-            except InvalidObject as exc:
-                raise InputError(f"{args.workload}: {exc}") from None
+    inventory = inventory_from([*cluster, *(o for o in workload if o.obj.get("kind") != "Pod")])
+    pods: list[Pod] = [parse_sourced("Pod", o) for o in workload if o.obj.get("kind") == "Pod"]
     if not pods:
         raise InputError(f"{args.workload}: no Pods to replay")
     return inventory, pods, features, config

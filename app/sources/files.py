@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 import yaml
@@ -53,6 +53,21 @@ def iter_objects(paths: Iterable[str | Path]) -> Iterator[dict[str, Any]]:
     A file that fails raises `SourceError` after the earlier files' objects."""
     for path in iter_files(paths):
         yield from _load_file(path)
+
+
+class Sourced(NamedTuple):
+    """An object and the file it was read from, for errors that name the file."""
+
+    path: Path
+    obj: dict[str, Any]
+
+
+def iter_sourced(paths: Iterable[str | Path]) -> Iterator[Sourced]:
+    """`iter_objects`, each object with its file: an object the inventory rejects
+    is reported where the user can find it."""
+    for path in iter_files(paths):
+        for obj in _load_file(path):
+            yield Sourced(path, obj)
 
 
 def _load_file(path: Path) -> list[dict[str, Any]]:

@@ -86,7 +86,8 @@ def test_load_files_skips_invalid_objects_and_unknown_kinds(
     assert (report.applied, report.invalid, report.unknown_kinds) == (1, 1, {"ConfigMap": 1})
     assert inventory.synced and "gpu" in inventory.classes
     messages = [r.getMessage() for r in caplog.records]
-    assert any("skipping invalid ResourceSlice broken" in m for m in messages)
+    assert any(f"{tmp_path / 'objs.yaml'}: skipping invalid ResourceSlice broken" in m
+               for m in messages)
     assert any("kind ConfigMap" in m for m in messages)
 
 

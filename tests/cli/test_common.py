@@ -1,0 +1,45 @@
+"""What every what-if command shares: bad input named where the user can find it."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+
+from app.cli import build_parser
+
+SAMPLE = Path(__file__).resolve().parents[2] / "app" / "sample"
+UNNAMED_SLICE = ("apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata: {}\n"
+                 "spec: {driver: d, nodeName: n, pool: {name: p, resourceSliceCount: 1}}\n")
+
+
+def run(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    args = build_parser().parse_args(list(argv))
+    code = args.func(args, out=out, err=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.mark.parametrize("command", [
+    ["allocate", "--pod", "default/train-0"],
+    ["capacity", "--gpus", "1"],
+    ["simulate", "--workload", str(SAMPLE / "40-pods.yaml")],
+    ["selector", "true"],
+])
+def test_an_invalid_object_is_named_by_its_file(tmp_path: Path, command: list[str]) -> None:
+    bad = tmp_path / "extra" / "slices.yaml"
+    bad.parent.mkdir()
+    bad.write_text(UNNAMED_SLICE)
+    name, *rest = command
+    code, out, err = run(name, "--objects", str(SAMPLE), str(bad), *rest)
+    assert code == 2 and out == ""
+    assert err.startswith(f"drax {name}: {bad}: ResourceSlice"), err
+    assert "metadata.name: required" in err and len(err.splitlines()) == 1
+
+
+def test_an_invalid_pod_of_a_workload_is_named_by_its_file(tmp_path: Path) -> None:
+    workload = tmp_path / "workload.yaml"
+    workload.write_text("apiVersion: v1\nkind: Pod\nmetadata: {namespace: default}\nspec: {}\n")
+    code, _, err = run("simulate", "--objects", str(SAMPLE), "--workload", str(workload))
+    assert code == 2 and err.startswith(f"drax simulate: {workload}: Pod"), err
