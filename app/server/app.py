@@ -8,7 +8,8 @@ plain functions and encoded with orjson. The filter work is CPU-bound and
 bounded, so it runs on the event loop; only bind awaits I/O.
 
 No input makes this edge crash or answer 5xx: a body drax cannot use gets a
-4xx with `{"error": ...}` and one warning log line naming the pod when known;
+4xx with `{"error": ...}` and one warning log line naming the pod when known
+(an unknown path or method too: 404 or 405, same shape);
 a failure inside filter or bind reaches the scheduler through the `Error`
 field, which it logs. Prioritize has no such field, so when drax itself
 cannot answer one (not synced, internal failure) it is a 503, which the
@@ -27,6 +28,7 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any, Final, Protocol
 
 from fastapi import FastAPI
+from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
@@ -341,6 +343,7 @@ def create_app(*, verbs: Verbs, ready: Callable[[], bool], max_body_bytes: int,
             app.router.add_route(f"{prefix}/{verb}", endpoint, methods=["POST"])
 
     add_probes(app, ready=ready, version={"version": __version__, "mode": mode, **(info or {})})
+    add_error_shape(app)
     return app
 
 
@@ -351,7 +354,21 @@ def create_probe_app(*, ready: Callable[[], bool], mode: str = "allocator",
     app = FastAPI(title="drax probes", version=__version__, docs_url=None, redoc_url=None,
                   openapi_url=None)
     add_probes(app, ready=ready, version={"version": __version__, "mode": mode, **(info or {})})
+    add_error_shape(app)
     return app
+
+
+def add_error_shape(app: FastAPI) -> None:
+    """Starlette's own answers (404 unknown path, 405 wrong method) as
+    `{"error": ...}`, the shape of every other error drax answers."""
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        response = _json({"error": f"{request.method} {request.url.path}: {exc.detail}"},
+                         exc.status_code)
+        response.headers.update(exc.headers or {})
+        return response
+
+    app.add_exception_handler(HTTPException, http_error)
 
 
 def add_probes(app: FastAPI, *, ready: Callable[[], bool], version: Mapping[str, Any]) -> None:

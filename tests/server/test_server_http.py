@@ -17,6 +17,7 @@ from app.features import FeatureGates
 from app.inventory import Inventory
 from app.runtime import SAMPLE_DIR
 from app.server import create_app
+from app.server.app import create_probe_app
 from app.sources.files import load_objects
 from tests.server.conftest import TEST_BODY_LIMIT
 from tests.server.harness import running, sample_runtime
@@ -290,9 +291,21 @@ def test_wrong_content_type_is_415(client: httpx.Client, content_type: str) -> N
 
 
 def test_wrong_method_and_path(client: httpx.Client) -> None:
-    assert client.get("/filter").status_code == 405
-    assert client.post("/nope", json={}).status_code == 404
+    r = client.get("/filter")
+    assert r.status_code == 405 and r.headers["allow"] == "POST"
+    assert r.json() == {"error": "GET /filter: Method Not Allowed"}
+    r = client.post("/nope", json={})
+    assert r.status_code == 404 and r.json() == {"error": "POST /nope: Not Found"}
+    assert r.headers["content-type"] == "application/json"
     assert_still_serving(client)
+
+
+def test_the_probe_listener_answers_unknown_paths_in_the_same_shape() -> None:
+    with running(create_probe_app(ready=lambda: True)) as url:
+        r = httpx.get(f"{url}/nope")
+        assert r.status_code == 404 and r.json() == {"error": "GET /nope: Not Found"}
+        r = httpx.post(f"{url}/healthz")
+        assert r.status_code == 405 and r.json() == {"error": "POST /healthz: Method Not Allowed"}
 
 
 # ------------------------------------------------------------------ metrics
