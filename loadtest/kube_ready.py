@@ -1,5 +1,5 @@
 """`python -m loadtest --from-api`: process start to ready in kube mode, from a
-paged list of the API-server double (issue #15).
+paged list of the API-server double (the 100,000-node start-up target).
 
 The double of the kube tests (`tests/kube/apiserver.py`) runs in this
 process, filled with the generator's cluster (the same objects as the file

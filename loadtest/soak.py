@@ -15,7 +15,7 @@ trip and as drax's handler time (its `Server-Timing` header), drax's CPU time
 per pod (/proc/<pid>/stat), the load average, and the requests that erred
 (HTTP status other than 200, a transport error, or an `Error` in the answer).
 
-After the warm-up, the targets of issue 13: RSS grows by at most 5 %, the
+After the warm-up, the soak's targets: RSS grows by at most 5 %, the
 filter p99 of the second half of the windows drifts by at most 20 % from the
 first half, no request errs. The warm-up lasts a fifth of the run and at
 least until `WARMUP_PODS` pods were scheduled: every bounded memory that still

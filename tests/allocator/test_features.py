@@ -518,7 +518,7 @@ CASES = [
          slices=[sl("s", [_shared("a"), _shared("b", value="1Gi")])],
          expect=[["r:pool-1/a"]]),
     # v0.37.2: a device other allocations filled still belongs to "all", so All
-    # fails (it used to get the other device only).
+    # fails rather than taking the other device only.
     Case("consumable-capacity-allocation-mode-all-in-use-insufficient",
          claims=[claim("c", req("r", mode="All", capacity={"bandwidth": "5Gi"}))],
          slices=[sl("s", [_shared("a"), _shared("b")])],

@@ -225,7 +225,7 @@ def test_thirty_two_claims_of_thirty_two_devices() -> None:
     assert outcome.steps == 32 * 32
 
 
-# The scenario of issue 11: claim-0 wants any 2 devices, claim-1 prefers all
+# Two claims that compete for one PCIe root: claim-0 wants any 2 devices, claim-1 prefers all
 # devices on PCIe root pci-2, else any 1. First fit hands claim-0 the pci-2
 # devices (published first) and claim-1 its second choice.
 PCI = sl("s", [dev(f"g-{i}", {"weight": 1, "pcieRoot": root})

@@ -1,4 +1,4 @@
-"""drax over HTTPS with client certificates behind the real kube-scheduler (issue 13).
+"""drax over HTTPS with client certificates behind the real kube-scheduler.
 
 Its own control plane: drax serves the verbs with `--tls-cert-file`,
 `--tls-private-key-file` and `--client-ca-file` (probes on `--metrics-port`),

@@ -1,4 +1,4 @@
-"""filter and prioritize under their deadline (issue 13): a search that would
+"""filter and prioritize under their deadline: a search that would
 run past it answers with Error (prioritize: no scores) in time, keeps what it
 computed, and later calls finish the job with the right answer. No timing is
 asserted: the deadline is set far below what 2,000 uncomputed nodes take."""

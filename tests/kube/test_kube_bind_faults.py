@@ -1,6 +1,6 @@
-"""1,000 binds at once against the API double while a share of all writes fails
-(issue 13): 500s, 429s with Retry-After, 409s from a concurrent writer, timeouts
-and replies lost after the write was applied. Half of the contention is real:
+"""1,000 binds at once against the API double while a share of all writes fails:
+500s, 429s with Retry-After, 409s from a concurrent writer, timeouts and
+replies lost after the write was applied. Half of the contention is real:
 more pods than GPUs, and claims shared by two pods whose binds race for them.
 
 Whatever happened, the API server must end up consistent: no device in two

@@ -1,7 +1,7 @@
 """Faults from the API server with drax's production watch timings (the
 defaults of `WatchSettings`): after three consecutive 500s, or 429s with
 Retry-After, on a kind's lists or watches, the inventory holds a change made
-meanwhile within 10 s (issue 13)."""
+meanwhile within 10 s."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """drax SIGKILLed in the middle of a load of binds against the API double, then
-restarted (issue 13). The new process rebuilds its inventory from the API,
+restarted. The new process rebuilds its inventory from the API,
 releases the claims the old one left with the finalizer but no allocation
 (`app.binder.repair`), and the scheduler's retry of every pod still unbound
 completes its bind; a bind in flight at the kill ends completed or rolled
