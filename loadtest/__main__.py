@@ -6,7 +6,8 @@ build (process start to /readyz) and RSS, then schedule the workload as
 kube-scheduler would (`bench.schedule`), sending each pod's request bodies to
 the floor server (`loadtest.floor`) too, right after drax answered them. The
 churn benchmark then runs in-process (`loadtest.churn`). Results go to stdout as Markdown and, with
-`--json`, to a file; the targets of issue #7 are evaluated in `report`.
+`--json`, to a file (`loadtest/results/scheduling.json` is the record RESULTS.md
+is rendered from); the scheduling targets are evaluated in `report`.
 
 The workload has two phases: `mixed` (the default claim mix, which fills the
 cluster to about half of its GPUs) and then `2gpu-1nic-same-root` (the target
@@ -19,8 +20,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import gc
-import os
-import platform
 import shlex
 import subprocess
 import sys
@@ -226,16 +225,6 @@ def run_size(args: argparse.Namespace, nodes: int, workdir: Path) -> dict[str, A
     return result
 
 
-def _head_commit() -> str:
-    """The checked-out commit, so a stored result says which code it measured."""
-    try:
-        done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, timeout=10, check=False)
-    except OSError:
-        return ""
-    return done.stdout.strip()
-
-
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m loadtest", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -318,9 +307,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.from_api:
         return _from_api(args, command.strip())
     doc: dict[str, Any] = {
-        "machine": {"cores": os.cpu_count(), "python": platform.python_version(),
-                    "platform": platform.platform()},
-        "command": command.strip(), "commit": _head_commit(), "runs": []}
+        **report.provenance(command.strip()), "runs": []}
     try:
         with tempfile.TemporaryDirectory(prefix="drax-loadtest-") as tmp:
             workdir = Path(args.workdir) if args.workdir else Path(tmp)
@@ -355,7 +342,7 @@ def _soak(args: argparse.Namespace, command: str) -> int:
     except (RuntimeError, OSError) as exc:
         print(f"soak failed: {exc}", file=sys.stderr)
         return 1
-    doc.update(command=command, commit=_head_commit())
+    doc.update(report.provenance(command))
     text = soak.markdown(doc)
     _publish(args, doc, text)
     return 0 if doc["passed"] else 1
@@ -375,7 +362,7 @@ def _from_api(args: argparse.Namespace, command: str) -> int:
     except (RuntimeError, OSError) as exc:
         print(f"benchmark failed: {exc}", file=sys.stderr)
         return 1
-    doc = {"command": command, "commit": _head_commit(), "from_api": results}
+    doc = {**report.provenance(command), "from_api": results}
     text = kube_ready.markdown(results)
     _publish(args, doc, text)
     return 0
@@ -387,7 +374,7 @@ def _real_cluster(args: argparse.Namespace, command: str) -> int:
     except (TimeoutError, RuntimeError, OSError, subprocess.CalledProcessError) as exc:
         print(f"real-cluster benchmark failed: {exc}", file=sys.stderr)
         return 1
-    doc["command"], doc["commit"] = command, _head_commit()
+    doc.update(report.provenance(command))
     text = real_cluster.markdown(doc, command=command)
     _publish(args, doc, text)
     return 0

@@ -1,6 +1,6 @@
 """`python -m loadtest.bench_scale`: the verbs' costs that only show after start, at scale.
 
-Issue #15 asks, at 100,000 nodes, for the first touch of a new claim shape,
+The scale targets ask, at 100,000 nodes, for the first touch of a new claim shape,
 the cost of one watch event and the longest a burst of slice events or a
 relist holds up a verb. None of them can be seen in file mode (every claim is
 there, and warmed, before drax is ready), so this benchmark runs the real
@@ -490,6 +490,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     print(markdown(result))
     if args.json:
+        command = " ".join(["python -m loadtest.bench_scale",
+                            *(sys.argv[1:] if argv is None else argv)])
+        result.update(report.provenance(command))
         Path(args.json).write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2))
     return 0
 

@@ -20,11 +20,15 @@ from __future__ import annotations
 
 import json
 import statistics
+import sys
 import time
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+import orjson
 
 from app.allocator import allocate
 from app.extender import Extender
@@ -32,6 +36,7 @@ from app.features import GATES, FeatureGates
 from app.inventory import KINDS, Inventory
 from app.model import ResourceClaim, parse_object
 from app.topology import TopologyConfig, make_objective
+from loadtest import report
 from loadtest.generator import POD_CLAIM_NAME, SHAPES, generate_cluster
 from tests.upstream.oracle import Oracle
 
@@ -175,6 +180,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--nodes", type=int, nargs="+", default=[500, 5000])
     parser.add_argument("--sample", type=int, default=40)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", help="also write the rows, with their provenance, here")
     args = parser.parse_args(argv)
     oracle = open_oracle()
     try:
@@ -182,6 +188,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         oracle.close()
     print(markdown(rows))
+    if args.json:
+        command = " ".join(["python -m loadtest.peer", *(sys.argv[1:] if argv is None else argv)])
+        doc = {**report.provenance(command), "rows": [r.to_dict() for r in rows]}
+        Path(args.json).write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2))
     return 0
 
 

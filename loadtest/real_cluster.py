@@ -433,10 +433,20 @@ def _pct(share: float | None) -> str:
 
 
 def markdown(doc: Mapping[str, Any], *, command: str) -> str:
+    lines = [f"Command: `{command}`.", "", comparison(doc), "",
+             "| target | goal | drax | in-tree | met |", "| --- | --- | --- | --- | --- |"]
+    for t in doc["targets"]:
+        lines.append(f"| {t['target']} | {t['goal']} | {t['measured']} | {t['beside']} | "
+                     f"{'met' if t['met'] else '**missed**'} |")
+    return "\n".join(lines)
+
+
+def comparison(doc: Mapping[str, Any]) -> str:
+    """The two schedulers side by side: placement, quality, time, API writes."""
     runs = doc["runs"]
-    lines = [f"Command: `{command}`; {doc['nodes_per_pool']} nodes per pool (8 GPUs + 8 NICs "
-             f"each), {doc['pods']} pods of the `{doc['mix']}` mix per scheduler; both "
-             f"kube-schedulers' client QPS {doc.get('scheduler_qps', DEFAULT_CLIENT_QPS)}.", "",
+    lines = [f"{doc['nodes_per_pool']} nodes per pool (8 GPUs + 8 NICs each), {doc['pods']} "
+             f"pods of the `{doc['mix']}` mix per scheduler; both kube-schedulers' client QPS "
+             f"{doc.get('scheduler_qps', DEFAULT_CLIENT_QPS)}.", "",
              "| | " + " | ".join(r["scheduler"] for r in runs) + " |",
              "| --- |" + " --- |" * len(runs)]
 
@@ -473,8 +483,4 @@ def markdown(doc: Mapping[str, Any], *, command: str) -> str:
     row("API writes per bound pod", [
         ", ".join(f"{k} {v}" for k, v in r["timings"]["api_writes_per_pod"].items())
         for r in runs])
-    lines += ["", "| target | goal | drax | in-tree | met |", "| --- | --- | --- | --- | --- |"]
-    for t in doc["targets"]:
-        lines.append(f"| {t['target']} | {t['goal']} | {t['measured']} | {t['beside']} | "
-                     f"{'met' if t['met'] else '**missed**'} |")
     return "\n".join(lines)

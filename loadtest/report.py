@@ -1,15 +1,50 @@
-"""Turn benchmark runs into the JSON document and the Markdown tables of RESULTS.md.
+"""RESULTS.md: rendered from the benchmarks' JSON in `loadtest/results/`.
 
-The JSON is the record (every summary, per phase and per claim shape); the
-Markdown is what a reader needs to judge the targets of issue #7. Targets are
-evaluated here, from the JSON alone, so a stored JSON can be re-rendered.
+Every benchmark writes its figures as JSON (`--json FILE`); the record is one
+file per benchmark, `loadtest/results/<name>.json`, committed with the code.
+`python -m loadtest.report` renders `loadtest/RESULTS.md` from those files
+(`--check` fails when the file on disk differs, which a test runs), so a
+benchmark re-run with `--json loadtest/results/<name>.json` refreshes its
+section. Targets are evaluated from the JSON alone, so a stored JSON can be
+re-rendered.
+
+A JSON file states where its figures come from: `command`, `commit`,
+`machine` (cores, Python, platform) and `date`; `provenance()` gives the
+current ones. Figures that no benchmark run here can refresh cheaply (the
+100,000-node runs) are transcribed into the generic format below with the
+commit and machine they were measured on.
+
+Adding a section is two steps:
+
+1. the JSON: `loadtest/results/<name>.json`, written by the benchmark's
+   `--json` (with `provenance()` in it), or in the generic format:
+   `{"format": "figures", "command", "commit", "machine", "date", "about",
+   "targets": [{"target", "goal", "measured", "unit", "met", "note"}],
+   "tables": [{"caption", "columns", "rows"}], "notes": [...]}`; a target may
+   carry its own `commit` and `command` when it was measured apart;
+2. a `Section` in `SECTIONS` below: the name, a title, the command that
+   refreshes the JSON, and a renderer (the benchmark's own `markdown`, or
+   `figures` for the generic format). Then `python -m loadtest.report`.
+
+This module also turns the scheduling benchmark's samples into its JSON
+(`phase_results`, `overall`) and evaluates that benchmark's targets.
 """
 
 from __future__ import annotations
 
+import argparse
+import os
+import platform
+import subprocess
+import sys
+import time
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Final
+
+import orjson
 
 from loadtest import profile as profiling
 from loadtest.bench import Run, Sample, slow_requests
@@ -174,17 +209,16 @@ def _handler_cells(run: Mapping[str, Any], verb: str, who: str) -> list[str]:
 
 
 def markdown(doc: Mapping[str, Any]) -> str:
-    lines = [f"Machine: {doc['machine']['cores']} cores, Python {doc['machine']['python']}, "
-             f"{doc['machine']['platform']}.", f"Command: `{doc['command']}`"
-             + (f" at commit `{doc['commit']}`." if doc.get("commit") else ""), ""]
-    lines += ["### Targets", "", _row(["target", "goal", "measured", "met", "note"]),
-              _row(["---"] * 5)]
-    for t in doc["targets"]:
-        measured = "–" if t["measured"] is None else f"{t['measured']} {t['unit']}"
-        met = {True: "met", False: "**missed**", None: "not measured"}[t["met"]]
-        lines.append(_row([t["target"], t["goal"], measured, met, t["note"]]))
+    """The scheduling benchmark's report as `python -m loadtest` prints it."""
+    return "\n".join([*provenance_lines(doc), "", *targets_table(doc["targets"]), "",
+                      scheduling(doc)])
+
+
+def scheduling(doc: Mapping[str, Any]) -> str:
+    """Per cluster size: build, RSS, per-verb and per-phase tables, churn."""
+    lines: list[str] = []
     for run in doc["runs"]:
-        lines += ["", f"### {run['nodes']} nodes", "",
+        lines += ["", f"### {run['nodes']:,} nodes", "",
                   f"- devices: {run['devices']}; candidates per filter: {run['candidates']}",
                   f"- inventory build (process start to /readyz): {run['build_seconds']:.2f} s",
                   f"- server RSS: {run['rss']['ready_bytes'] / MB:.0f} MB after build, "
@@ -258,3 +292,269 @@ def markdown(doc: Mapping[str, Any]) -> str:
                       + ("".join(f"\n- {v}" for v in churn["violations"][:10])
                          if churn["violations"] else ".")]
     return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------- RESULTS.md
+
+RESULTS_DIR: Final = Path(__file__).parent / "results"
+RESULTS_MD: Final = Path(__file__).parent / "RESULTS.md"
+MET_WORDS: Final = {True: "met", False: "**missed**", None: "not measured"}
+
+
+def provenance(command: str) -> dict[str, Any]:
+    """Where a run's figures come from: the command, the checked-out commit, the
+    machine and the day (UTC). Every benchmark's JSON carries these keys."""
+    return {"command": command, "commit": head_commit(),
+            "machine": {"cores": os.cpu_count(), "python": platform.python_version(),
+                        "platform": platform.platform()},
+            "date": time.strftime("%Y-%m-%d", time.gmtime())}
+
+
+def head_commit() -> str:
+    """The checked-out commit, so a stored result says which code it measured."""
+    try:
+        done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, timeout=10, check=False)
+    except OSError:
+        return ""
+    return done.stdout.strip()
+
+
+def _machine(machine: Mapping[str, Any] | str | None) -> str:
+    if not machine:
+        return "not recorded"
+    if isinstance(machine, str):
+        return machine
+    return f"{machine['cores']} cores, Python {machine['python']}, {machine['platform']}"
+
+
+def provenance_lines(doc: Mapping[str, Any]) -> list[str]:
+    commands = doc.get("commands") or [doc.get("command", "")]
+    lines = ["```sh", *commands, "```", "",
+             f"Commit `{doc.get('commit') or 'not recorded'}`; machine: "
+             f"{_machine(doc.get('machine'))}"
+             + (f"; measured {doc['date']}" if doc.get("date") else "") + "."]
+    if doc.get("transcribed"):
+        lines += ["", f"Transcribed from the benchmark's printed report: {doc['transcribed']}"]
+    return lines
+
+
+def _measured(t: Mapping[str, Any]) -> str:
+    value = t.get("measured")
+    if value is None:
+        return "–"
+    return f"{value} {t['unit']}" if t.get("unit") else str(value)
+
+
+def targets_table(targets: Sequence[Mapping[str, Any]]) -> list[str]:
+    """One row per target: goal, measured, met / missed, and any of beside (the
+    baseline's figure), commit and note the targets carry."""
+    extra = [k for k in ("beside", "commit", "note") if any(t.get(k) for t in targets)]
+    lines = [_row(["target", "goal", "measured", "met", *extra]), _row(["---"] * (4 + len(extra)))]
+    for t in targets:
+        cells = [f"`{t[k]}`" if k == "commit" and t.get(k) else t.get(k, "") for k in extra]
+        lines.append(_row([t["target"], t["goal"], _measured(t), MET_WORDS[t["met"]], *cells]))
+    return lines
+
+
+def figures(doc: Mapping[str, Any]) -> str:
+    """The generic format: what was measured, tables of rows, notes."""
+    lines = [doc["about"], ""] if doc.get("about") else []
+    for table in doc.get("tables", ()):
+        lines += [table["caption"], ""] if table.get("caption") else []
+        lines += [_row(table["columns"]), _row(["---"] * len(table["columns"])),
+                  *(_row(r) for r in table["rows"]), ""]
+    lines += [f"- {note}" for note in doc.get("notes", ())]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def soak_targets(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
+    from loadtest import soak
+    growth, drift = doc["rss_growth"], doc["handler_p99_drift"]
+    return [
+        _target("requests that erred", "0", doc["errors"], "", doc["errors"] == 0,
+                f"{doc['requests']:,} requests, {doc['pods']:,} pods"),
+        _target("RSS growth after the warm-up", f"<= +{soak.RSS_GROWTH_MAX:.0%}",
+                f"{growth:+.1%}", "", growth <= soak.RSS_GROWTH_MAX,
+                f"{doc['rss_mb'][0]} -> {doc['rss_mb'][1]} MB"),
+        _target("filter handler p99 drift, second half vs first", f"within "
+                f"{soak.P99_DRIFT_MAX:.0%}", f"{drift:+.1%}", "",
+                abs(drift) <= soak.P99_DRIFT_MAX,
+                f"{doc['handler_p99_ms'][0]} -> {doc['handler_p99_ms'][1]} ms; round trip "
+                f"{doc['p99_drift']:+.1%}")]
+
+
+def _soak(doc: Mapping[str, Any]) -> str:
+    from loadtest import soak
+    return soak.markdown(dict(doc))
+
+
+def _from_api(doc: Mapping[str, Any]) -> str:
+    from loadtest import kube_ready
+    return kube_ready.markdown(doc["from_api"])
+
+
+def _real_cluster(doc: Mapping[str, Any]) -> str:
+    from loadtest import real_cluster
+    return real_cluster.comparison(doc)
+
+
+def _upstream(doc: Mapping[str, Any]) -> str:
+    from loadtest import peer
+    return peer.markdown([peer.PeerRow(**r) for r in doc["rows"]])
+
+
+def _scale(doc: Mapping[str, Any]) -> str:
+    from loadtest import bench_scale
+    return bench_scale.markdown(doc)
+
+
+def _by_format(native: Callable[[Mapping[str, Any]], str]) -> Callable[[Mapping[str, Any]], str]:
+    """The benchmark's own renderer, or `figures` for a transcribed file."""
+    return lambda doc: figures(doc) if doc.get("format") == "figures" else native(doc)
+
+
+@dataclass(frozen=True)
+class Section:
+    name: str  # loadtest/results/<name>.json
+    title: str
+    refresh: str  # the command that rewrites the JSON
+    render: Callable[[Mapping[str, Any]], str]
+    about: str = ""  # what the benchmark measures, whatever the run
+    targets: Callable[[Mapping[str, Any]], Sequence[Mapping[str, Any]]] = \
+        lambda doc: doc.get("targets", ())
+
+
+SECTIONS: Final = (
+    Section("scheduling", "Scheduling at 500 and 5,000 nodes, against the floor",
+            "python -m loadtest --nodes 500 5000 --rss-16 --json "
+            "loadtest/results/scheduling.json", scheduling,
+            "The real `drax serve` (allocator mode, file inventory) over HTTP on 127.0.0.1. "
+            "Per cluster size (8 GPUs + 8 RDMA NICs per node, a quarter of the nodes "
+            "partitionable, an eighth with shareable GPUs): 600 pods of the default claim mix "
+            "(200 at 5,000 nodes), then 300 pods of the target claim, 2 GPUs + 1 RDMA NIC on "
+            "one PCIe root (150 at 5,000 nodes), each scheduled as kube-scheduler does "
+            "(`filter` with every node as candidate, `prioritize`, `bind` on the best), pods "
+            "staying bound. Each pod's request bodies go to the floor server (the same HTTP "
+            "stack with verbs that pass every node) right after drax answered them. A cycle "
+            "is filter + prioritize as the client sees it. The churn benchmark applies watch "
+            "events in-process between scheduling cycles and checks the inventory's "
+            "invariants as it goes."),
+    Section("scale", "100,000 nodes",
+            "python -m loadtest.bench_scale --nodes 100000 --settle-timeout 600 --json "
+            "loadtest/results/scale.json", _by_format(_scale)),
+    Section("from-api", "Start-up from the API server (paged lists)",
+            "python -m loadtest --from-api --nodes 500 5000 --json "
+            "loadtest/results/from-api.json", _from_api,
+            "The API-server double of the kube tests holds the generated cluster and claims; "
+            "`drax serve --kubeconfig` is timed from process start to `/readyz` 200, every "
+            "kind listed in pages of 500."),
+    Section("upstream-allocator", "drax against upstream's allocator",
+            "python -m loadtest.peer --nodes 500 5000 --sample 20 --json "
+            "loadtest/results/upstream-allocator.json", _by_format(_upstream),
+            "The same generated clusters and claim shapes for drax and for upstream's Go "
+            "allocator (`k8s.io/dynamic-resource-allocation/structured` v0.37.2 through the "
+            "oracle in `tests/upstream`, 1.37.2 default gates), nothing allocated yet. Per "
+            "node: the median over the sampled nodes of one `allocate` (drax advisor = "
+            "upstream's first fit, drax allocator = best topology) against upstream's "
+            "`NewAllocator` + `Allocate`, timed inside the Go process. Whole filter: drax's "
+            "`filter` over every node on an extender that has not seen the shape (cold "
+            "caches) against `Allocate` once per node, as the in-tree PreFilter and Filter do "
+            "(sequentially here; the in-tree Filter runs nodes in parallel)."),
+    Section("real-cluster", "Real cluster: drax beside the in-tree DRA scheduler",
+            "python -m loadtest --real-cluster --nodes 32 --pods 128 --json "
+            "loadtest/results/real-cluster.json", _by_format(_real_cluster),
+            "The real 1.37 control plane of `tests/e2e/cluster.py`: two identical pools, the "
+            "same workload (the `topology` mix: mixed pods, then 8-GPU pods until the cluster "
+            "runs out) to pool A through the `drax` scheduler (allocator mode) and then to "
+            "pool B through `default-scheduler` (in-tree DynamicResources), in the same run, "
+            "both kube-schedulers with the same client settings."),
+    Section("soak", "Soak", "python -m loadtest --soak 600 --json loadtest/results/soak.json",
+            _soak,
+            "`drax serve` in kube mode (allocator) against the API-server double: 100 nodes x "
+            "8 GPUs, pods of 1/1/2/4 GPUs scheduled one after another, the oldest bound pods "
+            "deleted with their claims at half occupancy, and 10 % of pods followed by a slice "
+            "republished or a node relabelled. Windows of 30 s; the RSS is drax's own process; "
+            "the p99 drift is judged on drax's handler time (its `Server-Timing` header) after "
+            "a warm-up of a fifth of the run and at least 5,000 pods.",
+            soak_targets),
+)
+
+
+def _load(name: str, results: Path) -> dict[str, Any] | None:
+    path = results / f"{name}.json"
+    return orjson.loads(path.read_bytes()) if path.exists() else None
+
+
+def _section(section: Section, doc: Mapping[str, Any] | None) -> list[str]:
+    lines = [f"## {section.title}", "", *([section.about, ""] if section.about else [])]
+    if doc is None:
+        return [*lines, f"Not measured yet: `{section.refresh}`, then "
+                "`python -m loadtest.report`.", ""]
+    lines += [*provenance_lines(doc), ""]
+    targets = section.targets(doc)
+    if targets:
+        lines += ["### Targets", "", *targets_table(targets), ""]
+    return [*lines, section.render(doc).strip(), ""]
+
+
+def _summary(docs: Sequence[tuple[Section, Mapping[str, Any] | None]]) -> list[str]:
+    lines = [_row(["section", "targets met", "commit", "measured", "JSON"]), _row(["---"] * 5)]
+    for section, doc in docs:
+        if doc is None:
+            lines.append(_row([section.title, "not measured yet", "–", "–", "–"]))
+            continue
+        targets = section.targets(doc)
+        met = sum(t["met"] is True for t in targets)
+        lines.append(_row([section.title, f"{met} of {len(targets)}" if targets else "–",
+                           f"`{doc.get('commit') or '–'}`", doc.get("date", "–"),
+                           f"`results/{section.name}.json`"]))
+    return lines
+
+
+def render_results(results: Path = RESULTS_DIR) -> str:
+    """RESULTS.md from the JSON files in `results`."""
+    docs = [(s, _load(s.name, results)) for s in SECTIONS]
+    lines = ["# drax benchmark results", "",
+             "<!-- Generated by `python -m loadtest.report` from loadtest/results/*.json; "
+             "edit those, not this file. -->", "",
+             "Each section is one benchmark of `loadtest/` (how each works: "
+             "`loadtest/README.md`): the command that produced its figures, the commit and "
+             "machine they were measured on, its targets met or missed, and its tables. "
+             "Re-running a section's command rewrites its JSON; `python -m loadtest.report` "
+             "then rewrites this file. Absolute times depend on the machine and on what else "
+             "runs on it; the ratios to a baseline measured in the same run (the floor "
+             "server, the in-tree scheduler, upstream's allocator) carry across machines.", "",
+             *_summary(docs), ""]
+    for section, doc in docs:
+        lines += _section(section, doc)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m loadtest.report",
+                                     description="Render loadtest/RESULTS.md from "
+                                                 "loadtest/results/*.json.")
+    parser.add_argument("--check", action="store_true",
+                        help="render, compare with RESULTS.md and exit 1 when they differ")
+    parser.add_argument("--results", type=Path, default=RESULTS_DIR)
+    parser.add_argument("--out", type=Path, default=RESULTS_MD)
+    args = parser.parse_args(argv)
+    unknown = sorted(p.stem for p in args.results.glob("*.json")
+                     if p.stem not in {s.name for s in SECTIONS})
+    if unknown:
+        print(f"no section renders {', '.join(unknown)}: add a Section to "
+              "loadtest/report.py", file=sys.stderr)
+        return 2
+    text = render_results(args.results)
+    if args.check:
+        if not args.out.exists() or args.out.read_text() != text:
+            print(f"{args.out} is not what `python -m loadtest.report` renders", file=sys.stderr)
+            return 1
+        return 0
+    args.out.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

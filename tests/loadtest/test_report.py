@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import orjson
+
 from loadtest import profile, report
 from loadtest.bench import Run, Sample
 
@@ -91,3 +93,50 @@ def test_profile_summary_marks_background_warming():
     areas = {a["function"]: a["percent"]
              for a in profile.summarize_collapsed(text)["by_area"]}
     assert areas == {"app/inventory (background warming)": 80.0, "HTTP stack + asyncio": 20.0}
+
+
+def test_results_md_is_what_the_stored_json_renders():
+    # RESULTS.md is generated: a benchmark re-run writes its JSON, then
+    # `python -m loadtest.report` rewrites the file.
+    assert report.RESULTS_MD.read_text() == report.render_results()
+    assert report.main(["--check"]) == 0
+
+
+def test_every_stored_result_has_a_section_and_says_where_it_comes_from():
+    names = {s.name for s in report.SECTIONS}
+    for path in sorted(report.RESULTS_DIR.glob("*.json")):
+        doc = orjson.loads(path.read_bytes())
+        assert path.stem in names, path
+        assert doc.get("command") or doc.get("commands"), path
+        assert doc.get("commit") and doc.get("machine") and doc.get("date"), path
+
+
+def test_a_missing_result_says_how_to_measure_it_and_an_unknown_one_is_refused(tmp_path):
+    text = report.render_results(tmp_path)
+    assert text.count("Not measured yet") == len(report.SECTIONS)
+    (tmp_path / "nobody.json").write_text("{}")
+    assert report.main(["--results", str(tmp_path), "--out", str(tmp_path / "R.md")]) == 2
+    assert not (tmp_path / "R.md").exists()
+
+
+def test_the_generic_format_renders_targets_commits_tables_and_notes():
+    doc = {"format": "figures", "command": "python -m loadtest.x", "commit": "abc1234",
+           "machine": {"cores": 2, "python": "3.11.7", "platform": "Linux"}, "date": "2026-12-04",
+           "about": "What it measures.",
+           "targets": [{"target": "ready", "goal": "<= 60 s", "measured": 61.0, "unit": "s",
+                        "met": False, "commit": "def5678"}],
+           "tables": [{"caption": "Sizes:", "columns": ["nodes", "ready"],
+                       "rows": [[500, "2.4 s"]]}],
+           "notes": ["One note."]}
+    section = report.Section("x", "X", "python -m loadtest.x --json x.json", report.figures)
+    text = "\n".join(report._section(section, doc))
+    assert "Commit `abc1234`; machine: 2 cores, Python 3.11.7, Linux; measured 2026-12-04." in text
+    assert "| ready | <= 60 s | 61.0 s | **missed** | `def5678` |" in text
+    assert "| 500 | 2.4 s |" in text and "- One note." in text
+
+
+def test_provenance_names_the_command_commit_machine_and_day():
+    doc = report.provenance("python -m loadtest --nodes 500")
+    assert doc["command"] == "python -m loadtest --nodes 500"
+    assert set(doc["machine"]) == {"cores", "python", "platform"}
+    assert len(doc["date"]) == 10
