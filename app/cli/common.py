@@ -19,13 +19,11 @@ from typing import Any, Final, Protocol, TextIO
 import orjson
 
 from app.features import FeatureGates, parse_feature_gates
-from app.inventory import Inventory
+from app.inventory import KINDS, Inventory
 from app.model import InvalidObject, parse_object
 from app.sources.files import Sourced, SourceError, iter_sourced
 
 EXIT_INPUT: Final = 2
-INVENTORY_KINDS: Final = ("Node", "DeviceClass", "ResourceSlice", "ResourceClaim",
-                          "ResourceClaimTemplate", "Pod")
 
 
 class InputError(Exception):
@@ -106,13 +104,13 @@ def inventory_from(objects: Iterable[Sourced]) -> Inventory:
     inventory = Inventory()
     for path, obj in objects:
         kind = obj.get("kind")
-        if kind not in INVENTORY_KINDS:
+        if kind not in KINDS:
             continue
         try:
             inventory.apply(kind, "ADDED", obj)
         except InvalidObject as exc:
             raise InputError(f"{path}: {exc}") from None
-    for kind in INVENTORY_KINDS:
+    for kind in KINDS:
         inventory.mark_synced(kind)
     return inventory
 
