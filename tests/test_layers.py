@@ -20,7 +20,7 @@ APP = Path(__file__).resolve().parent.parent / "app"
 
 # Lowest first; the names on one line share a layer.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("", "model", "features", "config", "garbage_collector"),
+    ("", "model", "features", "config", "garbage_collector", "bounded_cache"),
     ("cel",),
     ("allocator",),
     ("inventory", "topology"),

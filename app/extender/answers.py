@@ -33,6 +33,7 @@ from app.allocator.types import (
     NodeView,
     Objective,
 )
+from app.bounded_cache import BoundedCache
 from app.cel import CelCompileError, CelEvalError
 from app.extender.claims import PodClaims
 from app.extender.extended import (
@@ -175,7 +176,7 @@ class AnswerBook:
         self._topology = topology_config
         self._step_budget = step_budget
         # claim shape -> answers; emptied when too many shapes pile up.
-        self._results: dict[Hashable, Answers] = {}
+        self._results: BoundedCache[Hashable, Answers] = BoundedCache(_SHAPES_CACHED)
         # (shape, signature) -> the representative's snapshot, held weakly, and its
         # verdict: a representative is only trusted while its snapshot is its node's
         # current one, and the inventory drops a snapshot when the node changes, so
@@ -221,9 +222,7 @@ class AnswerBook:
     def of_shape(self, shape: Hashable) -> Answers:
         answers = self._results.get(shape)
         if answers is None:
-            if len(self._results) >= _SHAPES_CACHED:
-                self._results.clear()
-            answers = self._results[shape] = Answers()
+            answers = self._results.put(shape, Answers())
         return answers
 
     def refresh(self, request: Request, answers: Answers, name: str) -> None:

@@ -34,6 +34,7 @@ from operator import attrgetter
 from typing import Any, Final, Protocol
 
 from app.allocator.types import AllocationOutcome, ClaimAllocation, KnownMatches, NodeView
+from app.bounded_cache import BoundedCache
 from app.cel import CelCompileError, CelEvalError
 from app.inventory import NodeState
 from app.model import (
@@ -118,9 +119,9 @@ class StaticSignatures:
     def __init__(self) -> None:
         # Identical hardware yields equal tuples; sharing one copy keeps thousands of
         # nodes' signatures from costing thousands of copies.
-        self._interned: dict[Hashable, Hashable] = {}
+        self._interned: BoundedCache[Hashable, Hashable] = BoundedCache(_INTERNED_LIMIT)
         # id of a capacity map / counter consumption -> (it, its signature part)
-        self._parts: dict[int, tuple[Any, Hashable]] = {}
+        self._parts: BoundedCache[int, tuple[Any, Hashable]] = BoundedCache(_INTERNED_LIMIT)
         self._nodes: dict[str, tuple[int, NodeSignature]] = {}
         # node -> (Node, its pools' slices, hardware signature built from them)
         self._hardware: dict[str, tuple[Node, tuple[tuple[ResourceSlice, ...], ...],
@@ -151,9 +152,7 @@ class StaticSignatures:
         return hardware
 
     def _intern(self, value: Hashable) -> Hashable:
-        if len(self._interned) >= _INTERNED_LIMIT:
-            self._interned.clear()
-        return self._interned.setdefault(value, value)
+        return self._interned.intern(value)
 
     def _build(self, view: NodeView) -> Hashable:
         """Per pool its header, per device its layout and fixed parts, then the
@@ -193,9 +192,7 @@ class StaticSignatures:
         counter consumptions between devices. Holds `value`, so its id stays its own."""
         hit = self._parts.get(id(value))
         if hit is None or hit[0] is not value:
-            if len(self._parts) >= _INTERNED_LIMIT:
-                self._parts.clear()
-            hit = self._parts[id(value)] = (value, HashedKey(key_of(value)))
+            hit = self._parts.put(id(value), (value, HashedKey(key_of(value))))
         return hit[1]
 
 
@@ -347,7 +344,8 @@ class MatchColumns:
         self._nodes: dict[str, tuple[Node, tuple[tuple[ResourceSlice, ...], ...],
                                      dict[RequestKind, tuple[DeviceClass,
                                                              tuple[MatchResult, ...]]]]] = {}
-        self._interned: dict[tuple[MatchResult, ...], tuple[MatchResult, ...]] = {}
+        self._interned: BoundedCache[tuple[MatchResult, ...], tuple[MatchResult, ...]] = (
+            BoundedCache(_INTERNED_LIMIT))
 
     def signature(self, view: NodeView, kinds: Sequence[RequestKind], *,
                   classes: Mapping[str, DeviceClass], matcher: Matcher) -> Hashable:
@@ -393,9 +391,7 @@ class MatchColumns:
                 _matches(d, device_class, selectors, matcher, class_holds=True)
                 if accepted is True else accepted for d, accepted in zip(devices, held,
                                                                        strict=True))
-        if len(self._interned) >= _INTERNED_LIMIT:
-            self._interned.clear()
-        column = self._interned.setdefault(column, column)
+        column = self._interned.intern(column)
         columns[kind] = (device_class, column)
         return column
 

@@ -28,6 +28,7 @@ import sys
 from collections.abc import Callable, Hashable, Iterable
 from typing import Final, TypeAlias
 
+from app.bounded_cache import BoundedCache
 from app.cel import CelCompileError, CelEvalError, CompiledSelector, compile_selector
 from app.model import Device, DeviceClass
 
@@ -55,10 +56,10 @@ class SelectorCache:
         self._by_expression: dict[str, dict[str, tuple[Device, _Outcome]]] = {}
         # expression -> projection of a device -> result (never stale: the
         # projection holds everything the expression can read)
-        self._shared: dict[str, dict[Hashable, bool]] = {}
+        self._shared: dict[str, BoundedCache[Hashable, bool]] = {}
         # expression -> compiled form or its compile error; a first touch asks
         # once per device, and the shared LRU behind compile_selector takes a lock
-        self._compiled: dict[str, CompiledSelector | str] = {}
+        self._compiled: BoundedCache[str, CompiledSelector | str] = BoundedCache(_SHARED_LIMIT)
 
     def _evaluate(self, expressions: Iterable[str], device: Device) -> _Outcome:
         try:
@@ -79,12 +80,10 @@ class SelectorCache:
     def _selector(self, expression: str) -> CompiledSelector:
         selector = self._compiled.get(expression)
         if selector is None:
-            if len(self._compiled) >= _SHARED_LIMIT:
-                self._compiled.clear()
             try:
-                selector = self._compiled[expression] = compile_selector(expression)
+                selector = self._compiled.put(expression, compile_selector(expression))
             except CelCompileError as exc:
-                selector = self._compiled[expression] = str(exc)
+                selector = self._compiled.put(expression, str(exc))
         if isinstance(selector, str):
             raise CelCompileError(selector)
         return selector
@@ -93,13 +92,11 @@ class SelectorCache:
                        device: Device) -> bool:
         shared = self._shared.get(expression)
         if shared is None:
-            shared = self._shared[expression] = {}
+            shared = self._shared[expression] = BoundedCache(_SHARED_LIMIT)
         hit = shared.get(key)
         if hit is None:
             hit = selector.matches(device)
-            if len(shared) >= _SHARED_LIMIT:
-                shared.clear()
-            shared[key] = hit
+            shared.put(key, hit)
         return hit
 
     def matches_shared(self, device_class: DeviceClass, selectors: Iterable[str],

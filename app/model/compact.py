@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import ItemsView, Iterator, Mapping
 from typing import Final, TypeVar
 
+from app.bounded_cache import BoundedCache
+
 V = TypeVar("V")
 
 _LAYOUTS: dict[tuple[str, ...], dict[str, int]] = {}
@@ -23,7 +25,8 @@ _LAYOUTS_MAX: Final = 1 << 14
 
 
 # id of a shared layout -> (the layout, its names in order): see `names_of`
-_NAMES: dict[int, tuple[dict[str, int], tuple[str, ...]]] = {}
+_NAMES: BoundedCache[int, tuple[dict[str, int], tuple[str, ...]]] = BoundedCache(
+    _LAYOUTS_MAX)
 
 
 def names_of(m: Mapping[str, V]) -> tuple[str, ...]:
@@ -34,9 +37,7 @@ def names_of(m: Mapping[str, V]) -> tuple[str, ...]:
     layout = m._layout
     hit = _NAMES.get(id(layout))
     if hit is None or hit[0] is not layout:
-        if len(_NAMES) >= _LAYOUTS_MAX:
-            _NAMES.clear()
-        hit = _NAMES[id(layout)] = (layout, tuple(layout))
+        hit = _NAMES.put(id(layout), (layout, tuple(layout)))
     return hit[1]
 
 

@@ -4,7 +4,7 @@ Identical attribute values, capacity maps, counter consumptions, qualified
 names and label sets repeat on every device or pod: one shared object per
 value keeps the parsed model small and lets the parser skip validation on a
 hit. The caches live for the process and are bounded, because unique values
-(uuids, MACs) never repeat; a full cache starts over (`keep`) rather than stop
+(uuids, MACs) never repeat; a full cache starts over (`BoundedCache`) rather than stop
 learning, or values that repeat only nearby (a MIG device's parentUUID, once
 per partition of its GPU) would miss once the cache had filled.
 """
@@ -15,27 +15,22 @@ import sys
 from collections.abc import Mapping
 from typing import Any, Final
 
+from app.bounded_cache import BoundedCache
 from app.model.objects import AttributeValue, qualify
 
 # Pods of one Deployment or Job carry identical labels: one shared map per
 # distinct label set keeps 10,000 pods from holding 10,000 equal dicts.
-SHARED_LABELS: dict[tuple[tuple[str, str], ...], Mapping[str, str]] = {}
-SHARED_LABELS_MAX: Final = 1 << 14
+SHARED_LABELS: BoundedCache[tuple[tuple[str, str], ...], Mapping[str, str]] = BoundedCache(
+    1 << 14)
 NO_LABELS: Final[Mapping[str, str]] = {}
 
 
 # Attribute values by value, and single scalar values by (kind, value, type):
 # the type is part of the key because `True == 1`.
-SHARED_ATTRIBUTES: dict[AttributeValue, AttributeValue] = {}
 SHARED_MAX: Final = 1 << 18
+SHARED_ATTRIBUTES: BoundedCache[AttributeValue, AttributeValue] = BoundedCache(SHARED_MAX)
 UNSUPPORTED: Final = AttributeValue("", None)
-SCALARS: dict[tuple[str, Any, type], AttributeValue] = {}
-
-
-def keep(cache: dict[Any, Any], key: Any, value: Any) -> None:
-    if len(cache) >= SHARED_MAX:
-        cache.clear()
-    cache[key] = value
+SCALARS: BoundedCache[tuple[str, Any, type], AttributeValue] = BoundedCache(SHARED_MAX)
 
 
 def shared_attribute(attribute: AttributeValue) -> AttributeValue:
@@ -45,15 +40,14 @@ def shared_attribute(attribute: AttributeValue) -> AttributeValue:
         return attribute
     if shared is not None:
         return shared
-    keep(SHARED_ATTRIBUTES, attribute, attribute)
-    return attribute
+    return SHARED_ATTRIBUTES.put(attribute, attribute)
 
 
 # Capacity maps and counter consumptions repeat across the devices of a cluster
 # just like attribute values. They are shared by their raw form (value strings
 # included), not by equality: Quantity equality is numeric, and `1Gi` must not
 # become `1024Mi` (CEL's isInteger reads the text).
-SHARED: dict[tuple[Any, ...], Any] = {}
+SHARED: BoundedCache[tuple[Any, ...], Any] = BoundedCache(SHARED_MAX)
 
 
 def simple_values(raw: Mapping[str, Any]) -> tuple[tuple[str, str], ...] | None:
@@ -68,7 +62,7 @@ def simple_values(raw: Mapping[str, Any]) -> tuple[tuple[str, str], ...] | None:
 
 def remember(key: tuple[Any, ...] | None, value: Any) -> None:
     if key is not None:
-        keep(SHARED, key, value)
+        SHARED.put(key, value)
 
 
 QUALIFIED: dict[tuple[Any, str], str] = {}
@@ -89,7 +83,8 @@ def qualified_name(name: Any, driver: str) -> str:
 
 # (driver, raw attribute names in order) -> their qualified names, or None when
 # two of them qualify to the same name (then the general path keeps the last)
-QUALIFIED_LAYOUTS: dict[tuple[str, tuple[Any, ...]], tuple[str, ...] | None] = {}
+QUALIFIED_LAYOUTS: BoundedCache[tuple[str, tuple[Any, ...]], tuple[str, ...] | None] = (
+    BoundedCache(SHARED_MAX))
 
 
 def qualified_layout(driver: str, names: tuple[Any, ...]) -> tuple[str, ...] | None:
@@ -98,7 +93,6 @@ def qualified_layout(driver: str, names: tuple[Any, ...]) -> tuple[str, ...] | N
         return QUALIFIED_LAYOUTS[key]
     qualified = tuple(qualified_name(k, driver) for k in names)
     hit = qualified if len(set(qualified)) == len(qualified) else None
-    keep(QUALIFIED_LAYOUTS, key, hit)
-    return hit
+    return QUALIFIED_LAYOUTS.put(key, hit)
 
 

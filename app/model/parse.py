@@ -21,9 +21,7 @@ from app.model.interning import (
     SCALARS,
     SHARED,
     SHARED_LABELS,
-    SHARED_LABELS_MAX,
     UNSUPPORTED,
-    keep,
     qualified_layout,
     qualified_name,
     remember,
@@ -275,9 +273,7 @@ def shared_labels(raw: Any, what: str) -> Mapping[str, str]:
     items = tuple(sorted((sys.intern(str(k)), sys.intern(str(v))) for k, v in labels.items()))
     hit = SHARED_LABELS.get(items)
     if hit is None:
-        if len(SHARED_LABELS) >= SHARED_LABELS_MAX:
-            SHARED_LABELS.clear()
-        hit = SHARED_LABELS[items] = dict(items)
+        hit = SHARED_LABELS.put(items, dict(items))
     return hit
 
 
@@ -305,8 +301,7 @@ def _attribute(raw: Any, where: str, name: Any) -> AttributeValue:
             if hit is not None:
                 return hit
             parsed = _parse_attribute(raw, f"{where}.attributes[{name}]")
-            keep(SCALARS, (kind, value, type(value)), parsed)
-            return parsed
+            return SCALARS.put((kind, value, type(value)), parsed)
     return _parse_attribute(raw, f"{where}.attributes[{name}]")
 
 

@@ -14,6 +14,7 @@ import re
 from collections.abc import Sequence
 from typing import Final
 
+from app.bounded_cache import BoundedCache
 from app.model import Pod, ResourceClaim
 
 FILTER_REASONS: Final = (
@@ -28,17 +29,15 @@ BIND_CAUSES: Final = (
 _REQUEST: Final = re.compile(
     r"(\d+) devices match class \S+, (\d+) pass the request selectors, (\d+) free")
 _CACHE_LIMIT: Final = 4096
-_filter_cache: dict[str, str] = {}
-_bind_cache: dict[str, str] = {}
+_filter_cache: BoundedCache[str, str] = BoundedCache(_CACHE_LIMIT)
+_bind_cache: BoundedCache[str, str] = BoundedCache(_CACHE_LIMIT)
 
 
 def filter_reason(text: str) -> str:
     """One of FILTER_REASONS for a node's filter reason or error text."""
     hit = _filter_cache.get(text)
     if hit is None:
-        if len(_filter_cache) >= _CACHE_LIMIT:
-            _filter_cache.clear()
-        hit = _filter_cache[text] = _classify_filter(text)
+        hit = _filter_cache.put(text, _classify_filter(text))
     return hit
 
 
@@ -86,9 +85,7 @@ def bind_cause(text: str) -> str:
     """One of BIND_CAUSES for the error text bind answered with."""
     hit = _bind_cache.get(text)
     if hit is None:
-        if len(_bind_cache) >= _CACHE_LIMIT:
-            _bind_cache.clear()
-        hit = _bind_cache[text] = _classify_bind(text)
+        hit = _bind_cache.put(text, _classify_bind(text))
     return hit
 
 

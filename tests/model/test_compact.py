@@ -68,7 +68,8 @@ def test_counter_consumptions_are_shared_by_their_raw_form() -> None:
 def test_a_full_value_cache_starts_over_so_nearby_repeats_stay_shared(monkeypatch: Any) -> None:
     # Unique values (uuids) fill the bounded cache; a value that repeats only
     # within one slice (a MIG partition's parentUUID) must still be shared after.
-    monkeypatch.setattr(interning, "SHARED_MAX", 8)
+    monkeypatch.setattr(interning.SCALARS, "limit", 8)
+    monkeypatch.setattr(interning.SHARED_ATTRIBUTES, "limit", 8)
     _slice("fill", [{"name": f"gpu-{i}", "attributes": {"uuid": {"string": f"fill-{i}"}}}
                     for i in range(20)])
     s = _slice("n1", [{"name": f"mig-{i}", "attributes": {"parentUUID": {"string": "GPU-7"}}}
