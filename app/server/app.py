@@ -260,19 +260,29 @@ class ExtenderEdge:
 
     async def _bind(self, doc: Any) -> Any:
         args = wire.parse_binding_args(doc)
+        # Every bind leaves one line at the default level: it is the one verb that
+        # writes to the cluster, and an operator retraces a pod's devices from it.
         if not self.ready():
             metrics.BIND_FAILURES.labels(cause="not_synced").inc()
+            log.warning("bind of pod %s/%s to node %s refused: %s", args.namespace,
+                        args.name, args.node, NOT_SYNCED)
             return wire.binding_result(NOT_SYNCED)
+        start = time.perf_counter()
         try:
             error = await self.verbs.bind(namespace=args.namespace, name=args.name,
                                           uid=args.uid, node=args.node)
         except Exception as exc:
             log.exception("bind failed for pod %s/%s", args.namespace, args.name)
             error = f"drax bind failed: {exc}"
+        elapsed_ms = (time.perf_counter() - start) * 1e3
         if error is None:
             self._bound.inc()
+            log.info("bound pod %s/%s (uid %s) to node %s in %.1f ms", args.namespace,
+                     args.name, args.uid, args.node, elapsed_ms)
         else:
             metrics.BIND_FAILURES.labels(cause=bind_cause(error)).inc()
+            log.warning("bind of pod %s/%s (uid %s) to node %s failed after %.1f ms: %s",
+                        args.namespace, args.name, args.uid, args.node, elapsed_ms, error)
         return wire.binding_result(error)
 
     async def _preempt(self, doc: Any) -> Any:

@@ -179,6 +179,26 @@ def test_bind_unknown_pod_answers_with_error_field(client: httpx.Client) -> None
     assert r.json()["Error"]
 
 
+def test_every_bind_is_logged_at_the_default_level(fresh_server: str,
+                                                   caplog: pytest.LogCaptureFixture) -> None:
+    first = pod("train-0")
+    with caplog.at_level(logging.INFO, logger="app.server.app"), \
+            httpx.Client(base_url=fresh_server, timeout=30) as c:
+        c.post("/filter", json=names_args(first, GPU_NODES))
+        ok = c.post("/bind", json={"PodName": "train-0", "PodNamespace": "default",
+                                   "PodUID": first["metadata"]["uid"], "Node": "h100-node-1"})
+        failed = c.post("/bind", json={"PodName": "nobody", "PodNamespace": "default",
+                                       "PodUID": "x", "Node": "h100-node-2"})
+    assert ok.json() == {"Error": ""} and failed.json()["Error"]
+    lines = [(r.levelno, r.getMessage()) for r in caplog.records if r.name == "app.server.app"]
+    assert any(level == logging.INFO and re.match(
+        rf"bound pod default/train-0 \(uid {first['metadata']['uid']}\) to node h100-node-1 "
+        r"in \d+\.\d ms$", text) for level, text in lines), lines
+    assert any(level == logging.WARNING and text.startswith(
+        "bind of pod default/nobody (uid x) to node h100-node-2 failed after ")
+        and text.endswith(failed.json()["Error"]) for level, text in lines), lines
+
+
 # ------------------------------------------------------------------ preempt
 
 
