@@ -121,6 +121,19 @@ def load_files(inventory: Inventory, paths: Iterable[str | Path]) -> LoadReport:
     return LoadReport(applied=applied, invalid=invalid, unknown_kinds=dict(unknown))
 
 
+def warn_if_empty(inventory: Inventory, paths: Iterable[str | Path]) -> None:
+    """A file inventory without nodes or devices serves, but every pod that
+    needs a device fails filter: say so once at start, since readiness cannot."""
+    counts = inventory.counts()
+    where = ", ".join(map(str, paths))
+    if counts.nodes == 0:
+        log.warning("%s: no Nodes or node-local ResourceSlices loaded; drax is ready but "
+                    "every pod that needs devices will fail filter", where)
+    elif counts.devices == 0:
+        log.warning("%s: %d nodes but no devices (no ResourceSlices loaded); drax is ready "
+                    "but every pod that needs devices will fail filter", where, counts.nodes)
+
+
 # Longest file-mode start-up warms before ready: a cluster of a few thousand
 # nodes is fully warmed within it (its first pods pay nothing), a
 # 100,000-node one is ready once loaded plus this and warms the rest between
@@ -250,6 +263,7 @@ def build_runtime(settings: Settings, *,
         report = load_files(inventory, paths)
         log.info("loaded %d objects from %s (%d invalid, skipped)", report.applied,
                  ", ".join(map(str, paths)), report.invalid)
+        warn_if_empty(inventory, paths)
         extender = Extender(inventory, features=settings.features, mode=settings.mode,
                             topology_config=topology, file_mode=True,
                             verb_deadline=settings.verb_deadline,

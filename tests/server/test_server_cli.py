@@ -16,7 +16,7 @@ import pytest
 from app.cli import main
 from app.config import Settings
 from app.inventory import Inventory
-from app.runtime import build_runtime, load_files
+from app.runtime import SAMPLE_DIR, build_runtime, load_files
 from app.sources.files import SourceError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -102,3 +102,30 @@ def test_unreadable_inventory_file_is_a_source_error(tmp_path: Path) -> None:
     (tmp_path / "bad.yaml").write_text("kind: [\n")
     with pytest.raises(SourceError, match="cannot parse"):
         build_runtime(Settings(inventory=(str(tmp_path),)))
+
+
+def start_warnings(caplog: pytest.LogCaptureFixture, *paths: Path) -> list[str]:
+    with caplog.at_level(logging.WARNING, logger="app.runtime"):
+        runtime = build_runtime(Settings(inventory=tuple(map(str, paths))))
+    assert runtime.inventory.synced
+    return [r.getMessage() for r in caplog.records
+            if r.name == "app.runtime" and r.levelno == logging.WARNING]
+
+
+def test_an_empty_inventory_is_warned_about(tmp_path: Path,
+                                            caplog: pytest.LogCaptureFixture) -> None:
+    assert start_warnings(caplog, tmp_path) == [
+        f"{tmp_path}: no Nodes or node-local ResourceSlices loaded; drax is ready but every "
+        "pod that needs devices will fail filter"]
+
+
+def test_an_inventory_without_devices_is_warned_about(tmp_path: Path,
+                                                      caplog: pytest.LogCaptureFixture) -> None:
+    (tmp_path / "node.yaml").write_text("apiVersion: v1\nkind: Node\nmetadata: {name: n1}\n")
+    assert start_warnings(caplog, tmp_path) == [
+        f"{tmp_path}: 1 nodes but no devices (no ResourceSlices loaded); drax is ready but "
+        "every pod that needs devices will fail filter"]
+
+
+def test_the_sample_starts_without_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    assert start_warnings(caplog, SAMPLE_DIR) == []
