@@ -146,8 +146,10 @@ def wording(keys: tuple[str, ...]) -> Wording:
 
 
 @dataclass(slots=True)
-class Request:
-    """Per-call state: the resolved claims and the signatures met in this call."""
+class CallState:
+    """One verb call's state for a pod: its resolved claims, the pending ones and
+    their request kinds, and the signatures met in this call. (The allocator's
+    `Request` is one device request of a claim.)"""
 
     claims: PodClaims
     pending: tuple[ResourceClaim, ...] = ()
@@ -156,7 +158,7 @@ class Request:
     pod: Pod | None = None  # the pod, when its extended resources need a claim per node
     special: ExtendedClaim | None = None  # this variant's claim for extended resources
     # the resources DRA serves on a node -> the request with that node's special claim
-    variants: dict[tuple[str, ...], Request] = field(default_factory=dict)
+    variants: dict[tuple[str, ...], CallState] = field(default_factory=dict)
 
 
 class DeadlineExceeded(Exception):
@@ -195,7 +197,7 @@ class AnswerBook:
         # changed node is refreshed.
         self.deadline = math.inf
 
-    def current(self, request: Request) -> Answers:
+    def current(self, request: CallState) -> Answers:
         """The shape's answers with every node that changed since the last call
         refreshed: a cycle costs work for changed nodes only."""
         answers = self.of_shape(request.claims.shape)
@@ -225,7 +227,7 @@ class AnswerBook:
             answers = self._results.put(shape, Answers())
         return answers
 
-    def refresh(self, request: Request, answers: Answers, name: str) -> None:
+    def refresh(self, request: CallState, answers: Answers, name: str) -> None:
         self.stats.answers_computed += 1
         version = self._inventory.version(name)
         verdict = self._verdict_for(request, name)
@@ -237,7 +239,7 @@ class AnswerBook:
         if time.monotonic() > self.deadline:
             raise DeadlineExceeded(name)  # after keeping it: every attempt progresses
 
-    def _verdict_for(self, request: Request, name: str) -> Verdict:
+    def _verdict_for(self, request: CallState, name: str) -> Verdict:
         state = self._inventory.node_state(name)
         if state is None:
             return refused(f"node {name} is unknown to drax: no Node object and no "
@@ -257,7 +259,7 @@ class AnswerBook:
             verdict = self._extended_wording(verdict, request.special, state)
         return verdict
 
-    def variant(self, request: Request, node: Node) -> Request | str:
+    def variant(self, request: CallState, node: Node) -> CallState | str:
         """The request with the special claim for what DRA serves on `node`, or why
         the node cannot hold the pod's extended resources."""
         needs = request.claims.extended
@@ -271,7 +273,7 @@ class AnswerBook:
             claims = request.claims.claims + ((special.claim,) if special else ())
             resolved = PodClaims(claims=claims, shape=(request.claims.shape, served),
                                  extended=needs)
-            hit = request.variants[served] = Request(
+            hit = request.variants[served] = CallState(
                 claims=resolved, pending=resolved.pending,
                 kinds=request_kinds(resolved.pending), pod=request.pod, special=special)
         return hit
@@ -308,7 +310,7 @@ class AnswerBook:
                         count += bool(self._inventory.class_matcher(device_class, device))
         return count
 
-    def _shared_or_computed(self, request: Request, state: NodeState) -> Verdict:
+    def _shared_or_computed(self, request: CallState, state: NodeState) -> Verdict:
         shape = request.claims.shape
         signature, hardware = self._signature(request, state)
         rep = request.by_signature.get(signature) or self._representative((shape, signature))
@@ -349,7 +351,7 @@ class AnswerBook:
 
         reps[key] = (weakref.ref(rep[0], gone), rep[1])
 
-    def _signature(self, request: Request, state: NodeState) -> tuple[Hashable, Hashable]:
+    def _signature(self, request: CallState, state: NodeState) -> tuple[Hashable, Hashable]:
         """(full signature, hardware signature), both including the selector matches."""
         return self._signatures(state, request.kinds)
 
@@ -439,9 +441,9 @@ class _LazyObjective:
         return None if twin is None else twin(device)
 
 
-def request_of(claims: PodClaims, *, pod: Pod | None = None) -> Request:
+def request_of(claims: PodClaims, *, pod: Pod | None = None) -> CallState:
     pending = claims.pending
-    return Request(claims=claims, pending=pending, kinds=request_kinds(pending),
+    return CallState(claims=claims, pending=pending, kinds=request_kinds(pending),
                    pod=pod if claims.extended is not None else None)
 
 

@@ -39,8 +39,8 @@ from app.extender.answers import (
     NO_CLAIMS,
     AnswerBook,
     Answers,
+    CallState,
     DeadlineExceeded,
-    Request,
     Verdict,
     Wording,
     allocated_elsewhere,
@@ -244,7 +244,7 @@ class Extender:
         it (`pending`); the seconds waited, or None when no bind was on its way."""
         return await self._pending.settle(pod.key)
 
-    def _expect_bind(self, pod: Pod, request: Request, *, passed: bool) -> None:
+    def _expect_bind(self, pod: Pod, request: CallState, *, passed: bool) -> None:
         if passed and (request.pending or request.claims.extended is not None):
             self._pending.expect(pod.key)
 
@@ -273,7 +273,7 @@ class Extender:
         return out
 
     def _judge(self, pod: Pod, node_names: Sequence[str]
-               ) -> Verdict | tuple[Answers, Wording, Request]:
+               ) -> Verdict | tuple[Answers, Wording, CallState]:
         """One verdict for every node (the pod's claims cannot be had, or it has none),
         or the current answers for its claim shape plus how to word them for it, and
         the request to `_refresh` the nodes those answers do not hold yet (each verb
@@ -359,7 +359,7 @@ class Extender:
             ClaimAllocation(claim_key=f"{pod.namespace}/{created}", allocation=ca.allocation)
             for ca in allocations if ca.claim_key == special.claim.key])
 
-    async def _catch_up(self, request: Request, *, bound_at: float) -> None:
+    async def _catch_up(self, request: CallState, *, bound_at: float) -> None:
         """After a bind, once its answer is out: bring the answers of the shape
         just placed up to date. The next pod of a Deployment or Job usually has
         that shape, and the bound node is the one its filter would otherwise

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Generator, Hashable, Iterator
 from typing import Any, Final
 
-from app.extender.answers import AnswerBook, Request, request_of
+from app.extender.answers import AnswerBook, CallState, request_of
 from app.extender.claims import ClaimResolver
 from app.extender.signature import request_kinds
 from app.inventory import Inventory
@@ -41,7 +41,7 @@ class Warmer:
         self._warmed_shapes: set[Hashable] = set()
         self._warmed_versions: dict[str, int] = {}
         # claim key -> (its spec, the request for its shape), reused across passes
-        self._claim_shapes: dict[str, tuple[Any, Request]] = {}
+        self._claim_shapes: dict[str, tuple[Any, CallState]] = {}
         self._full_pass_done = False  # the last warming pass visited every node
         self.last_call = -float("inf")  # when a request last arrived (monotonic)
 
@@ -167,15 +167,15 @@ class Warmer:
         stats.warming_backlog = 0
         self._full_pass_done = changed is None
 
-    def _known_shapes(self) -> Generator[None, None, dict[Hashable, Request]]:
+    def _known_shapes(self) -> Generator[None, None, dict[Hashable, CallState]]:
         """One request per claim shape of the pending claims and the templates;
         a claim's shape is worked out once per claim spec. Yields between chunks
         (a cluster may hold tens of thousands of claims)."""
         inv = self._inventory
         templates = [ResourceClaim(namespace=t.namespace, name=t.name, spec=t.spec)
                      for t in inv.templates()]
-        by_claim: dict[str, tuple[Any, Request]] = {}
-        shapes: dict[Hashable, Request] = {}
+        by_claim: dict[str, tuple[Any, CallState]] = {}
+        shapes: dict[Hashable, CallState] = {}
         # a copy: binds change the claims between the steps of this generator
         for scanned, claim in enumerate(itertools.chain(list(inv.claims()), templates)):
             if scanned % _WARM_SCAN == _WARM_SCAN - 1:

@@ -36,7 +36,7 @@ from cachetools import LRUCache
 from app.allocator.types import AllocationOutcome, ClaimAllocation, NodeView
 from app.extender.answers import (
     AnswerBook,
-    Request,
+    CallState,
     allocated_elsewhere,
     request_of,
     with_claim_keys,
@@ -284,7 +284,7 @@ class VictimSearch:
 
     # ------------------------------------------------------------------ one node
 
-    def _node(self, pod: Pod, p: int, request: Request, name: str,
+    def _node(self, pod: Pod, p: int, request: CallState, name: str,
               allow: frozenset[str] | None,
               pdbs: dict[str, list[PodDisruptionBudget]]) -> NodePreemption | str:
         inv = self._inventory
@@ -310,7 +310,7 @@ class VictimSearch:
                 self._solved[problem.key] = solved
         return self._express(solved, problem, pdbs)
 
-    def _problem(self, pod: Pod, p: int, request: Request, state: NodeState,
+    def _problem(self, pod: Pod, p: int, request: CallState, state: NodeState,
                  allow: frozenset[str] | None) -> _Problem:
         occupants = self._inventory.occupants
         name = state.view.node.name
