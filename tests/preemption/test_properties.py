@@ -1,0 +1,135 @@
+"""Victims per preemption never exceed a brute-force minimum (hypothesis).
+
+Random small full clusters: GPU nodes on two PCIe roots, claims holding one or
+two GPUs each, reserved by one or two pods of random priority (some already
+terminating). The preemptor wants k GPUs, on one root or anywhere. The test
+computes, for every node, the smallest victim set by trying every subset of
+the pods and counting free GPUs itself, and compares with the search.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.extender.cluster import GPU_CLASS, ROOT, gpu_node
+from tests.inventory.objects import claim, exactly, node, result, template
+from tests.preemption.builders import load, preemptor, searcher
+
+GPU = "gpu.example.com"
+P = 50  # the preemptor's priority
+
+
+node_st = st.fixed_dictionaries({
+    "roots": st.lists(st.sampled_from(["r0", "r1"]), min_size=2, max_size=5),
+    "pods": st.lists(st.tuples(st.sampled_from([0, 1, 2, 3, 49, 50, 100]),
+                               st.sampled_from([False, False, False, True])),
+                     min_size=1, max_size=4),
+    # per GPU the claim holding it (mostly held: the cluster is full)
+    "owner": st.lists(st.sampled_from([None, 0, 1, 2, 3, 0, 1, 2, 3]), min_size=5,
+                      max_size=5),
+    # per claim the pods reserving it
+    "holders": st.lists(st.lists(st.integers(0, 3), min_size=1, max_size=2, unique=True),
+                        min_size=4, max_size=4),
+})
+cluster_st = st.fixed_dictionaries({
+    "nodes": st.lists(node_st, min_size=1, max_size=2),
+    "count": st.integers(1, 3),
+    "same_root": st.booleans(),
+})
+
+
+def build(spec: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The objects, and per node what the brute force needs."""
+    requests = [exactly("gpu", "gpu", count=spec["count"])]
+    constraints = ([{"requests": ["gpu"], "matchAttribute": ROOT}]
+                   if spec["same_root"] else [])
+    objs: list[dict[str, Any]] = [GPU_CLASS, template("want", requests=requests,
+                                                      constraints=constraints),
+                                  preemptor(priority=P)]
+    truth: dict[str, Any] = {}
+    for n, ns in enumerate(spec["nodes"]):
+        name = f"n{n}"
+        roots = ns["roots"]
+        objs += [node(name), *gpu_node(name, roots=tuple(roots))]
+        pods = [(f"{name}-p{i}", prio, going) for i, (prio, going) in enumerate(ns["pods"])]
+        claims: list[tuple[list[int], list[str]]] = []
+        pod_claims: dict[str, list[str]] = {p[0]: [] for p in pods}
+        for c, holders in enumerate(ns["holders"]):
+            gpus = [g for g in range(len(roots)) if ns["owner"][g] == c]
+            holders = [pods[h][0] for h in holders if h < len(pods)]
+            if not gpus or not holders:
+                continue
+            cname = f"{name}-c{c}"
+            objs.append(claim(cname, requests=requests,
+                              results=[result("gpu", f"{GPU}/{name}/gpu-{g}") for g in gpus],
+                              reserved_for=[{"resource": "pods", "name": h, "uid": f"uid-{h}"}
+                                            for h in holders]))
+            claims.append((gpus, holders))
+            for h in holders:
+                pod_claims[h].append(cname)
+        for pname, prio, going in pods:
+            obj: dict[str, Any] = {
+                "kind": "Pod", "metadata": {"name": pname, "namespace": "default",
+                                            "uid": f"uid-{pname}"},
+                "spec": {"nodeName": name, "priority": prio, "resourceClaims": [
+                    {"name": f"e{i}", "resourceClaimName": c}
+                    for i, c in enumerate(pod_claims[pname])]},
+                "status": {"phase": "Running"}}
+            if going:
+                obj["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+            objs.append(obj)
+        truth[name] = {"roots": roots, "pods": pods, "claims": claims}
+    return objs, truth
+
+
+def fits(node_truth: dict[str, Any], gone: set[str], count: int, same_root: bool) -> bool:
+    held: set[int] = set()
+    for gpus, holders in node_truth["claims"]:
+        if not all(h in gone for h in holders):
+            held.update(gpus)
+    free = [r for g, r in enumerate(node_truth["roots"]) if g not in held]
+    if same_root:
+        return any(free.count(r) >= count for r in set(free))
+    return len(free) >= count
+
+
+def brute_minimum(node_truth: dict[str, Any], count: int, same_root: bool) -> int | None:
+    going = {p for p, _, g in node_truth["pods"] if g}
+    eligible = [p for p, prio, g in node_truth["pods"] if not g and prio < P]
+    for size in range(len(eligible) + 1):
+        for subset in itertools.combinations(eligible, size):
+            if fits(node_truth, going | set(subset), count, same_root):
+                return size
+    return None
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cluster_st, st.sampled_from(["allocator", "advisor"]))
+def test_victims_never_exceed_the_brute_force_minimum(spec: dict[str, Any], mode: str) -> None:
+    objs, truth = build(spec)
+    inv = load(*objs)
+    _, search = searcher(inv, mode=mode)
+    plan = search.search(inv.pod("default/p"))
+    assert plan.problem is None
+    found = {n.node: n for n in plan.nodes}
+    for name, node_truth in truth.items():
+        minimum = brute_minimum(node_truth, spec["count"], spec["same_root"])
+        if minimum is None:
+            assert name in plan.refused and name not in found
+            continue
+        assert name in found, plan.refused.get(name)
+        chosen = found[name]
+        assert chosen.exact
+        assert len(chosen.victims) == minimum
+        pods = {p: (prio, going) for p, prio, going in node_truth["pods"]}
+        for victim in chosen.victims:
+            prio, going = pods[victim.pod.name]
+            assert prio < P and not going and victim.pod.node_name == name
+        gone = {p for p, (_, g) in pods.items() if g} | {v.pod.name for v in chosen.victims}
+        assert fits(node_truth, gone, spec["count"], spec["same_root"])
+        picked = {r.device for ca in chosen.allocation for r in ca.allocation.results}
+        assert len(picked) == spec["count"]
