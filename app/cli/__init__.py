@@ -13,7 +13,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-SUBCOMMANDS = ("serve", "selector", "allocate", "simulate", "capacity")
+SUBCOMMANDS = ("serve", "selector", "allocate", "simulate", "capacity", "preempt")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -21,7 +21,6 @@ cluster listed once through `--kubeconfig`.
 from __future__ import annotations
 
 import argparse
-import asyncio
 from collections.abc import Mapping
 from typing import Any, Final, TextIO
 
@@ -34,6 +33,7 @@ from app.cli.common import (
     command,
     feature_gates,
     inventory_from,
+    list_cluster,
     read_objects,
     write_output,
 )
@@ -158,36 +158,7 @@ def _key(text: str, flag: str) -> str:
 def _inventory(args: argparse.Namespace) -> Inventory:
     if args.objects:
         return inventory_from(read_objects(args.objects))
-    return asyncio.run(_listed(args.kubeconfig))
-
-
-async def _listed(kubeconfig: str) -> Inventory:
-    """The cluster's objects, listed once as `drax serve`'s informers list them;
-    a list that fails is an input error, not retried."""
-    from prometheus_client import CollectorRegistry
-
-    from app.sources.kube import (
-        WATCHED_KINDS,
-        KubeConfigError,
-        ListError,
-        WatchMetrics,
-        api_client,
-        list_once,
-    )
-
-    try:
-        api = await api_client(kubeconfig=kubeconfig)
-    except KubeConfigError as exc:
-        raise InputError(str(exc)) from None
-    inventory = Inventory()
-    metrics = WatchMetrics(CollectorRegistry(), kinds=[w.kind for w in WATCHED_KINDS])
-    try:
-        await list_once(api, inventory, metrics=metrics)
-    except ListError as exc:
-        raise InputError(f"{kubeconfig}: {exc}") from None
-    finally:
-        await api.close()
-    return inventory
+    return list_cluster(args.kubeconfig)
 
 
 def render_table(counts: Mapping[str, FitCount]) -> str:

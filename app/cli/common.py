@@ -11,6 +11,7 @@ chooses its output the same way.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import functools
 import sys
 from collections.abc import Callable, Iterable, Sequence
@@ -122,3 +123,37 @@ def write_output(out: TextIO, choice: str | None, *, document: Any,
         out.write(orjson.dumps(document, option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
         out.write(table())
+
+
+def list_cluster(kubeconfig: str) -> Inventory:
+    """`--kubeconfig`: the cluster's objects, listed once (`_listed`)."""
+    return asyncio.run(_listed(kubeconfig))
+
+
+async def _listed(kubeconfig: str) -> Inventory:
+    """The cluster's objects, listed once as `drax serve`'s informers list them;
+    a list that fails is an input error, not retried."""
+    from prometheus_client import CollectorRegistry
+
+    from app.sources.kube import (
+        WATCHED_KINDS,
+        KubeConfigError,
+        ListError,
+        WatchMetrics,
+        api_client,
+        list_once,
+    )
+
+    try:
+        api = await api_client(kubeconfig=kubeconfig)
+    except KubeConfigError as exc:
+        raise InputError(str(exc)) from None
+    inventory = Inventory()
+    metrics = WatchMetrics(CollectorRegistry(), kinds=[w.kind for w in WATCHED_KINDS])
+    try:
+        await list_once(api, inventory, metrics=metrics)
+    except ListError as exc:
+        raise InputError(f"{kubeconfig}: {exc}") from None
+    finally:
+        await api.close()
+    return inventory

@@ -461,8 +461,9 @@ class VictimSearch:
         everyone = frozenset(range(len(problem.pods)))
         if not everyone:
             return _Solved(view=view, victims=None, released=(), outcome=None, exact=True,
-                           reason=("no pod of lower priority holds devices the pod could "
-                                   f"use: {outcome.reason or 'cannot allocate all claims'}"))
+                           reason=("preempting cannot help: no lower-priority pod holds "
+                                   "devices the pod could use "
+                                   f"({outcome.reason or 'cannot allocate all claims'})"))
         all_gone = attempt(released(everyone))
         if not all_gone.feasible:
             return _Solved(

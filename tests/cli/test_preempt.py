@@ -1,0 +1,91 @@
+"""`drax preempt` run as a command on the sample cluster with its running pods."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+from app.cli import main
+from app.cli.preempt import run
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLE = [str(ROOT / "app" / "sample"), str(ROOT / "app" / "sample-running")]
+
+
+def drax(*argv: str) -> tuple[int, str, str]:
+    from app.cli import build_parser
+
+    args = build_parser().parse_args(list(argv))
+    out, err = io.StringIO(), io.StringIO()
+    code = run(args, out=out, err=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def as_json(*argv: str) -> tuple[int, dict[str, Any]]:
+    code, out, _ = drax("preempt", *argv, "-o", "json")
+    return code, json.loads(out)
+
+
+def test_the_8gpu_pod_frees_the_node_of_three_notebooks() -> None:
+    code, doc = as_json("--objects", *SAMPLE, "--pod", "default/prod-train-8gpu-0")
+    assert code == 0 and doc["priority"] == 100000 and doc["problem"] is None
+    ranked = [(n["node"], sorted(v["pod"] for v in n["victims"]), n["pdbViolations"])
+              for n in doc["nodes"]]
+    assert ranked == [
+        ("h100-mig-node-1", ["default/notebook-a", "default/notebook-b", "default/notebook-c"],
+         0),
+        ("h100-node-1", [f"default/batch-{x}" for x in "abcd"], 0),
+        ("h100-node-2", ["default/batch-e", "default/batch-f", "default/research-4gpu-0"], 1),
+    ]
+    best = doc["nodes"][0]
+    assert best["rank"] == 1 and best["exact"]
+    assert len(best["allocation"][0]["devices"]) == 8
+    assert best["freedDevices"] == sorted(
+        f"gpu.nvidia.com/h100-mig-node-1/gpu-{g}-mig-1g10gb-19-0" for g in (0, 3, 5))
+    assert set(doc["refused"]) == {"cpu-node-1", "a100-plugin-node-1"}
+
+
+def test_table_names_victims_devices_and_why_others_fail() -> None:
+    code, out, _ = drax("preempt", "--objects", *SAMPLE, "--pod", "default/prod-train-8gpu-0",
+                        "--node", "h100-node-2", "--node", "cpu-node-1", "-o", "table")
+    assert code == 0
+    assert "default/research-4gpu-0 (priority 1000): frees" in out
+    assert "(gpu-0, gpu-1, gpu-2, gpu-3)" in out
+    assert "preempting cannot help" in out
+
+
+def test_a_never_pod_does_not_preempt() -> None:
+    code, doc = as_json("--objects", *SAMPLE, "--pod", "default/polite-train-8gpu-0")
+    assert code == 1 and "Never" in doc["problem"] and doc["nodes"] == []
+
+
+def test_a_pod_from_a_file(tmp_path: Path) -> None:
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "urgent", "namespace": "default", "uid": "u-1"},
+           "spec": {"priorityClassName": "research",
+                    "resourceClaims": [{"name": "gpus",
+                                        "resourceClaimTemplateName": "1gpu"}]}}
+    path = tmp_path / "pod.json"
+    path.write_text(json.dumps(pod))
+    code, doc = as_json("--objects", *SAMPLE, "--pod", str(path), "--node", "h100-node-1")
+    assert code == 0 and doc["pod"] == "default/urgent" and doc["priority"] == 1000
+    assert [len(n["victims"]) for n in doc["nodes"]] == [1]
+
+
+def test_bad_input_exits_2() -> None:
+    code, _, err = drax("preempt", "--objects", *SAMPLE, "--pod", "nobody")
+    assert code == 2 and "NAMESPACE/NAME" in err
+    code, _, err = drax("preempt", "--objects", *SAMPLE, "--pod", "default/ghost")
+    assert code == 2 and "not among the objects" in err
+    code, _, err = drax("preempt", "--objects", *SAMPLE, "--pod", "default/prod-train-8gpu-0",
+                        "--node", "nowhere")
+    assert code == 2 and "unknown node" in err
+
+
+def test_registered_as_a_subcommand() -> None:
+    try:
+        main(["preempt", "--help"])
+    except SystemExit as exc:
+        assert exc.code == 0
