@@ -42,9 +42,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--body-read-timeout", type=float, metavar="SECONDS",
                    help="408 for a body not received this long after its headers (default 10)")
     p.add_argument("--verb-deadline", type=float, metavar="SECONDS",
-                   help="filter answers with Error, prioritize with the scores so far, once "
-                        "it has computed this long (default 4; keep it below the "
-                        "scheduler's httpTimeout)")
+                   help="once a verb has computed this long, filter answers with Error "
+                        "(the scheduler retries the pod) and prioritize with no scores "
+                        "(every node 0) (default 4; keep it below the scheduler's "
+                        "httpTimeout)")
     p.add_argument("--url-prefix", help="also serve the verbs under this path "
                                         "(default /scheduler)")
     p.add_argument("--mode", choices=MODES, help="allocator (default) or advisor")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import signal
 import socket
 import subprocess
@@ -13,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.cli import main
+from app.cli import build_parser, main
 from app.config import Settings
 from app.inventory import Inventory
 from app.runtime import SAMPLE_DIR, build_runtime, load_files
@@ -129,3 +130,17 @@ def test_an_inventory_without_devices_is_warned_about(tmp_path: Path,
 
 def test_the_sample_starts_without_a_warning(caplog: pytest.LogCaptureFixture) -> None:
     assert start_warnings(caplog, SAMPLE_DIR) == []
+
+
+def test_the_verb_deadline_is_described_as_the_code_behaves() -> None:
+    # tests/extender/test_extender_deadline.py pins the behaviour: Error, no scores
+    serve = build_parser()._subparsers._group_actions[0].choices["serve"]  # type: ignore[union-attr]
+    [flag] = [a for a in serve._actions if "--verb-deadline" in a.option_strings]
+    root = Path(__file__).resolve().parents[2]
+    config = (root / "config" / "drax.yaml").read_text()
+    readme = (root / "README.md").read_text()
+    for text in (flag.help or "", config.replace("#", ""), readme):
+        flat = " ".join(text.split())
+        assert re.search(r"filter answers with `?Error`? [^.]{0,60}prioritize with no scores",
+                         flat), text
+        assert "scores so far" not in flat
