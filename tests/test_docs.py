@@ -1,0 +1,39 @@
+"""The documents describe the software as it is.
+
+- every test a document cites (`tests/x.py::test_name`, or `::test_name` after
+  a file named earlier in the same document) exists, so a renamed or removed
+  test shows up as a stale document;
+- no document narrates the work that made it: no issue numbers and no work
+  stops (history belongs in git and CHANGELOG.md).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+DOCUMENTS = sorted([*REPO.glob("docs/*.md"), REPO / "README.md", *REPO.glob("loadtest/*.md")])
+CITED = re.compile(r"`((?:tests/[\w/]+\.py)?)::(test_\w+)")
+NARRATION = re.compile(r"\bissue #?\d+|#\d+'s\b|\bstop \d+\b", re.IGNORECASE)
+
+
+@pytest.mark.parametrize("doc", DOCUMENTS, ids=lambda p: str(p.relative_to(REPO)))
+def test_every_cited_test_exists(doc: Path) -> None:
+    current: str | None = None
+    missing = []
+    for path, name in CITED.findall(doc.read_text()):
+        current = path or current
+        assert current is not None, f"{doc}: ::{name} cited before any test file"
+        source = REPO / current
+        if not source.exists() or not re.search(rf"def {name}\(", source.read_text()):
+            missing.append(f"{current}::{name}")
+    assert not missing, f"{doc.relative_to(REPO)} cites tests that do not exist: {missing}"
+
+
+@pytest.mark.parametrize("doc", DOCUMENTS, ids=lambda p: str(p.relative_to(REPO)))
+def test_no_document_narrates_the_work(doc: Path) -> None:
+    found = [m.group(0) for m in NARRATION.finditer(doc.read_text())]
+    assert not found, f"{doc.relative_to(REPO)} names issues or work stops: {found}"
