@@ -67,6 +67,13 @@ class Settings:
     # The Lease holder is this replica's kube-scheduler when its identity is
     # `<this>_<uuid>`; empty: the host name, which a sidecar shares with it.
     leader_election_identity: str = ""
+    # Kube mode: preempt lower-priority pods for the devices of pending pods of
+    # `scheduler_name` (the kube-scheduler profile that calls drax), holding
+    # the devices chosen for a preemptor `preemption_hold_seconds` once its
+    # victims are gone (app.preemption).
+    preemption: bool = True
+    scheduler_name: str = "drax"
+    preemption_hold_seconds: float = 300.0
 
     @property
     def features(self) -> FeatureGates:
@@ -178,6 +185,9 @@ FIELDS: Final[dict[str, Callable[[Any, str], Any]]] = {
     "metrics_host": _as_str,
     "leader_election_lease": _as_str,
     "leader_election_identity": _as_str,
+    "preemption": _as_bool,
+    "scheduler_name": _as_str,
+    "preemption_hold_seconds": _as_float,
 }
 ENV_FIELDS: Final = tuple(k for k in FIELDS if k not in ("topology", "capacity"))
 

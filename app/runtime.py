@@ -52,6 +52,7 @@ from app.model import InvalidObject, Pod, ResourceClaim
 from app.observability.inventory import InventoryObserver
 from app.observability.placement import PlacementMetrics, PlacementRecorder
 from app.observability.search import SearchMetrics
+from app.preemption import Actor, Driver, PreemptionMetrics, VictimSearch
 from app.server import metrics
 from app.server.app import Lifespan, create_app, create_probe_app
 from app.sources.files import iter_sourced
@@ -256,7 +257,7 @@ def build_runtime(settings: Settings, *,
                             binder=None if binder is None else PlacementRecorder(
                                 binder, inventory=inventory, config=topology,
                                 metrics=placements))
-        lifespan = _kube_lifespan(settings, inventory, binder, registry, leadership)
+        lifespan = _kube_lifespan(settings, inventory, binder, registry, leadership, extender)
     else:
         inventory = Inventory()
         paths = settings.inventory if source == "files" else (SAMPLE_DIR,)
@@ -337,7 +338,8 @@ def _warming(extender: Extender, inner: Lifespan | None) -> Lifespan:
 
 
 def _kube_lifespan(settings: Settings, inventory: Inventory, binder: DeferredBinder | None,
-                   registry: CollectorRegistry, leadership: Leadership) -> Lifespan:
+                   registry: CollectorRegistry, leadership: Leadership,
+                   extender: Extender) -> Lifespan:
     watch_metrics = WatchMetrics(registry, kinds=[w.kind for w in WATCHED_KINDS])
     leader_gauge = Gauge("drax_leader", "1 while this replica's kube-scheduler holds the "
                          "leader-election Lease (always 1 without one), else 0.",
@@ -346,6 +348,9 @@ def _kube_lifespan(settings: Settings, inventory: Inventory, binder: DeferredBin
     registry.register(InventorySizes(inventory))
     bind_metrics = BindMetrics(registry) if binder is not None else None
     repair_metrics = RepairMetrics(registry) if binder is not None else None
+    preemption_metrics = PreemptionMetrics(registry) if settings.preemption else None
+    if preemption_metrics is not None:
+        preemption_metrics.observe(inventory)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -360,6 +365,14 @@ def _kube_lifespan(settings: Settings, inventory: Inventory, binder: DeferredBin
             tasks.append(loop.create_task(
                 keep_releasing(api, metrics=repair_metrics, leadership=leadership),
                 name="release-half-written"))
+        if preemption_metrics is not None:
+            driver = Driver(inventory, search=VictimSearch.of(extender),
+                            actor=Actor(api, inventory, scheduler_name=settings.scheduler_name,
+                                        hold_seconds=settings.preemption_hold_seconds),
+                            metrics=preemption_metrics, scheduler_name=settings.scheduler_name,
+                            leadership=leadership,
+                            hold_seconds=settings.preemption_hold_seconds)
+            tasks.append(loop.create_task(driver.run(), name="preemption"))
         # A standby that takes over must not wait out a backoff grown while following.
         unsubscribe = leadership.subscribe(lambda leading: watches.nudge() if leading else None)
         watches.start()

@@ -458,24 +458,33 @@ class KubeBinder:
 
     async def _call(self, request: Callable[[], Awaitable[Any]], *, attempts: int
                     ) -> tuple[int, dict[str, Any]]:
-        """Send a `_preload_content=False` request, again after a passing failure
-        (at most `attempts` sends); its status and decoded JSON body."""
-        for attempt in range(1, attempts + 1):
-            try:
-                code, body, retry_after = await _send(request())
-            except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-                if attempt == attempts:
-                    raise
-                reason = "timeout" if isinstance(exc, TimeoutError) else "connection"
-                retry_after = None
-            else:
-                if code not in TRANSIENT_STATUS or attempt == attempts:
-                    return code, body
-                reason = str(code)
-            self._metrics.retries.labels(reason=reason).inc()
-            backoff = random.uniform(0, RETRY_BACKOFF_SECONDS * 2 ** attempt)
-            await asyncio.sleep(retry_after if retry_after is not None else backoff)
-        raise AssertionError("unreachable: the last attempt returns or raises")
+        return await call_with_retries(
+            request, attempts=attempts,
+            retried=lambda reason: self._metrics.retries.labels(reason=reason).inc())
+
+
+async def call_with_retries(request: Callable[[], Awaitable[Any]], *, attempts: int,
+                            retried: Callable[[str], None] = lambda reason: None
+                            ) -> tuple[int, dict[str, Any]]:
+    """Send a `_preload_content=False` request, again after a passing failure
+    (at most `attempts` sends; `retried` hears the reason of each repeat); its
+    status and decoded JSON body. The last failure to connect is raised."""
+    for attempt in range(1, attempts + 1):
+        try:
+            code, body, retry_after = await _send(request())
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            if attempt == attempts:
+                raise
+            reason = "timeout" if isinstance(exc, TimeoutError) else "connection"
+            retry_after = None
+        else:
+            if code not in TRANSIENT_STATUS or attempt == attempts:
+                return code, body
+            reason = str(code)
+        retried(reason)
+        backoff = random.uniform(0, RETRY_BACKOFF_SECONDS * 2 ** attempt)
+        await asyncio.sleep(retry_after if retry_after is not None else backoff)
+    raise AssertionError("unreachable: the last attempt returns or raises")
 
 
 async def _send(request: Awaitable[Any]) -> tuple[int, dict[str, Any], float | None]:

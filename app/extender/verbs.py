@@ -50,7 +50,7 @@ from app.extender.answers import (
     wording,
 )
 from app.extender.binder import Binder, BindError, MemoryBinder
-from app.extender.claims import ClaimResolver
+from app.extender.claims import ClaimResolver, PodClaims
 from app.extender.extended import ExtendedClaim
 from app.extender.pending import PendingBinds
 from app.extender.pods import PodMemory
@@ -147,7 +147,7 @@ class Extender:
 
     def filter(self, pod: Pod, node_names: Sequence[str]) -> FilterResult:
         try:
-            with self._deadline():
+            with self._deadline(), self._inventory.holds_lifted_for(pod):
                 return self._filter(pod, node_names)
         except DeadlineExceeded as exc:
             return FilterResult(passed=[], failed={}, unresolvable={},
@@ -200,7 +200,7 @@ class Extender:
         the deadline: no scores (all 0), which leaves the order to the scheduler's
         own plugins; scores for only the nodes reached would favour those."""
         try:
-            with self._deadline():
+            with self._deadline(), self._inventory.holds_lifted_for(pod):
                 return self._prioritize(pod, node_names)
         except DeadlineExceeded as exc:
             self._past_deadline("prioritize", pod, node_names, exc)
@@ -302,6 +302,35 @@ class Extender:
                     "not seen in filter or prioritize recently")
         if self._binder is None:
             return "bind is not served: drax runs without a binder"
+        # Devices held for a preemptor count as free only for it and for pods of
+        # higher priority; nothing below yields until they are assumed.
+        with self._inventory.holds_lifted_for(pod):
+            placed = self._place(pod, node)
+        if isinstance(placed, str):
+            return placed
+        claims, allocations, special = placed
+        try:
+            created = await self._binder.bind(pod=pod, node=node, allocations=allocations,
+                                              reserve=claims.claims, extended=special)
+        except BindError as exc:
+            self._inventory.forget_assumed(pod=pod)
+            return str(exc)
+        except BaseException:
+            self._inventory.forget_assumed(pod=pod)
+            raise
+        self._pods.forget(pod.uid)
+        if special is not None and created is not None:
+            self._assume_created(pod, special, created, allocations)
+        if claims.pending or special is not None:
+            task = asyncio.get_running_loop().create_task(
+                self._catch_up(request_of(claims, pod=pod), bound_at=bound_at))
+            self._catching_up.add(task)
+            task.add_done_callback(self._catching_up.discard)
+        return None
+
+    def _place(self, pod: Pod, node: str
+               ) -> str | tuple[PodClaims, tuple[ClaimAllocation, ...], ExtendedClaim | None]:
+        """Bind's allocation on `node`, assumed; or why there is none."""
         claims = self._resolver.resolve(pod)
         if claims.problem is not None:
             return claims.problem
@@ -328,24 +357,7 @@ class Extender:
                 return f"node {node} can no longer hold the pod's claims: {outcome.reason}"
             allocations = outcome.claims
         self._inventory.assume(pod=pod, allocations=allocations, ttl=self._assume_ttl)
-        try:
-            created = await self._binder.bind(pod=pod, node=node, allocations=allocations,
-                                              reserve=claims.claims, extended=special)
-        except BindError as exc:
-            self._inventory.forget_assumed(pod=pod)
-            return str(exc)
-        except BaseException:
-            self._inventory.forget_assumed(pod=pod)
-            raise
-        self._pods.forget(pod.uid)
-        if special is not None and created is not None:
-            self._assume_created(pod, special, created, allocations)
-        if claims.pending or special is not None:
-            task = asyncio.get_running_loop().create_task(
-                self._catch_up(request_of(claims, pod=pod), bound_at=bound_at))
-            self._catching_up.add(task)
-            task.add_done_callback(self._catching_up.discard)
-        return None
+        return claims, allocations, special
 
     def _assume_created(self, pod: Pod, special: ExtendedClaim, created: str,
                         allocations: Sequence[ClaimAllocation]) -> None:

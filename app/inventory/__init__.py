@@ -1,5 +1,6 @@
 """In-memory index of DRA objects and of what is allocated (see `store`)."""
 
+from app.inventory.holdings import Nomination
 from app.inventory.occupants import Occupants
 from app.inventory.store import (
     DEVICE_KINDS,
@@ -10,5 +11,13 @@ from app.inventory.store import (
     NodeState,
 )
 
-__all__ = ["DEVICE_KINDS", "KINDS", "POD_CLAIM_NAME_ANNOTATION", "Inventory", "InventoryCounts",
-           "NodeState", "Occupants"]
+__all__ = [
+    "DEVICE_KINDS",
+    "KINDS",
+    "POD_CLAIM_NAME_ANNOTATION",
+    "Inventory",
+    "InventoryCounts",
+    "NodeState",
+    "Nomination",
+    "Occupants",
+]

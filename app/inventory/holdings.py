@@ -1,4 +1,4 @@
-"""Holdings: what is taken, by allocated claims and by assumed allocations.
+"""Holdings: what is taken, by allocated claims, assumed allocations and nominations.
 
 Allocated and assumed results are indexed by pool, so a node's allocated
 state is summed from the few pools it sees rather than from every claim in
@@ -6,11 +6,19 @@ the cluster. Assumed allocations (made by bind before the API confirms them)
 count as allocated until the claim arrives carrying an allocation, until
 `forget`, or until their time-to-live passes. Every change reports the pools
 it touched to `on_change`, which the inventory turns into version stamps.
+
+A nomination holds the devices chosen for a preemptor while its victims go:
+they count as allocated for every pod, so no pod of the same or lower priority
+is given them, until the nomination ends (the preemptor binds, goes, or is
+bound elsewhere: `end_nomination`) or its time-to-live passes. `lifted_for`
+takes out, for the span of one synchronous computation, the holds a pod may
+use: its own, and those of lower priority than its own.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence, Set
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Set
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -19,6 +27,7 @@ from app.model import Device, DeviceRequestAllocationResult, Quantity
 
 _CLAIM: Final = "claim:"
 _ASSUMED: Final = "assumed:"
+_NOMINATED: Final = "nominated:"
 
 Results = tuple[DeviceRequestAllocationResult, ...]
 
@@ -29,6 +38,27 @@ class _Assumption:
     claim_key: str
     results: Results
     expires_at: float
+
+
+@dataclass(slots=True, frozen=True)
+class Nomination:
+    """Devices held for a preemptor (`pod_key`, `pod_uid`, `priority`) on `node`
+    while `victims` (pod key, uid) terminate and `victim_claims` deallocate."""
+
+    pod_key: str
+    pod_uid: str
+    priority: int
+    node: str
+    allocations: tuple[ClaimAllocation, ...]
+    victims: tuple[tuple[str, str], ...]
+    victim_claims: tuple[str, ...]
+    started_at: float
+    expires_at: float
+
+    @property
+    def device_ids(self) -> tuple[str, ...]:
+        return tuple(sorted({r.device_id for ca in self.allocations
+                             for r in ca.allocation.results}))
 
 
 def counted(results: Iterable[DeviceRequestAllocationResult]) -> Results:
@@ -46,6 +76,7 @@ class Holdings:
         self._by_pool: dict[PoolKey, dict[str, Results]] = {}
         self._holder_pools: dict[str, set[PoolKey]] = {}
         self._assumed: dict[str, _Assumption] = {}
+        self._nominations: dict[str, Nomination] = {}
         self._next_expiry = float("inf")
 
     # ------------------------------------------------------------------ claims
@@ -84,14 +115,55 @@ class Holdings:
         return sorted(self._assumed)
 
     def expire(self) -> None:
-        """Drop the assumptions whose time-to-live has passed (cheap when none has)."""
+        """Drop the assumptions and nominations whose time-to-live has passed
+        (cheap when none has)."""
         now = self._clock()
         if now < self._next_expiry:
             return
         for key in [k for k, a in self._assumed.items() if a.expires_at <= now]:
             self._drop_assumption(key)
-        self._next_expiry = min((a.expires_at for a in self._assumed.values()),
+        for key in [k for k, n in self._nominations.items() if n.expires_at <= now]:
+            self.end_nomination(key)
+        self._next_expiry = min([a.expires_at for a in self._assumed.values()]
+                                + [n.expires_at for n in self._nominations.values()],
                                 default=float("inf"))
+
+    # ------------------------------------------------------------------ nominations
+
+    def nominate(self, nomination: Nomination) -> None:
+        """Hold `nomination`'s devices (replacing any earlier hold for its pod)."""
+        self._nominations[nomination.pod_key] = nomination
+        self._set(_NOMINATED + nomination.pod_key, _nominated_results(nomination))
+        self._next_expiry = min(self._next_expiry, nomination.expires_at)
+
+    def end_nomination(self, pod_key: str) -> Nomination | None:
+        ended = self._nominations.pop(pod_key, None)
+        if ended is not None:
+            self._set(_NOMINATED + pod_key, ())
+        return ended
+
+    def nomination(self, pod_key: str) -> Nomination | None:
+        return self._nominations.get(pod_key)
+
+    def nominations(self) -> list[Nomination]:
+        return sorted(self._nominations.values(), key=lambda n: n.pod_key)
+
+    @contextmanager
+    def lifted_for(self, *, pod_key: str, pod_uid: str, priority: int) -> Iterator[None]:
+        """Within the block, the holds `pod_key` may use count as free: its own
+        nomination (same uid) and those of a lower priority than `priority`.
+        The block must not yield to the event loop: every other reader would see
+        them free too."""
+        lifted = [n for n in self._nominations.values()
+                  if n.priority < priority or (n.pod_key == pod_key and n.pod_uid == pod_uid)]
+        for n in lifted:
+            self._set(_NOMINATED + n.pod_key, ())
+        try:
+            yield
+        finally:
+            for n in lifted:
+                if self._nominations.get(n.pod_key) is n:
+                    self._set(_NOMINATED + n.pod_key, _nominated_results(n))
 
     def _drop_assumption(self, claim_key: str) -> None:
         del self._assumed[claim_key]
@@ -169,3 +241,7 @@ class Holdings:
         if by_pool:
             self._holder_pools[holder] = set(by_pool)
         self._on_change(previous | by_pool.keys())
+
+
+def _nominated_results(nomination: Nomination) -> Results:
+    return tuple(r for ca in nomination.allocations for r in counted(ca.allocation.results))

@@ -8,8 +8,8 @@ extender reads per-node snapshots (`node_state`) and the allocated state.
 - `versions.Versions`: a sequence number per change and per node, so a node's
   version changes whenever anything it can see changes, and readers can ask
   which nodes changed since a sequence;
-- `holdings.Holdings`: what allocated claims and assumed allocations take,
-  indexed by pool.
+- `holdings.Holdings`: what allocated claims, assumed allocations and
+  preemptors' nominations take, indexed by pool.
 
 Each write updates the part it belongs to and stamps the versions of the
 nodes it can alter. Node snapshots (`NodeState`: a node's `NodeView` and
@@ -25,11 +25,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Final
 
 from app.allocator.types import AllocatedState, ClaimAllocation, NodeView, PoolKey
-from app.inventory.holdings import Holdings, counted
+from app.inventory.holdings import Holdings, Nomination, counted
 from app.inventory.objects import POD_CLAIM_NAME_ANNOTATION, Objects, object_key, unchanged
 from app.inventory.occupants import Occupants
 from app.inventory.pools import pool_view_for_node, upstream_pool_order
@@ -190,6 +191,7 @@ class Inventory:
             key = obj.key
             self.occupants.put_pod(objects.pods.get(key), obj)
             objects.pods[key] = obj
+            self._nomination_seen(obj)
         elif kind == "PodDisruptionBudget":
             self.occupants.put_pdb(obj)
         elif kind == "PriorityClass":
@@ -220,6 +222,7 @@ class Inventory:
             pod = objects.pods.pop(key, None)
             if pod is not None:
                 self.occupants.remove_pod(pod)
+            self._holdings.end_nomination(key)
         elif kind == "PodDisruptionBudget":
             self.occupants.remove_pdb(key)
         elif kind == "PriorityClass":
@@ -247,6 +250,9 @@ class Inventory:
 
     def pod(self, key: str) -> Pod | None:
         return self._objects.pods.get(key)
+
+    def pods(self) -> Iterable[Pod]:
+        return self._objects.pods.values()
 
     def generated_claim(self, *, pod: Pod, pod_claim_name: str) -> ResourceClaim | None:
         """The claim generated for `pod`'s entry `pod_claim_name`, found by owner and
@@ -338,6 +344,37 @@ class Inventory:
     def assumed_claims(self) -> list[str]:
         self._holdings.expire()
         return self._holdings.assumed_claims()
+
+    # ------------------------------------------------------------------ nominations
+
+    def nominate(self, nomination: Nomination) -> None:
+        """Hold devices for a preemptor (see `holdings`)."""
+        self._holdings.expire()
+        self._holdings.nominate(nomination)
+
+    def end_nomination(self, pod_key: str) -> Nomination | None:
+        return self._holdings.end_nomination(pod_key)
+
+    def nomination(self, pod_key: str) -> Nomination | None:
+        self._holdings.expire()
+        return self._holdings.nomination(pod_key)
+
+    def nominations(self) -> list[Nomination]:
+        self._holdings.expire()
+        return self._holdings.nominations()
+
+    def holds_lifted_for(self, pod: Pod) -> AbstractContextManager[None]:
+        """The holds `pod` may take count as free within a synchronous block."""
+        self._holdings.expire()
+        return self._holdings.lifted_for(pod_key=pod.key, pod_uid=pod.uid,
+                                         priority=pod.priority or 0)
+
+    def _nomination_seen(self, pod: Pod) -> None:
+        """A preemptor's nomination ends once it is bound (on its node or
+        elsewhere), deleting, or replaced by a pod of another uid."""
+        held = self._holdings.nomination(pod.key)
+        if held is not None and (pod.node_name or pod.deleting or pod.uid != held.pod_uid):
+            self._holdings.end_nomination(pod.key)
 
     # ------------------------------------------------------------------ stamping
 

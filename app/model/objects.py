@@ -189,6 +189,9 @@ class Pod:
     deleting: bool = False
     start_time: float | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
+    # PodScheduled=False with reason Unschedulable: a scheduler tried and found
+    # no node (the preemption driver's candidates).
+    unschedulable: bool = False
 
     @property
     def key(self) -> str:

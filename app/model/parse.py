@@ -262,7 +262,17 @@ def parse_pod(obj: Mapping[str, Any]) -> Pod:
                phase=sys.intern(_str(status.get("phase"), f"{where} status.phase")),
                deleting=bool(meta.get("deletionTimestamp")),
                start_time=_timestamp(status.get("startTime"), f"{where} status.startTime"),
-               labels=shared_labels(meta.get("labels"), f"{where} metadata.labels"))
+               labels=shared_labels(meta.get("labels"), f"{where} metadata.labels"),
+               unschedulable=_unschedulable(status, where))
+
+
+def _unschedulable(status: Mapping[str, Any], where: str) -> bool:
+    """PodScheduled=False with reason Unschedulable."""
+    for i, raw in enumerate(_list(status.get("conditions"), f"{where} status.conditions")):
+        c = _map(raw, f"{where} status.conditions[{i}]")
+        if c.get("type") == "PodScheduled":
+            return c.get("status") == "False" and c.get("reason") == "Unschedulable"
+    return False
 
 
 def shared_labels(raw: Any, what: str) -> Mapping[str, str]:

@@ -2,9 +2,14 @@
 
 `search` holds the pure victim search (see its module doc); the preempt verb,
 `drax preempt` and the acting side build on `VictimSearch.search` and read
-its typed `PreemptionPlan`.
+its typed `PreemptionPlan`. The acting side, kube mode only: `driver` finds
+the pods to preempt for, `actor` writes the preemption to the API server,
+`metrics` counts both.
 """
 
+from app.preemption.actor import Actor, Outcome, Preemption
+from app.preemption.driver import Driver
+from app.preemption.metrics import PreemptionMetrics
 from app.preemption.search import (
     DEFAULT_TRIAL_BUDGET,
     NodePreemption,
@@ -18,6 +23,7 @@ from app.preemption.search import (
 from app.preemption.verb import Offer, choose_victims
 
 __all__ = [
-    "DEFAULT_TRIAL_BUDGET", "NodePreemption", "Offer", "PreemptionPlan", "Victim",
-    "VictimSearch", "choose_victims", "pdb_violations", "preemption_policy_of", "priority_of",
+    "DEFAULT_TRIAL_BUDGET", "Actor", "Driver", "NodePreemption", "Offer", "Outcome",
+    "Preemption", "PreemptionMetrics", "PreemptionPlan", "Victim", "VictimSearch",
+    "choose_victims", "pdb_violations", "preemption_policy_of", "priority_of",
 ]

@@ -162,6 +162,8 @@ class Faults:
     seed: int = 0
     # Instead of a random share: the first of every `write_period` writes fails.
     write_period: int = 0
+    # Every write after this many fails with a 500 (an API server going down).
+    fail_writes_after: int = 0
     writes: int = 0
     # How long a "timeout" or "lost-reply" holds its answer back.
     stall_seconds: float = 1.0
@@ -177,6 +179,8 @@ class Faults:
         if method not in WRITE_METHODS:
             return None
         self.writes += 1
+        if 0 < self.fail_writes_after < self.writes:
+            return "500"
         if self._rng is None:
             self._rng = random.Random(self.seed)
         if self.write_period > 0:

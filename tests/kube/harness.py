@@ -27,7 +27,8 @@ from app.sources.kube import (
 from tests.kube.apiserver import FakeApiServer
 
 DRIVER = "gpu.example.com"
-WATCHED_PLURALS = ("nodes", "resourceslices", "deviceclasses", "resourceclaims", "pods")
+WATCHED_PLURALS = ("nodes", "resourceslices", "deviceclasses", "resourceclaims", "pods",
+                   "poddisruptionbudgets", "priorityclasses")
 FAST = WatchSettings(watch_timeout=30.0, backoff_initial=0.02, backoff_max=0.1, min_watch=0.05)
 
 

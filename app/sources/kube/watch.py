@@ -120,6 +120,9 @@ WATCHED_KINDS: Final = (
     WatchedKind("ResourceClaim", client.ResourceV1Api, "list_resource_claim_for_all_namespaces"),
     WatchedKind("Pod", client.CoreV1Api, "list_pod_for_all_namespaces",
                 field_selector=LIVE_PODS, wanted=pod_uses_claims),
+    WatchedKind("PodDisruptionBudget", client.PolicyV1Api,
+                "list_pod_disruption_budget_for_all_namespaces"),
+    WatchedKind("PriorityClass", client.SchedulingV1Api, "list_priority_class"),
 )
 
 

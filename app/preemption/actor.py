@@ -1,0 +1,291 @@
+"""Carry out a preemption the search chose, as kube-scheduler carries out its own.
+
+Order, for preemptor P, node N and the chosen victims:
+
+1. hold P's devices on N in the inventory (a `Nomination`), before anything
+   is written, so no pod of P's priority or lower is given what the victims
+   free;
+2. write `status.nominatedNodeName: N` on P, with P's uid as a precondition:
+   if P is gone or replaced, the hold ends and no victim is touched;
+3. per victim: read it; if it is gone, replaced (another uid), or already
+   deleting, it is left alone; else add the `DisruptionTarget` condition
+   (reason `PreemptionByScheduler`, a message naming P and the devices) with a
+   strategic-merge patch guarded by the victim's uid and resourceVersion (a
+   409 re-reads and retries), then delete it with its uid as precondition and
+   its own grace period (no `gracePeriodSeconds`), then record an Event
+   (`Preempted`, regarding the victim, related to P);
+4. an Event on P (`Preempting`) naming N, the victims and the devices.
+
+Only the pods chosen are ever deleted, each at most once, and only while it is
+the pod chosen (its uid). A request failing for a passing reason is sent again
+(`call_with_retries`); past the retries, the preemption stops where it is:
+victims not yet reached stay, the hold keeps the victims actually deleted (the
+driver waits for them and may search again), and the outcome says so. Events
+are best effort: a failed Event never stops a preemption.
+
+RBAC (manifests/rbac.yaml): `get`, `delete` pods; `patch` pods/status;
+`create` events (events.k8s.io).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import socket
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any, Final
+
+import aiohttp
+from kubernetes_asyncio import client
+
+from app.allocator.types import ClaimAllocation
+from app.binder import call_with_retries
+from app.inventory import Inventory, Nomination
+from app.model import Pod
+
+log = logging.getLogger(__name__)
+
+DISRUPTION_TARGET: Final = "DisruptionTarget"
+PREEMPTION_BY_SCHEDULER: Final = "PreemptionByScheduler"
+REPORTING_CONTROLLER: Final = "drax"
+# How long devices stay held for a preemptor once its victims are gone (the
+# driver renews the hold while they are still terminating or their claims
+# still allocated): kube-scheduler retries an unschedulable pod at least every
+# 5 minutes (podMaxInUnschedulablePodsDuration), so a preemptor still pending
+# after that will not bind on these devices.
+DEFAULT_HOLD_SECONDS: Final = 300.0
+
+
+class _GiveUp(Exception):
+    """The API server failed past the retries."""
+
+
+@dataclass(slots=True, frozen=True)
+class Preemption:
+    """What to carry out: the search's choice for one preemptor."""
+
+    preemptor: Pod
+    priority: int
+    node: str
+    victims: tuple[Pod, ...]
+    allocations: tuple[ClaimAllocation, ...]
+    released_claims: tuple[str, ...]
+    freed_devices: tuple[str, ...]
+
+
+@dataclass(slots=True, frozen=True)
+class Outcome:
+    """How a preemption ended: `refused` (a reason of metrics.REFUSAL_REASONS)
+    or None when carried out; `deleted` the victims deleted (pod keys);
+    `skipped` those found gone, replaced or already deleting."""
+
+    refused: str | None
+    deleted: tuple[str, ...] = ()
+    skipped: tuple[str, ...] = ()
+    message: str = ""
+
+
+class Actor:
+    def __init__(self, api_client: client.ApiClient, inventory: Inventory, *,
+                 scheduler_name: str = "drax", max_attempts: int = 5,
+                 request_timeout: float = 10.0, hold_seconds: float = DEFAULT_HOLD_SECONDS,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        # Typed as Any: the client's stubs demand model objects as bodies.
+        self._core: Any = client.CoreV1Api(api_client)
+        self._events: Any = client.EventsV1Api(api_client)
+        self._inventory = inventory
+        self._scheduler = scheduler_name
+        self._attempts = max_attempts
+        self._timeout = aiohttp.ClientTimeout(total=request_timeout)
+        self._hold_seconds = hold_seconds
+        self._clock = clock
+        self._instance = f"{REPORTING_CONTROLLER}-{socket.gethostname()}-{os.getpid()}"
+
+    async def preempt(self, p: Preemption, *,
+                      still_leading: Callable[[], bool] = lambda: True) -> Outcome:
+        """Carry out `p`; `still_leading` is asked before each write (a replica
+        that lost the leader-election Lease meanwhile stops where it is)."""
+        pod = p.preemptor
+        now = self._clock()
+        nomination = Nomination(
+            pod_key=pod.key, pod_uid=pod.uid, priority=p.priority, node=p.node,
+            allocations=p.allocations, victims=tuple((v.key, v.uid) for v in p.victims),
+            victim_claims=p.released_claims, started_at=now,
+            expires_at=now + self._hold_seconds)
+        self._inventory.nominate(nomination)
+        if not still_leading():
+            self._inventory.end_nomination(pod.key)
+            return Outcome(refused="not-leading", message="this replica no longer leads")
+        try:
+            nominated = await self._nominate(pod, p.node)
+        except _GiveUp as exc:
+            self._inventory.end_nomination(pod.key)
+            return Outcome(refused="api-error", message=str(exc))
+        if not nominated:
+            self._inventory.end_nomination(pod.key)
+            return Outcome(refused="preemptor-gone",
+                           message=f"pod {pod.key} (uid {pod.uid}) is gone or replaced")
+        devices = ", ".join(p.freed_devices) or "its devices"
+        deleted: list[Pod] = []
+        skipped: list[str] = []
+        failure = ""
+        for victim in p.victims:
+            if not still_leading():
+                failure = "this replica no longer leads"
+                break
+            try:
+                if await self._evict(victim, pod, p.node, devices):
+                    deleted.append(victim)
+                else:
+                    skipped.append(victim.key)
+            except _GiveUp as exc:
+                failure = str(exc)
+                break
+        if len(deleted) + len(skipped) < len(p.victims):
+            # Stopped half-way: the hold stays for the victims that did go, so the
+            # driver does not preempt again before they are gone.
+            if self._inventory.nomination(pod.key) is nomination:
+                self._inventory.nominate(replace(
+                    nomination, victims=tuple((v.key, v.uid) for v in deleted)))
+            log.warning("preemption for pod %s on node %s stopped after %d of %d victims: %s",
+                        pod.key, p.node, len(deleted), len(p.victims), failure)
+            return Outcome(refused="api-error" if still_leading() else "not-leading",
+                           deleted=tuple(v.key for v in deleted), skipped=tuple(skipped),
+                           message=failure)
+        names = ", ".join(v.key for v in deleted) or "none (already going)"
+        await self._event(pod, related=None, reason="Preempting", action="Preempting", note=(
+            f"Preempting pod(s) {names} on node {p.node} to free devices {devices}"))
+        log.info("preempted for pod %s on node %s: victims %s, devices %s", pod.key, p.node,
+                 names, devices)
+        return Outcome(refused=None, deleted=tuple(v.key for v in deleted),
+                       skipped=tuple(skipped))
+
+    # ------------------------------------------------------------------ preemptor
+
+    async def _nominate(self, pod: Pod, node: str) -> bool:
+        """Set P's nominatedNodeName; False when P is gone or another pod."""
+        body = {"metadata": {"uid": pod.uid}, "status": {"nominatedNodeName": node}}
+        code, answer = await self._send(
+            lambda: self._core.patch_namespaced_pod_status(
+                pod.name, pod.namespace, body, _content_type="application/merge-patch+json",
+                _preload_content=False, _request_timeout=self._timeout),
+            what=f"nominating node {node} for pod {pod.key}")
+        # 409 or 422: the uid precondition failed (another pod has the name now).
+        if code in (404, 409, 422):
+            return False
+        _expect(code, answer, f"nominating node {node} for pod {pod.key}")
+        return True
+
+    # ------------------------------------------------------------------ victims
+
+    async def _evict(self, victim: Pod, pod: Pod, node: str, devices: str) -> bool:
+        """Mark and delete `victim`; False when it is no longer the pod chosen
+        (gone, replaced, already deleting)."""
+        condition = {
+            "type": DISRUPTION_TARGET, "status": "True", "reason": PREEMPTION_BY_SCHEDULER,
+            "message": f"{self._scheduler}: preempting to accommodate a higher priority pod "
+                       f"{pod.key} (devices {devices})",
+            "lastTransitionTime": _now()}
+        for _ in range(self._attempts):
+            current = await self._read(victim)
+            if current is None:
+                return False
+            meta = current.get("metadata") or {}
+            patch = {"metadata": {"uid": victim.uid,
+                                  "resourceVersion": meta.get("resourceVersion")},
+                     "status": {"conditions": [condition]}}
+            code, answer = await self._send(
+                functools.partial(
+                    self._core.patch_namespaced_pod_status, victim.name, victim.namespace, patch,
+                    _content_type="application/strategic-merge-patch+json",
+                    _preload_content=False, _request_timeout=self._timeout),
+                what=f"marking pod {victim.key} as a disruption target")
+            if code == 404:
+                return False
+            if code in (409, 422):
+                continue  # changed meanwhile (or replaced): read it again
+            _expect(code, answer, f"marking pod {victim.key} as a disruption target")
+            break
+        else:
+            raise _GiveUp(f"pod {victim.key}: still conflicting after {self._attempts} attempts")
+        code, answer = await self._send(
+            lambda: self._core.delete_namespaced_pod(
+                victim.name, victim.namespace, body={"preconditions": {"uid": victim.uid}},
+                _preload_content=False, _request_timeout=self._timeout),
+            what=f"deleting pod {victim.key}")
+        if code in (404, 409):
+            return False  # gone, or the name now belongs to another pod
+        _expect(code, answer, f"deleting pod {victim.key}", ok=(200, 202))
+        await self._event(victim, related=pod, reason="Preempted", action="Preempting", note=(
+            f"Preempted by pod {pod.key} (uid {pod.uid}) on node {node} to free devices "
+            f"{devices}"))
+        return True
+
+    async def _read(self, victim: Pod) -> dict[str, Any] | None:
+        """The victim as the API server has it; None when it is not the pod chosen
+        any more or is already going."""
+        code, current = await self._send(
+            lambda: self._core.read_namespaced_pod(
+                victim.name, victim.namespace, _preload_content=False,
+                _request_timeout=self._timeout), what=f"reading pod {victim.key}")
+        if code == 404:
+            return None
+        _expect(code, current, f"reading pod {victim.key}")
+        meta = current.get("metadata") or {}
+        if meta.get("uid") != victim.uid or meta.get("deletionTimestamp"):
+            return None
+        return current
+
+    # ------------------------------------------------------------------ events
+
+    async def _event(self, pod: Pod, *, related: Pod | None, reason: str, action: str,
+                     note: str) -> None:
+        body: dict[str, Any] = {
+            "apiVersion": "events.k8s.io/v1", "kind": "Event",
+            "metadata": {"generateName": f"{pod.name}.", "namespace": pod.namespace},
+            "eventTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+            "reportingController": REPORTING_CONTROLLER,
+            "reportingInstance": self._instance[:128],
+            "action": action, "reason": reason, "type": "Normal", "note": note[:1024],
+            "regarding": _reference(pod)}
+        if related is not None:
+            body["related"] = _reference(related)
+        try:
+            code, answer = await self._send(
+                lambda: self._events.create_namespaced_event(
+                    pod.namespace, body, _preload_content=False,
+                    _request_timeout=self._timeout), what=f"an Event for pod {pod.key}")
+        except _GiveUp as exc:
+            log.warning("%s", exc)
+            return
+        if code not in (200, 201):
+            log.warning("an Event for pod %s: HTTP %d: %s", pod.key, code,
+                        answer.get("message") or "no message")
+
+    # ------------------------------------------------------------------ requests
+
+    async def _send(self, request: Callable[[], Any], *, what: str
+                    ) -> tuple[int, dict[str, Any]]:
+        try:
+            return await call_with_retries(request, attempts=self._attempts)
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            raise _GiveUp(f"{what}: {type(exc).__name__}: {exc}") from exc
+
+
+def _expect(code: int, body: dict[str, Any], what: str, *,
+            ok: Sequence[int] = (200,)) -> None:
+    if code not in ok:
+        raise _GiveUp(f"{what}: HTTP {code}: {body.get('message') or 'no message'}")
+
+
+def _reference(pod: Pod) -> dict[str, str]:
+    return {"apiVersion": "v1", "kind": "Pod", "namespace": pod.namespace, "name": pod.name,
+            "uid": pod.uid}
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

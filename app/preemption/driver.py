@@ -1,0 +1,204 @@
+"""The preemption driver: finds the pods drax must preempt for, and acts.
+
+kube-scheduler 1.37 never asks an extender to preempt for devices (in
+allocator mode the dry run ignores extender filters; in advisor mode the
+in-tree DynamicResources plugin rejects the pod before any extender is
+called). So drax drives preemption itself, from what the scheduler writes:
+a pod of drax's scheduler name, not bound, not deleting, whose PodScheduled
+condition is False with reason Unschedulable, with claims (a pod without
+claims is the scheduler's business) and a preemptionPolicy other than Never.
+
+Every `interval` seconds, while this replica leads (`leadership`: its
+kube-scheduler holds the leader-election Lease; always without one), the
+driver:
+
+1. renews the holds whose victims are still terminating or whose claims are
+   still allocated (so a slow kubelet does not end a hold), and notes the
+   preemptors that got bound (`drax_preemptor_bind_seconds`);
+2. takes the candidates highest priority first and, for each, skips it while
+   its earlier victims are pending (no cascading), or when nothing changed in
+   the inventory since its last fruitless search; else runs the victim search
+   with the pod's own holds lifted. A best node without victims means the pod
+   already fits (it waits for the scheduler's retry); otherwise the actor
+   carries out the best node's preemption, and the pass ends there: the next
+   search then sees this one's victims as going.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Final
+
+from app.inventory import Inventory, Nomination
+from app.model import Pod
+from app.model.objects import PREEMPT_NEVER
+from app.preemption.actor import DEFAULT_HOLD_SECONDS, Actor, Preemption
+from app.preemption.metrics import PreemptionMetrics
+from app.preemption.search import VictimSearch, preemption_policy_of
+from app.sources.kube.lease import Leadership
+
+log = logging.getLogger(__name__)
+
+DEFAULT_INTERVAL_SECONDS: Final = 1.0
+# A fruitless search is not repeated before the inventory changes, nor more
+# often than this (an unchanged inventory gives the same answer).
+RETRY_SECONDS: Final = 30.0
+
+
+@dataclass(slots=True)
+class _Tried:
+    uid: str
+    sequence: int
+    at: float
+    reason: str
+
+
+class Driver:
+    def __init__(self, inventory: Inventory, *, search: VictimSearch, actor: Actor,
+                 metrics: PreemptionMetrics, scheduler_name: str = "drax",
+                 leadership: Leadership | None = None,
+                 interval: float = DEFAULT_INTERVAL_SECONDS,
+                 hold_seconds: float = DEFAULT_HOLD_SECONDS,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._inventory = inventory
+        self._search = search
+        self._actor = actor
+        self._metrics = metrics
+        self._scheduler = scheduler_name
+        self._leadership = leadership or Leadership()
+        self._interval = interval
+        self._hold_seconds = hold_seconds
+        self._clock = clock
+        self._tried: dict[str, _Tried] = {}
+        self._waiting: dict[str, tuple[str, float]] = {}  # preemptor -> (uid, acted at)
+        self._pending_noted: set[tuple[str, float]] = set()
+
+    async def run(self) -> None:
+        """Drive until cancelled; a failing pass is logged and the next one runs."""
+        while True:
+            await asyncio.sleep(self._interval)
+            if not self._leadership.leading or not self._inventory.synced:
+                continue
+            try:
+                await self.run_once()
+            except Exception:
+                log.exception("preemption pass failed")
+
+    async def run_once(self) -> bool:
+        """One pass; True when a preemption was carried out."""
+        self._follow_nominations()
+        for pod in self.candidates():
+            if await self._consider(pod):
+                return True
+        return False
+
+    def candidates(self) -> list[Pod]:
+        """Pending pods of drax's scheduler found unschedulable, with claims,
+        highest priority first."""
+        found = [pod for pod in self._inventory.pods()
+                 if pod.scheduler_name == self._scheduler and not pod.node_name
+                 and not pod.deleting and not pod.terminal and pod.unschedulable
+                 and (pod.resource_claims or pod.extended_resource_claim_status)]
+        found.sort(key=lambda p: (-(p.priority or 0), p.key))
+        return found
+
+    # ------------------------------------------------------------------ nominations
+
+    def _follow_nominations(self) -> None:
+        now = self._clock()
+        nominations = self._inventory.nominations()
+        live = {(n.pod_key, n.started_at) for n in nominations}
+        self._pending_noted &= live
+        for nomination in nominations:
+            if self.victims_pending(nomination):
+                self._inventory.nominate(replace(nomination,
+                                                 expires_at=now + self._hold_seconds))
+        for key, (uid, acted_at) in list(self._waiting.items()):
+            pod = self._inventory.pod(key)
+            if pod is None or pod.uid != uid:
+                del self._waiting[key]
+            elif pod.node_name:
+                self._metrics.bind_seconds.observe(now - acted_at)
+                del self._waiting[key]
+
+    def victims_pending(self, nomination: Nomination) -> bool:
+        """A victim still exists (terminating) or a claim it released is still
+        allocated: preempting again now would take more than needed."""
+        for key, uid in nomination.victims:
+            pod = self._inventory.pod(key)
+            if pod is not None and pod.uid == uid:
+                return True
+        for key in nomination.victim_claims:
+            claim = self._inventory.claim(key)
+            if claim is not None and claim.allocation is not None:
+                return True
+        return False
+
+    # ------------------------------------------------------------------ one preemptor
+
+    async def _consider(self, pod: Pod) -> bool:
+        held = self._inventory.nomination(pod.key)
+        if held is not None and held.pod_uid == pod.uid and self.victims_pending(held):
+            mark = (pod.key, held.started_at)
+            if mark not in self._pending_noted:
+                self._pending_noted.add(mark)
+                self._metrics.refused.labels(reason="victims-pending").inc()
+            return False
+        sequence = self._inventory.sequence
+        now = self._clock()
+        tried = self._tried.get(pod.key)
+        if tried is not None and tried.uid == pod.uid and tried.sequence == sequence \
+                and now - tried.at < RETRY_SECONDS:
+            return False
+        self._metrics.attempted.inc()
+        with self._inventory.holds_lifted_for(pod):
+            plan = self._search.search(pod)
+        sequence = self._inventory.sequence  # lifting a hold stamps versions
+        best = plan.best
+        if plan.problem is not None or best is None:
+            reason = self._refusal(pod, plan.problem)
+            self._tried[pod.key] = _Tried(pod.uid, sequence, now, reason)
+            self._metrics.refused.labels(reason=reason).inc()
+            log.info("no preemption for pod %s: %s", pod.key,
+                     plan.problem or _refusals(plan.refused))
+            return False
+        if not best.victims:
+            # It fits once the pods already going are gone: the scheduler's retry
+            # places it; nothing to delete.
+            self._tried[pod.key] = _Tried(pod.uid, sequence, now, "fits")
+            return False
+        self._tried.pop(pod.key, None)
+        term = self._leadership.term
+        outcome = await self._actor.preempt(Preemption(
+            preemptor=pod, priority=plan.priority, node=best.node,
+            victims=tuple(v.pod for v in best.victims), allocations=best.allocation,
+            released_claims=best.released_claims, freed_devices=best.freed_devices),
+            still_leading=lambda: self._leadership.still_leading(term))
+        if outcome.refused is not None:
+            self._metrics.refused.labels(reason=outcome.refused).inc()
+        if outcome.deleted:
+            self._metrics.victims.observe(len(outcome.deleted))
+        if outcome.refused is None:
+            self._metrics.done.inc()
+            self._metrics.devices_freed.inc(len(best.freed_devices))
+            self._waiting[pod.key] = (pod.uid, self._clock())
+        return outcome.refused is None or bool(outcome.deleted)
+
+    def _refusal(self, pod: Pod, problem: str | None) -> str:
+        if problem is None:
+            return "no-candidate"
+        if preemption_policy_of(pod, self._inventory.occupants) == PREEMPT_NEVER:
+            return "never"
+        return "claims"
+
+
+def _refusals(refused: Mapping[str, str]) -> str:
+    if not refused:
+        return "no node"
+    first = sorted(refused.items())[:3]
+    more = f" (+{len(refused) - 3} more)" if len(refused) > 3 else ""
+    return "; ".join(f"{node}: {why}" for node, why in first) + more

@@ -1,0 +1,126 @@
+"""Nominations: the devices chosen for a preemptor are held while its victims go.
+
+A full 4-GPU node; preemptor p (priority 1000) is nominated for two GPUs whose
+holders are then gone. Pods of priority <= 1000 must not be given them by
+filter or bind, p and pods of higher priority may; the hold ends when p is
+bound, deleted, deleting, replaced, or its time-to-live passes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from app.inventory import KINDS, Inventory, Nomination
+from tests.extender.cluster import GPU_CLASS, gpu_node
+from tests.inventory.objects import exactly as request
+from tests.inventory.objects import node, template
+from tests.preemption.builders import holder, preemptor, searcher
+
+GPU = "gpu.example.com"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def full_node() -> list[dict[str, Any]]:
+    out = [node("n1"), *gpu_node("n1")]
+    for i, prio in enumerate((0, 0, 5, 5)):
+        out += holder(f"n1-{i}", "n1", [f"{GPU}/n1/gpu-{i}"], priority=prio)
+    return out
+
+
+def pending(name: str, priority: int) -> dict[str, Any]:
+    return preemptor(name, priority=priority, template="want")
+
+
+@pytest.fixture()
+def nominated() -> tuple[Inventory, Any, Clock]:
+    """p nominated on n1 for GPUs 0-1, whose holders (n1-0, n1-1) are gone."""
+    clock = Clock()
+    inv = Inventory(clock=clock)
+    for obj in [GPU_CLASS, *full_node(), template("want", requests=[request("gpu", "gpu",
+                                                                            count=2)]),
+                pending("p", 1000), pending("low", 1000), pending("lower", 10),
+                pending("high", 2000)]:
+        inv.apply(obj["kind"], "ADDED", obj)
+    for kind in KINDS:
+        inv.mark_synced(kind)
+    ext, search = searcher(inv)
+    plan = search.search(inv.pod("default/p"))
+    best = plan.best
+    assert best is not None and sorted(v.pod.name for v in best.victims) == ["n1-0", "n1-1"]
+    inv.nominate(Nomination(
+        pod_key="default/p", pod_uid="uid-p", priority=1000, node="n1",
+        allocations=best.allocation, victims=tuple((v.pod.key, v.pod.uid) for v in best.victims),
+        victim_claims=best.released_claims, started_at=clock.now, expires_at=clock.now + 300))
+    for name in ("n1-0", "n1-1"):
+        inv.apply("Pod", "DELETED", {"metadata": {"name": name, "namespace": "default"}})
+        inv.apply("ResourceClaim", "DELETED", {"metadata": {"name": f"{name}-claim",
+                                                            "namespace": "default"}})
+    return inv, ext, clock
+
+
+def passes(ext: Any, inv: Inventory, name: str) -> bool:
+    return ext.filter(inv.pod(f"default/{name}"), ["n1"]).passed == ["n1"]
+
+
+def test_held_devices_go_to_the_preemptor_and_higher_priorities_only(nominated: Any) -> None:
+    inv, ext, _ = nominated
+    assert passes(ext, inv, "p")
+    assert passes(ext, inv, "high")
+    assert not passes(ext, inv, "low")  # equal priority
+    assert not passes(ext, inv, "lower")
+    # What filter saw for p is not left free for the others.
+    assert not passes(ext, inv, "lower")
+    assert [n.pod_key for n in inv.nominations()] == ["default/p"]
+
+
+async def test_bind_gives_the_preemptor_its_held_devices_and_refuses_a_lower_pod(
+        nominated: Any) -> None:
+    inv, ext, _ = nominated
+    assert passes(ext, inv, "lower") is False
+    refused = await ext.bind(namespace="default", name="lower", uid="uid-lower", node="n1")
+    assert refused is not None and "can no longer hold" in refused
+    assert passes(ext, inv, "p")
+    assert await ext.bind(namespace="default", name="p", uid="uid-p", node="n1") is None
+
+
+def test_the_hold_ends_when_the_preemptor_is_bound_or_goes(nominated: Any) -> None:
+    inv, ext, _ = nominated
+    low = inv.pod("default/lower")
+    p = dict(pending("p", 1000))
+    p["metadata"] = {**p["metadata"], "deletionTimestamp": "2026-01-03T00:00:00Z"}
+    inv.apply("Pod", "MODIFIED", p)
+    assert inv.nominations() == []
+    assert ext.filter(low, ["n1"]).passed == ["n1"]
+
+
+@pytest.mark.parametrize("change", ["bound", "deleted", "replaced"])
+def test_every_end_of_the_nomination(nominated: Any, change: str) -> None:
+    inv, _, _ = nominated
+    p = pending("p", 1000)
+    if change == "bound":
+        p["spec"] = {**p["spec"], "nodeName": "n2"}
+        inv.apply("Pod", "MODIFIED", p)
+    elif change == "replaced":
+        p["metadata"] = {**p["metadata"], "uid": "uid-p-2"}
+        inv.apply("Pod", "MODIFIED", p)
+    else:
+        inv.apply("Pod", "DELETED", p)
+    assert inv.nomination("default/p") is None
+
+
+def test_the_hold_expires(nominated: Any) -> None:
+    inv, ext, clock = nominated
+    clock.now += 299
+    assert not passes(ext, inv, "lower")
+    clock.now += 2
+    assert inv.nominations() == []
+    assert passes(ext, inv, "lower")
