@@ -9,14 +9,20 @@ claims reserved only for victims and for pods already going (terminating or
 terminal): a claim shared with anyone else keeps its devices. Pods already
 terminating are counted as gone but are never victims again.
 
-Per node it tries victim sets in increasing size, each size in the order a
-user would prefer (fewest PDB violations, lowest priorities), and keeps, in
-allocator mode, the one whose allocation scores best among the smallest. Only
-pods holding devices P could use (devices its requests match, or devices
-drawing on the same shared counters as those) are tried; a set that releases
-the same claims as one already tried is skipped. Nodes whose whole problem is
-equal up to renaming (hardware, usage, who holds what at which priority)
-share one search, so 500 identical full nodes cost one search and 499 maps.
+Per node it tries victim sets in increasing size and keeps every set of the
+smallest size that works; each node then picks among them: in allocator mode
+the best topology score, then (both modes) the fewest PDB violations and the
+lowest priorities, as a user would prefer. Only pods holding devices P could
+use (devices its requests match, or devices drawing on the same shared
+counters as those) are tried; a set that frees fewer matching devices than
+P's requests take is ruled out by counting, without the allocator; a set
+that releases the same claims as one already tried is not tried again. Past
+a budget of allocator runs a node settles for a minimal set (no victim can be
+spared), reprieving pods highest priority first as kube-scheduler does.
+Nodes whose problem is equal up to renaming (hardware, usage, which claims
+hold which devices and whom they need to go) share one search: 500 full
+nodes of one kind cost one search and 499 choices among its answers, whatever
+their pods' priorities.
 
 Across nodes the answer is ranked as kube-scheduler's
 `pickOneNodeForPreemption` ranks (`NodePreemption.rank_key`), then by
@@ -50,12 +56,14 @@ from app.model import (
     PodDisruptionBudget,
     ResourceClaim,
 )
-from app.model.objects import PREEMPT_LOWER_PRIORITY, PREEMPT_NEVER
+from app.model.objects import ALLOCATION_MODE_EXACT_COUNT, PREEMPT_LOWER_PRIORITY, PREEMPT_NEVER
 from app.topology import priority as topology_priority
 
 # Allocator runs one node's search may spend on exact search before it settles
 # for a minimal (not necessarily smallest) set by reprieving pods one by one.
 DEFAULT_TRIAL_BUDGET: Final = 512
+# Victim sets looked at per allocator run allowed (most are ruled out by counting).
+_ENUMERATED_PER_TRIAL: Final = 16
 _SHARED_SEARCHES: Final = 4096
 
 
@@ -186,7 +194,7 @@ def _importance(victim: Victim) -> tuple[float, float, str]:
 
 # --------------------------------------------------------------------------- the search
 
-_Released = Callable[[frozenset[int] | tuple[int, ...]], tuple[int, ...]]
+_Released = Callable[[Collection[int]], tuple[int, ...]]
 _Attempt = Callable[[tuple[int, ...]], AllocationOutcome]
 
 
@@ -198,6 +206,7 @@ class _Claim:
     claim: ResourceClaim
     needs: frozenset[int] | None
     relevant: bool
+    matched: frozenset[str] = frozenset()  # its devices the preemptor's requests match
 
 
 @dataclass(slots=True)
@@ -209,19 +218,32 @@ class _Problem:
     pods: list[Victim]  # the candidates, canonical order
     claims: list[_Claim]
     terminating: tuple[Pod, ...]
+    free_matched: int = 0  # devices its requests match that nobody holds
     key: Hashable | None = None
 
 
 @dataclass(slots=True, frozen=True)
+class _Option:
+    """One smallest victim set (candidate indexes), the claims it releases, and
+    the allocation then."""
+
+    victims: tuple[int, ...]
+    released: tuple[int, ...]
+    outcome: AllocationOutcome
+
+
+@dataclass(slots=True, frozen=True)
 class _Solved:
-    """A node's answer in canonical terms, for nodes with an equal problem."""
+    """A node's problem solved in canonical terms, shared by nodes with an equal
+    problem: every smallest victim set that works (`options`), so each node
+    picks among them by its own pods' priorities and PDBs. `options` None:
+    nothing works (`reason`); `cut`: the budget ran out before the smallest
+    size was settled, so each node reprieves on its own."""
 
     view: NodeView
-    victims: tuple[int, ...] | None  # candidate indexes; None: nothing works
-    released: tuple[int, ...]  # claim indexes
-    outcome: AllocationOutcome | None
-    reason: str
-    exact: bool
+    options: tuple[_Option, ...] | None
+    reason: str = ""
+    cut: bool = False
 
 
 class VictimSearch:
@@ -305,7 +327,7 @@ class VictimSearch:
         problem = self._problem(pod, p, request, state, allow)
         solved = self._solved.get(problem.key) if problem.key is not None else None
         if solved is None:
-            solved = self._solve(problem, pdbs)
+            solved = self._solve(problem)
             if problem.key is not None:
                 self._solved[problem.key] = solved
         return self._express(solved, problem, pdbs)
@@ -318,7 +340,7 @@ class VictimSearch:
             state.view, request.kinds, classes=self._inventory.classes,
             matcher=self._inventory.selectors.matches_shared)
         assert isinstance(kinds, HashedKey)
-        relevant = self._relevant_devices(kinds, state)
+        relevant, matched = self._relevant_devices(kinds, state)
         devices = flat_devices(state.view)
         position = {d.id: i for i, d in enumerate(devices)}
         # Who may go: on this node, below p, running, offered.
@@ -379,36 +401,32 @@ class VictimSearch:
         claims = [_Claim(claim=c, relevant=is_relevant[c.key],
                          needs=None if claim_needs[c.key] is None or not (
                              claim_needs[c.key] or frozenset()) <= index.keys()
-                         else frozenset(index[k] for k in claim_needs[c.key] or ()))
+                         else frozenset(index[k] for k in claim_needs[c.key] or ()),
+                         matched=frozenset(r.device_id for r in c.allocation.results
+                                           if r.device_id in matched and r.share_id is None)
+                         if c.allocation else frozenset())
                   for c in ordered_claims]
+        taken = state.allocated.devices
+        free = len(matched) if any(d.allow_multiple_allocations for d in devices
+                                   if d.id in matched) else len(matched - taken)
+        # The key holds everything the search reads, in node-independent terms,
+        # but not the candidates' priorities or PDBs: those only choose among the
+        # smallest sets, which each node does for itself (`_choose`).
         key: Hashable | None = None
         if request.special is None:
             signature = self._book.static.of(state).full
-            pdb_shape = self._pdb_shape(candidates)
             key = HashedKey((request.claims.shape, signature, kinds, self._first_fit,
-                             tuple(v.priority for v in candidates), pdb_shape,
+                             len(candidates),
                              tuple((spots(c.claim), c.needs, c.relevant) for c in claims)))
         return _Problem(state=state, pending=request.pending, pods=candidates, claims=claims,
-                        terminating=tuple(terminating), key=key)
-
-    def _pdb_shape(self, candidates: Sequence[Victim]) -> Hashable:
-        """Which candidates share which PDB and its allowance, by first appearance."""
-        seen: dict[str, int] = {}
-        shape = []
-        for v in candidates:
-            covering = []
-            for pdb in self._inventory.occupants.pdbs(v.pod.namespace):
-                if pdb.selects(v.pod):
-                    covering.append((seen.setdefault(pdb.key, len(seen)),
-                                     pdb.disruptions_allowed))
-            shape.append(tuple(covering))
-        return tuple(shape)
+                        terminating=tuple(terminating), free_matched=free, key=key)
 
     @staticmethod
-    def _relevant_devices(kinds: HashedKey, state: NodeState) -> set[str]:
-        """Devices the preemptor's requests could use (`kinds`: the match columns
-        of its request kinds), and devices drawing on the same shared counters as
-        those (freeing them frees counters it needs)."""
+    def _relevant_devices(kinds: HashedKey, state: NodeState) -> tuple[set[str], set[str]]:
+        """(relevant, matched): the devices the preemptor's requests match
+        (`kinds`: the match columns of its request kinds), and those plus the
+        devices drawing on the same shared counters (freeing them frees counters
+        it needs)."""
         columns = kinds.value
         devices = flat_devices(state.view)
         relevant = set()
@@ -422,24 +440,66 @@ class VictimSearch:
                     relevant.add(device.id)
                     for use in device.consumes_counters:
                         counter_sets.add((device.driver, device.pool, use.counter_set))
+        matched = set(relevant)
         if counter_sets:
             for device in devices:
                 if any((device.driver, device.pool, use.counter_set) in counter_sets
                        for use in device.consumes_counters):
                     relevant.add(device.id)
-        return relevant
+        return relevant, matched
 
-    def _solve(self, problem: _Problem, pdbs: dict[str, list[PodDisruptionBudget]]) -> _Solved:
+    def _solve(self, problem: _Problem) -> _Solved:
         view = problem.state.view
+        attempt, released = self._attempts(problem)
+        base = released(())
+        outcome = attempt(base)
+        if outcome.error is not None:
+            return _Solved(view=view, options=None,
+                           reason=f"cannot allocate the pod's claims: {outcome.error}")
+        if outcome.feasible:
+            return _Solved(view=view, options=(_Option((), base, outcome),))
+        everyone = tuple(range(len(problem.pods)))
+        if not everyone:
+            return _Solved(view=view, options=None, reason=(
+                "preempting cannot help: no lower-priority pod holds devices the pod could "
+                f"use ({outcome.reason or 'cannot allocate all claims'})"))
+        all_gone = attempt(released(everyone))
+        if not all_gone.feasible:
+            return _Solved(view=view, options=None, reason=(
+                f"even with all {len(everyone)} lower-priority pods holding devices the pod "
+                "could use gone: "
+                f"{all_gone.error or all_gone.reason or 'cannot allocate all claims'}"))
+        needed = _devices_needed(problem.pending)
+        budget = self._trial_budget
+        for size in range(1, len(everyone)):
+            if math.comb(len(everyone), size) > budget * _ENUMERATED_PER_TRIAL:
+                return _Solved(view=view, options=None, cut=True)
+            options = []
+            for combo in itertools.combinations(everyone, size):
+                idx = released(combo)
+                if needed is not None and _free_after(problem, idx) < needed:
+                    continue  # too few devices it could use come free: skip the allocator
+                budget -= 1
+                if budget < 0:
+                    return _Solved(view=view, options=None, cut=True)
+                result = attempt(idx)
+                if result.feasible:
+                    options.append(_Option(combo, idx, result))
+            if options:
+                return _Solved(view=view, options=tuple(options))
+        return _Solved(view=view, options=(_Option(everyone, released(everyone), all_gone),))
+
+    def _attempts(self, problem: _Problem
+                  ) -> tuple[Callable[[tuple[int, ...]], AllocationOutcome], _Released]:
+        """The allocator over the node with the claims of given indexes released
+        (memoised), and which claims a victim set releases."""
         claims = problem.claims
-        base = tuple(i for i, c in enumerate(claims) if c.needs is not None and not c.needs)
-
-        def released(victims: frozenset[int] | tuple[int, ...]) -> tuple[int, ...]:
-            victims = frozenset(victims)
-            return tuple(i for i, c in enumerate(claims)
-                         if c.needs is not None and c.needs <= victims)
-
         outcomes: dict[tuple[int, ...], AllocationOutcome] = {}
+
+        def released(victims: Collection[int]) -> tuple[int, ...]:
+            gone = frozenset(victims)
+            return tuple(i for i, c in enumerate(claims)
+                         if c.needs is not None and c.needs <= gone)
 
         def attempt(idx: tuple[int, ...]) -> AllocationOutcome:
             hit = outcomes.get(idx)
@@ -451,78 +511,40 @@ class VictimSearch:
                                                           allocated)
             return hit
 
-        outcome = attempt(base)
-        if outcome.error is not None:
-            return _Solved(view=view, victims=None, released=(), outcome=None, exact=True,
-                           reason=f"cannot allocate the pod's claims: {outcome.error}")
-        if outcome.feasible:
-            return _Solved(view=view, victims=(), released=base, outcome=outcome, reason="",
-                           exact=True)
-        everyone = frozenset(range(len(problem.pods)))
-        if not everyone:
-            return _Solved(view=view, victims=None, released=(), outcome=None, exact=True,
-                           reason=("preempting cannot help: no lower-priority pod holds "
-                                   "devices the pod could use "
-                                   f"({outcome.reason or 'cannot allocate all claims'})"))
-        all_gone = attempt(released(everyone))
-        if not all_gone.feasible:
-            return _Solved(
-                view=view, victims=None, released=(), outcome=None, exact=True,
-                reason=(f"even with all {len(everyone)} lower-priority pods holding devices "
-                        "the pod could use gone: "
-                        f"{all_gone.error or all_gone.reason or 'cannot allocate all claims'}"))
-        for size in range(1, len(everyone)):
-            if math.comb(len(everyone), size) > self._trial_budget - len(outcomes):
-                break
-            best: tuple[tuple[int, ...], tuple[int, ...], AllocationOutcome] | None = None
-            for combo in self._in_preferred_order(problem, size, pdbs):
-                idx = released(combo)
-                result = attempt(idx)
-                if not result.feasible:
-                    continue
-                if best is None or _score(result.score) > _score(best[2].score):
-                    best = (combo, idx, result)
-                if self._first_fit:
-                    break
-            if best is not None:
-                return _Solved(view=view, victims=best[0], released=best[1], outcome=best[2],
-                               reason="", exact=True)
-        else:
-            return _Solved(view=view, victims=tuple(sorted(everyone)),
-                           released=released(everyone), outcome=all_gone, reason="",
-                           exact=True)
-        return self._reprieve(problem, everyone, all_gone, released, attempt)
+        return attempt, released
 
-    def _reprieve(self, problem: _Problem, everyone: frozenset[int],
-                  outcome: AllocationOutcome, released: _Released, attempt: _Attempt
-                  ) -> _Solved:
+    def _reprieve(self, problem: _Problem) -> tuple[_Option, bool]:
         """Past the budget: start from every candidate gone and spare them one by
         one, highest priority first (as kube-scheduler reprieves), while the pod
         still fits. The set is minimal, not necessarily the smallest."""
-        victims = set(everyone)
-        for i in sorted(everyone, key=lambda i: (-problem.pods[i].priority, i)):
-            trial = frozenset(victims - {i})
+        attempt, released = self._attempts(problem)
+        victims = set(range(len(problem.pods)))
+        outcome = attempt(released(tuple(victims)))
+        for i in sorted(victims, key=lambda i: (-problem.pods[i].priority, i)):
+            trial = tuple(sorted(victims - {i}))
             result = attempt(released(trial))
             if result.feasible:
                 victims.discard(i)
                 outcome = result
         chosen = tuple(sorted(victims))
-        return _Solved(view=problem.state.view, victims=chosen, released=released(chosen),
-                       outcome=outcome, reason="", exact=False)
+        return _Option(chosen, released(chosen), outcome), False
 
-    def _in_preferred_order(self, problem: _Problem, size: int,
-                            pdbs: dict[str, list[PodDisruptionBudget]]
-                            ) -> list[tuple[int, ...]]:
+    def _choose(self, solved: _Solved, problem: _Problem,
+                pdbs: dict[str, list[PodDisruptionBudget]]) -> tuple[_Option, bool]:
+        """This node's pick among the shared options: in allocator mode the best
+        topology score, then (both modes) fewest PDB violations, lowest
+        priorities, canonical order."""
+        assert solved.options
         pods = problem.pods
-        combos = list(itertools.combinations(range(len(pods)), size))
 
-        def preference(combo: tuple[int, ...]) -> tuple[int, int, int, tuple[int, ...]]:
-            victims = [pods[i] for i in combo]
-            return (pdb_violations(victims, self._pdbs_of(victims, pdbs)),
-                    max(v.priority for v in victims), sum(v.priority for v in victims), combo)
+        def preference(option: _Option) -> tuple[float, int, int, int, tuple[int, ...]]:
+            victims = [pods[i] for i in option.victims]
+            return (0.0 if self._first_fit else -_score(option.outcome.score),
+                    pdb_violations(victims, self._pdbs_of(victims, pdbs)),
+                    max((v.priority for v in victims), default=0),
+                    sum(v.priority for v in victims), option.victims)
 
-        combos.sort(key=preference)
-        return combos
+        return min(solved.options, key=preference), True
 
     def _pdbs_of(self, victims: Iterable[Victim], pdbs: dict[str, list[PodDisruptionBudget]]
                  ) -> dict[str, list[PodDisruptionBudget]]:
@@ -536,24 +558,52 @@ class VictimSearch:
                  pdbs: dict[str, list[PodDisruptionBudget]]) -> NodePreemption | str:
         """A (possibly shared) canonical answer in this node's names."""
         view = problem.state.view
-        if solved.victims is None or solved.outcome is None:
+        if solved.cut:
+            option, exact = self._reprieve(problem)
+            source = view
+        elif solved.options is None:
             if solved.view is view:
                 return solved.reason
             return _renamed(solved.reason, solved.view, view)
-        outcome = with_claim_keys(map_outcome(solved.outcome, source=solved.view, target=view),
+        else:
+            option, exact = self._choose(solved, problem, pdbs)
+            source = solved.view
+        outcome = with_claim_keys(map_outcome(option.outcome, source=source, target=view),
                                   problem.pending)
-        victims = tuple(sorted((problem.pods[i] for i in solved.victims), key=_importance))
-        released = tuple(problem.claims[i].claim for i in solved.released)
+        victims = tuple(sorted((problem.pods[i] for i in option.victims), key=_importance))
+        released = tuple(problem.claims[i].claim for i in option.released)
         freed = tuple(sorted({r.device_id for c in released if c.allocation
                               for r in c.allocation.results}))
-        terminating = tuple(p for p in problem.terminating)
         return NodePreemption(
             node=view.node.name, victims=victims,
             released_claims=tuple(c.key for c in released), freed_devices=freed,
             pdb_violations=pdb_violations(victims, self._pdbs_of(victims, pdbs)),
             allocation=outcome.claims, score=outcome.score,
-            priority=topology_priority(outcome.score), terminating=terminating,
-            exact=solved.exact, considered=frozenset(v.pod.uid for v in problem.pods))
+            priority=topology_priority(outcome.score), terminating=problem.terminating,
+            exact=exact, considered=frozenset(v.pod.uid for v in problem.pods))
+
+
+def _devices_needed(pending: Sequence[ResourceClaim]) -> int | None:
+    """How many distinct devices the claims take, when that is plain: every
+    request `exactly` a count, no admin access (which may share a taken device);
+    None otherwise (no bound from counting)."""
+    total = 0
+    for claim in pending:
+        for request in claim.spec.requests:
+            exact = request.exactly
+            if exact is None or exact.allocation_mode != ALLOCATION_MODE_EXACT_COUNT \
+                    or exact.admin_access:
+                return None
+            total += exact.count
+    return total
+
+
+def _free_after(problem: _Problem, released: tuple[int, ...]) -> int:
+    """Devices the preemptor's requests match that are free once `released` go."""
+    freed: set[str] = set()
+    for i in released:
+        freed |= problem.claims[i].matched
+    return problem.free_matched + len(freed)
 
 
 def _renamed(text: str, source: NodeView, target: NodeView) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from app.model.objects import PriorityClass
-from app.preemption import pdb_violations, priority_of
+from app.preemption import Victim, pdb_violations, priority_of
 from tests.extender.cluster import GPU_CLASS, NIC_CLASS, ROOT, gpu_node
 from tests.inventory.objects import device, device_class, node, resource_slice, template
 from tests.inventory.objects import exactly as request
@@ -124,7 +124,7 @@ def test_terminating_pods_count_as_released_but_are_not_victims() -> None:
     best = search.search(inv.pod("default/p")).best
     assert best is not None and not best.victims  # gpu-0 and gpu-3 come free on their own
     assert sorted(p.name for p in best.terminating) == ["done", "going"]
-    inv.apply("Template" if False else "ResourceClaimTemplate", "MODIFIED", want(3))
+    inv.apply("ResourceClaimTemplate", "MODIFIED", want(3))
     best = search.search(inv.pod("default/p")).best
     assert best is not None and [v.pod.name for v in best.victims] == ["low1"]
 
@@ -228,17 +228,13 @@ def test_within_a_node_pdb_covered_pods_are_spared_when_the_size_allows() -> Non
 
 
 def test_pdb_violations_are_counted_like_kube_scheduler() -> None:
-    objs = [pdb("two", {"app": "x"}, 1)]
+    objs = [pdb("one", {"app": "x"}, 1), pdb("all", {}, 0)]  # an empty selector: no pod
     objs += holder("x1", "n1", [], labels={"app": "x"}, priority=3)
     objs += holder("x2", "n1", [], labels={"app": "x"}, priority=2)
     inv = load(*objs)
-    from app.preemption import Victim
     pods = [Victim(pod=inv.pod(f"default/x{i}"), priority=4 - i, claims=()) for i in (1, 2)]
-    pdbs = {"default": list(inv.occupants.pdbs("default"))}
-    assert pdb_violations(pods, pdbs) == 1
-    empty = {"default": [pdb("all", {}, 0)]}
-    load_empty = load(*[o for o in empty["default"]])
-    assert pdb_violations(pods, {"default": list(load_empty.occupants.pdbs("default"))}) == 0
+    assert pdb_violations(pods, {"default": list(inv.occupants.pdbs("default"))}) == 1
+    assert pdb_violations(pods[:1], {"default": list(inv.occupants.pdbs("default"))}) == 0
 
 
 def test_identical_nodes_share_one_search_and_name_their_own_pods() -> None:
@@ -277,3 +273,25 @@ def test_past_the_budget_a_minimal_set_is_reprieved() -> None:
     _, search = searcher(inv, trial_budget=2)
     best = search.search(inv.pod("default/p")).best
     assert best is not None and not best.exact and len(best.victims) == 2
+
+
+def test_nodes_differing_only_in_priorities_share_the_search_and_choose_apart() -> None:
+    objs = [GPU_CLASS, want(2), preemptor(), *gpus("n1", 1, 0, 3, 2), *gpus("n2", 3, 2, 1, 0)]
+    inv = load(*objs)
+    _, search = searcher(inv)
+    plan = search.search(inv.pod("default/p"))
+    assert victims(plan, "n1") == ["n1-0", "n1-1"]
+    assert victims(plan, "n2") == ["n2-2", "n2-3"]
+    single = load(GPU_CLASS, want(2), preemptor(), gpus("n1", 1, 0, 3, 2))
+    _, alone = searcher(single)
+    alone.search(single.pod("default/p"))
+    assert search.trials == alone.trials
+
+
+def test_counting_rules_out_sets_that_free_too_few_devices() -> None:
+    inv = load(GPU_CLASS, gpus("n1", 1, 0, 3, 2), want(3), preemptor())
+    _, search = searcher(inv)
+    best = search.search(inv.pod("default/p")).best
+    assert best is not None and len(best.victims) == 3
+    # base, everyone, then only the 4 sets of three: no set of one or two is tried
+    assert search.trials == 2 + 4
