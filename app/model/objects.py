@@ -192,6 +192,16 @@ class Pod:
     # PodScheduled=False with reason Unschedulable: a scheduler tried and found
     # no node (the preemption driver's candidates).
     unschedulable: bool = False
+    # spec.nodeSelector and the required node affinity: the nodes a preemption
+    # for this pod may free devices on.
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    node_affinity: NodeSelector | None = None
+
+    def may_run_on(self, node: Node) -> bool:
+        """The pod's nodeSelector and required node affinity accept `node`."""
+        if any(node.labels.get(k) != v for k, v in self.node_selector.items()):
+            return False
+        return self.node_affinity is None or self.node_affinity.matches(node)
 
     @property
     def key(self) -> str:

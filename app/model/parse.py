@@ -263,7 +263,17 @@ def parse_pod(obj: Mapping[str, Any]) -> Pod:
                deleting=bool(meta.get("deletionTimestamp")),
                start_time=_timestamp(status.get("startTime"), f"{where} status.startTime"),
                labels=shared_labels(meta.get("labels"), f"{where} metadata.labels"),
-               unschedulable=_unschedulable(status, where))
+               unschedulable=_unschedulable(status, where),
+               node_selector={str(k): str(v) for k, v in _map(
+                   spec.get("nodeSelector"), f"{where} spec.nodeSelector").items()},
+               node_affinity=_required_node_affinity(spec, where))
+
+
+def _required_node_affinity(spec: Mapping[str, Any], where: str) -> NodeSelector | None:
+    affinity = _map(spec.get("affinity"), f"{where} spec.affinity")
+    node = _map(affinity.get("nodeAffinity"), f"{where} spec.affinity.nodeAffinity")
+    return parse_node_selector(node.get("requiredDuringSchedulingIgnoredDuringExecution"),
+                               f"{where} requiredDuringSchedulingIgnoredDuringExecution")
 
 
 def _unschedulable(status: Mapping[str, Any], where: str) -> bool:
