@@ -20,7 +20,8 @@ APP = Path(__file__).resolve().parent.parent / "app"
 
 # Lowest first; the names on one line share a layer.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("", "model", "features", "config", "garbage_collector", "bounded_cache"),
+    ("", "model", "features", "config", "garbage_collector", "bounded_cache",
+     "timeslice"),
     ("cel",),
     ("allocator",),
     ("inventory", "topology"),

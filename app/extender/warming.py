@@ -22,6 +22,7 @@ from app.extender.claims import ClaimResolver
 from app.extender.signature import request_kinds
 from app.inventory import Inventory
 from app.model import ResourceClaim
+from app.timeslice import Progress
 
 _WARM_SCAN: Final = 512  # node versions compared per warming step
 
@@ -84,20 +85,19 @@ class Warmer:
         Warming only moves work the requests would do, so it must never slow
         them: a slice runs only when no verb was called for `quiet_seconds`
         (the scheduler sends filter, prioritize and bind of a pod back to back,
-        and every await inside a request would otherwise let a slice in: at
-        5,000 nodes that added 4 ms per verb; `note_request` stamps a request
-        as it arrives, before its body is read), and a request arriving during
-        a slice waits at most `slice_seconds`.
+        and every await inside a request would otherwise let a slice in, adding
+        a slice to every verb; `note_request` stamps a request as it arrives,
+        before its body is read), and a request arriving during a slice waits at
+        most `slice_seconds`.
 
         `on_settled` runs when a pass over every node has finished (start-up, new
         claim shapes, a change every node sees): the caches just built will live
         long, and `drax serve` freezes them out of the cyclic collector there.
         `on_progress` runs after every `progress_seconds` of warming work, for a
-        pass that does not end soon: at 100,000 nodes a pass takes an hour, and
-        each full collection meanwhile walked all it had built so far (20-27
-        collections over 50 ms in one benchmark run; 0.6 s each at 20,000 nodes).
+        pass that does not end soon (a very large cluster's takes long), so that
+        no full collection meanwhile walks all the pass has built so far.
         """
-        worked = 0.0
+        progress = Progress(on_progress, every_seconds=progress_seconds)
         while True:
             if not self._inventory.synced:
                 # a list still coming in would stamp what a pass warmed
@@ -110,11 +110,7 @@ class Warmer:
             started = time.monotonic()
             more = self.warm(budget_seconds=slice_seconds)
             if more:
-                worked += time.monotonic() - started
-            if worked >= progress_seconds:
-                worked = 0.0
-                if on_progress is not None:
-                    on_progress()
+                progress.worked(time.monotonic() - started)
             if not more and self._full_pass_done:
                 self._full_pass_done = False
                 if on_settled is not None:

@@ -46,6 +46,7 @@ from app.features import FeatureGates
 from app.inventory import Inventory, NodeState
 from app.observability.figures import NodeStats, Snapshot, Totals, node_stats, sees_shared
 from app.observability.gauges import TOP_FRAGMENTED, inventory_metrics
+from app.timeslice import Progress, run_in_slices
 from app.topology import TopologyConfig
 
 _SLICE_SECONDS: Final = 0.002  # one slice of the walk before yielding the loop
@@ -96,21 +97,10 @@ class InventoryObserver(Collector):
         serve` freezes what the walk built (node states, signatures, figures)
         out of the cyclic collector there, as warming does, so no full
         collection walks a first walk's objects inside some request."""
-        worked = 0.0
+        progress = Progress(on_progress, every_seconds=progress_seconds)
         while True:
-            started = deadline = time.monotonic()
-            deadline += _SLICE_SECONDS
-            for _ in self._walk():
-                if time.monotonic() >= deadline:
-                    worked += time.monotonic() - started
-                    if worked >= progress_seconds and on_progress is not None:
-                        worked = 0.0
-                        on_progress()
-                    await asyncio.sleep(0)
-                    while not quiet():
-                        await asyncio.sleep(0.005)
-                    started = time.monotonic()
-                    deadline = started + _SLICE_SECONDS
+            await run_in_slices(self._walk(), slice_seconds=_SLICE_SECONDS, quiet=quiet,
+                                progress=progress)
             await asyncio.sleep(interval_seconds)
 
     def _walk(self) -> Iterator[None]:

@@ -7,7 +7,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from app.sources.kube import WATCHED_KINDS, WatchSettings
-from app.sources.kube.watch import RELIST_SLICE_SECONDS, Backoff, _stepwise
+from app.sources.kube.watch import RELIST_SLICE_SECONDS, Backoff
+from app.timeslice import run_in_slices
 from tests.kube.harness import (
     FAST,
     KubeHarness,
@@ -288,7 +289,8 @@ async def test_a_long_relist_lets_the_event_loop_run_between_its_slices() -> Non
             ran_between.append(done)
             await asyncio.sleep(0)
 
-    await asyncio.gather(_stepwise(steps()), other_task())
+    await asyncio.gather(run_in_slices(steps(), slice_seconds=RELIST_SLICE_SECONDS),
+                         other_task())
     assert {1, 2, 3} <= set(ran_between)  # it ran after each slice, not only at the end
 
 

@@ -55,6 +55,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from app import garbage_collector
 from app.model import InvalidObject, parse_object
 from app.sources.kube.metrics import WatchMetrics
+from app.timeslice import run_in_slices
 
 log = logging.getLogger(__name__)
 
@@ -271,7 +272,8 @@ class Informer:
         token: str | None = None
         while True:
             decoded = await self._list_page(token)
-            await _stepwise(self._parse(decoded.get("items") or [], into=items))
+            await run_in_slices(self._parse(decoded.get("items") or [], into=items),
+                                slice_seconds=RELIST_SLICE_SECONDS)
             del decoded["items"]
             meta = decoded.get("metadata") or {}
             rv = str(meta.get("resourceVersion") or "")
@@ -332,7 +334,8 @@ class Informer:
             yield
 
     async def _replace(self, items: list[Any]) -> None:
-        await _stepwise(self._sink.replacing_parsed(self.kind, items))
+        await run_in_slices(self._sink.replacing_parsed(self.kind, items),
+                            slice_seconds=RELIST_SLICE_SECONDS)
 
     async def _watch(self, rv: str) -> None:
         """One watch request from `rv`; `resource_version` follows every event."""
@@ -477,16 +480,6 @@ async def list_once(api_client: client.ApiClient, sink: EventSink, *, metrics: W
                 group.create_task(one(informer))
     except* ListError as failed:
         raise failed.exceptions[0] from None
-
-
-async def _stepwise(steps: Iterator[None]) -> None:
-    """Run `steps` on the event loop, yielding to it every RELIST_SLICE_SECONDS."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + RELIST_SLICE_SECONDS
-    for _ in steps:
-        if loop.time() >= deadline:
-            await asyncio.sleep(0)
-            deadline = loop.time() + RELIST_SLICE_SECONDS
 
 
 def _raw_key(obj: Mapping[str, Any]) -> str:
