@@ -51,15 +51,20 @@ def cache_key(module_dir: Path, *, cache_name: str, packages: tuple[str, ...]) -
     digest = hashlib.sha256()
     for name in ("go.mod", "go.sum"):
         digest.update((module_dir / name).read_bytes())
-    for main in sorted(module_dir.glob("cmd/*/*.go")):
+    for main in sorted([*module_dir.glob("cmd/*/*.go"), *module_dir.glob("*.go")]):
         digest.update(main.read_bytes())
     digest.update(_go_version().encode())
     digest.update("\0".join(packages).encode())
     return f"{cache_name}-{digest.hexdigest()[:16]}"
 
 
-def build_module(module_dir: Path, packages: tuple[str, ...], cache_name: str) -> Path:
-    """Build `packages` (e.g. "./cmd/...") of the Go module in `module_dir`; return the bin dir."""
+def build_module(module_dir: Path, packages: tuple[str, ...], cache_name: str, *,
+                 test_binary: str | None = None) -> Path:
+    """Build `packages` (e.g. "./cmd/...") of the Go module in `module_dir`; return the bin dir.
+
+    With `test_binary`, the one package's tests are compiled (`go test -c`) into
+    a binary of that name instead.
+    """
     bin_dir = cache_root() / cache_key(module_dir, cache_name=cache_name, packages=packages) / "bin"
     if bin_dir.is_dir():
         return bin_dir
@@ -67,7 +72,9 @@ def build_module(module_dir: Path, packages: tuple[str, ...], cache_name: str) -
     staging = Path(tempfile.mkdtemp(prefix="bin.", dir=bin_dir.parent))
     env = {**os.environ, "GOFLAGS": "-trimpath"}
     started = time.monotonic()
-    proc = subprocess.run(["go", "build", "-ldflags=-s -w", "-o", str(staging) + "/", *packages],
+    command = (["go", "test", "-c", "-vet=off", "-o", str(staging / test_binary)] if test_binary
+               else ["go", "build", "-o", str(staging) + "/"])
+    proc = subprocess.run([*command, "-ldflags=-s -w", *packages],
                           cwd=module_dir, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
         shutil.rmtree(staging, ignore_errors=True)

@@ -1,0 +1,419 @@
+"""Upstream's scheduler_perf DRA workloads under in-tree, drax-allocator and drax-advisor.
+
+`k8s.io/kubernetes/test/integration/scheduler_perf` is SIG Scheduling's own
+benchmark. Its DRA test cases (`dra/` and its subdirectories) are read from
+the Go module cache of k8s.io/kubernetes v1.37.2 at run time; nothing of them
+is copied here. The thin Go wrapper in `perf/` runs one workload per process
+(upstream's `RunBenchmarkPerfScheduling` with the allocator and topic that
+upstream's own benchmark of that directory uses) and, for drax, starts
+`drax serve --kubeconfig` from upstream's prepare hook against the workload's
+in-process API server and stops it afterwards.
+
+The three schedulers:
+- `in-tree`: upstream's configuration, unchanged (its own file, its own
+  `schedulerConfigPath` if it names one);
+- `drax-allocator`: manifests/scheduler-config.yaml (DynamicResources off,
+  drax filters, prioritizes and binds), drax with the args of
+  manifests/deployment.yaml;
+- `drax-advisor`: the same with the plugin kept and no bind verb, drax
+  `--mode advisor` (README, advisor mode).
+
+What differs from the manifests, and why (each forced by the harness):
+- the profile's `schedulerName` is `default-scheduler`: upstream's pod
+  templates name no scheduler, and scheduler_perf counts that profile;
+- drax's `--port`/`--metrics-port` are free ports and `--metrics-host` is
+  loopback: the machine is shared, not a pod's own network namespace; the
+  extender URL follows the port;
+- `--kubeconfig` is added (drax is not in a pod) and holds a token of the
+  manifests' ServiceAccount, whose RBAC objects are applied first;
+- `--feature-gates` repeats the test case's DRA gates, as a user passes the
+  cluster's gates to drax;
+- kube-scheduler's `--pod-max-in-unschedulable-pods-duration=30s` has no
+  equivalent: scheduler_perf starts the scheduler in-process from the
+  configuration alone.
+
+Changed YAML (the test-case file naming the generated scheduler
+configuration) is written to a temporary directory only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+import yaml
+
+KUBERNETES: Final = "v1.37.2"
+HERE: Final = Path(__file__).resolve().parent
+MODULE: Final = HERE / "perf"
+REPO: Final = HERE.parents[1]
+MANIFESTS: Final = REPO / "manifests"
+SCHEDULERS: Final = ("in-tree", "drax-allocator", "drax-advisor")
+BUCKETS: Final = ("Average", "Perc50", "Perc90", "Perc99")
+
+# Gates drax has no code for; a test case that turns one on is not run under drax.
+DRAX_LACKS: Final = {
+    "DRADeviceCompatibilityGroups": "compatibilityGroups of counter consumption are not "
+                                    "implemented in drax (1.37 alpha)",
+    "DRAWorkloadResourceClaims": "claims shared by a PodGroup (scheduling.k8s.io PodGroup) "
+                                 "are not implemented in drax (1.37 alpha)",
+}
+# Gates drax does not take but need nothing from it.
+DRAX_IGNORES: Final = frozenset({"DynamicResourceAllocation", "DRAResourceClaimDeviceStatus",
+                                 "GenericWorkload"})
+
+
+class PerfError(RuntimeError):
+    """The Go wrapper could not be built or upstream's files were not found."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Workload:
+    case: str
+    name: str
+    directory: Path            # upstream's test directory (templates resolve from it)
+    config_file: Path          # upstream's performance-config.yaml
+    allocator: str             # as upstream's BenchmarkPerfScheduling of that directory
+    topic: str
+    gates: Mapping[str, bool]  # test case's, overridden by the workload's
+    labels: tuple[str, ...]
+    params: Mapping[str, Any]
+    namespace: str             # where the measured pods are created
+    scheduler_config: str | None  # the test case's own schedulerConfigPath
+    threshold: float | None
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.case}/{self.name}"
+
+    @property
+    def size(self) -> tuple[int, int]:
+        nodes = sum(int(self.params.get(k, 0) or 0) for k in ("nodesWithDRA", "nodesWithoutDRA"))
+        pods = sum(int(self.params.get(k, 0) or 0) for k in ("measurePods", "initPods"))
+        return nodes, pods
+
+    def drax_cannot_run(self) -> str | None:
+        for gate, reason in DRAX_LACKS.items():
+            if self.gates.get(gate):
+                return f"{gate}: {reason}"
+        return None
+
+
+def upstream_root(module: Path = MODULE) -> Path:
+    """k8s.io/kubernetes's directory in the module cache (downloaded if missing)."""
+    try:
+        out = subprocess.run(["go", "list", "-m", "-f", "{{.Dir}}", "k8s.io/kubernetes"],
+                             cwd=module, check=True, capture_output=True, text=True)
+    except (OSError, subprocess.CalledProcessError) as exc:
+        detail = getattr(exc, "stderr", "") or exc
+        raise PerfError(f"cannot locate k8s.io/kubernetes {KUBERNETES}: {detail}") from None
+    root = Path(out.stdout.strip())
+    if not (root / "test/integration/scheduler_perf/dra").is_dir():
+        raise PerfError(f"{root} has no test/integration/scheduler_perf/dra")
+    return root
+
+
+def benchmark_settings(directory: Path) -> tuple[str, str]:
+    """(allocator, topic) of upstream's `BenchmarkPerfScheduling` in `directory`."""
+    for test_file in sorted(directory.glob("*_test.go")):
+        text = test_file.read_text()
+        match = re.search(r"func BenchmarkPerfScheduling\(b \*testing\.B\) \{(.*?)\n\}", text, re.S)
+        if not match:
+            continue
+        body = match.group(1)
+        allocator = re.search(r'EnableAllocators\("(\w+)"\)', body)
+        topic = re.search(r'RunBenchmarkPerfScheduling\(b, "[^"]+", "(\w+)"', body)
+        if allocator and topic:
+            return allocator.group(1), topic.group(1)
+    raise PerfError(f"{directory}: no BenchmarkPerfScheduling naming an allocator and topic")
+
+
+def _measured_namespace(template: Sequence[Mapping[str, Any]]) -> str:
+    for op in template:
+        if op.get("opcode") == "createPods" and op.get("collectMetrics"):
+            return str(op.get("namespace", ""))
+        if op.get("opcode") == "startCollectingMetrics":
+            return str((op.get("namespaces") or [""])[0])
+    return ""
+
+
+def _threshold(raw: Any, topic: str) -> float | None:
+    if isinstance(raw, Mapping):
+        raw = raw.get(topic)
+    return float(raw) if raw else None
+
+
+def discover(root: Path) -> list[Workload]:
+    """Every workload of every DRA test case of upstream's scheduler_perf, in file order."""
+    dra = root / "test/integration/scheduler_perf/dra"
+    found: list[Workload] = []
+    for config in sorted(dra.rglob("performance-config.yaml")):
+        allocator, topic = benchmark_settings(config.parent)
+        for case in yaml.safe_load(config.read_text()) or []:
+            for w in case["workloads"]:
+                found.append(Workload(
+                    case=case["name"], name=w["name"], directory=config.parent,
+                    config_file=config, allocator=allocator, topic=topic,
+                    gates={**(case.get("featureGates") or {}), **(w.get("featureGates") or {})},
+                    labels=tuple(case.get("labels") or ()) + tuple(w.get("labels") or ()),
+                    params=w.get("params") or {},
+                    namespace=_measured_namespace(case["workloadTemplate"]),
+                    scheduler_config=case.get("schedulerConfigPath"),
+                    threshold=_threshold(w.get("threshold"), topic)))
+    return found
+
+
+def smallest(workloads: Iterable[Workload]) -> list[Workload]:
+    """The smallest workload of each test case (fewest nodes, then pods)."""
+    best: dict[str, Workload] = {}
+    for w in workloads:
+        if w.case not in best or w.size < best[w.case].size:
+            best[w.case] = w
+    return list(best.values())
+
+
+def select(workloads: Sequence[Workload], names: Iterable[str]) -> list[Workload]:
+    by_name = {w.full_name: w for w in workloads}
+    chosen = []
+    for name in names:
+        if name not in by_name:
+            rest = name.partition("/")[2]
+            hints = [n for n in by_name if n.endswith("/" + rest)] if rest else []
+            hint = f"; upstream has {', '.join(hints)}" if hints else ""
+            raise PerfError(f"unknown workload {name!r}{hint} (see --list)")
+        chosen.append(by_name[name])
+    return chosen
+
+
+# ---------------------------------------------------------------- configuration
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _manifest_docs(name: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all((MANIFESTS / name).read_text()) if d]
+
+
+def drax_container() -> dict[str, Any]:
+    """The drax container of manifests/deployment.yaml."""
+    for doc in _manifest_docs("deployment.yaml"):
+        if doc["kind"] == "Deployment":
+            for container in doc["spec"]["template"]["spec"]["containers"]:
+                if container["name"] == "drax":
+                    return dict(container)
+    raise PerfError("manifests/deployment.yaml has no drax container")
+
+
+def service_account() -> tuple[str, str]:
+    for doc in _manifest_docs("deployment.yaml"):
+        if doc["kind"] == "ServiceAccount":
+            return doc["metadata"]["namespace"], doc["metadata"]["name"]
+    raise PerfError("manifests/deployment.yaml has no ServiceAccount")
+
+
+def _set_flag(args: list[str], flag: str, value: str) -> list[str]:
+    if flag in args:
+        i = args.index(flag)
+        return [*args[:i + 1], value, *args[i + 2:]]
+    return [*args, flag, value]
+
+
+def drax_argv(workload: Workload, scheduler: str, port: int, metrics_port: int) -> list[str]:
+    args = [str(a) for a in drax_container()["args"]]
+    args = _set_flag(args, "--port", str(port))
+    args = _set_flag(args, "--metrics-port", str(metrics_port))
+    args = _set_flag(args, "--metrics-host", "127.0.0.1")
+    args = _set_flag(args, "--mode", "advisor" if scheduler == "drax-advisor" else "allocator")
+    from app.features import GATES  # the gates drax takes, by upstream name
+
+    gates = ",".join(f"{k}={str(v).lower()}" for k, v in sorted(workload.gates.items())
+                     if k in GATES)
+    args += ["--kubeconfig", "{kubeconfig}"]
+    if gates:
+        args += ["--feature-gates", gates]
+    return [sys.executable, "-m", "app", *args]
+
+
+def drax_scheduler_config(workload: Workload, scheduler: str, port: int) -> dict[str, Any]:
+    """manifests/scheduler-config.yaml for this workload (see the module docstring)."""
+    (config,) = _manifest_docs("scheduler-config.yaml")
+    if workload.scheduler_config:
+        own = yaml.safe_load((workload.directory / workload.scheduler_config).read_text())
+        drax_plugins = config["profiles"][0].get("plugins")
+        for profile in own.get("profiles") or [{}]:
+            if drax_plugins:
+                profile["plugins"] = drax_plugins
+        config["profiles"] = own.get("profiles") or config["profiles"]
+    for profile in config["profiles"]:
+        profile["schedulerName"] = "default-scheduler"
+    for extender in config["extenders"]:
+        extender["urlPrefix"] = f"http://127.0.0.1:{port}/scheduler"
+    if scheduler == "drax-advisor":
+        for profile in config["profiles"]:
+            profile.pop("plugins", None)
+        for extender in config["extenders"]:
+            extender.pop("bindVerb", None)
+    return config
+
+
+def drax_test_cases(workload: Workload, scheduler_config: Path) -> list[dict[str, Any]]:
+    """Upstream's test-case file, every case naming `scheduler_config`."""
+    cases = yaml.safe_load(workload.config_file.read_text())
+    for case in cases:
+        case["schedulerConfigPath"] = str(scheduler_config)
+    return list(cases)
+
+
+# ---------------------------------------------------------------- running
+
+@dataclasses.dataclass(slots=True)
+class Outcome:
+    """One workload under one scheduler: the JSON run and what explains it."""
+
+    run: dict[str, Any]
+    ok: bool
+    failed_pods: int
+    pending: list[str]
+    metrics: dict[str, Any]
+    log: str
+
+
+def build() -> tuple[Path, Path]:
+    """The wrapper's test binary and the bin dir of etcd, built once per go.sum and Go version."""
+    from tests.e2e.build import E2E_DIR, build_module
+
+    etcd = build_module(E2E_DIR / "etcd", ("./cmd/...",), "etcd")
+    binary = build_module(MODULE, (".",), "scheduler-perf", test_binary="perf.test")
+    return binary / "perf.test", etcd
+
+
+def _gomodcache() -> Path:
+    out = subprocess.run(["go", "env", "GOMODCACHE"], check=True, capture_output=True, text=True)
+    return Path(out.stdout.strip())
+
+
+def _throughput(data_dir: Path) -> dict[str, float | None]:
+    for path in sorted(data_dir.glob("*.json")):
+        for item in json.loads(path.read_text()).get("dataItems") or []:
+            if (item.get("labels") or {}).get("Metric") == "SchedulingThroughput":
+                data = item.get("data") or {}
+                return {b: data.get(b) for b in BUCKETS}
+    return dict.fromkeys(BUCKETS)
+
+
+def run_workload(workload: Workload, scheduler: str, *, binary: Path, etcd_dir: Path,
+                 pods_timeout: int = 600, keep: Path | None = None) -> Outcome:
+    """Run one workload under one scheduler in a fresh process and temporary directory."""
+    work = Path(tempfile.mkdtemp(prefix="drax-perf-"))
+    try:
+        data_dir = work / "data"
+        data_dir.mkdir()
+        spec: dict[str, Any] = {
+            "config_dir": str(workload.directory), "config_file": str(workload.config_file),
+            "allocator": workload.allocator, "topic": workload.topic,
+            "namespace": workload.namespace, "out": str(work / "result.json"),
+            "pods_timeout_seconds": pods_timeout, "drax": None}
+        if scheduler != "in-tree":
+            port, metrics_port = _free_port(), _free_port()
+            sched = work / "scheduler-config.yaml"
+            sched.write_text(yaml.safe_dump(drax_scheduler_config(workload, scheduler, port)))
+            cases = work / "performance-config.yaml"
+            cases.write_text(yaml.safe_dump(drax_test_cases(workload, sched)))
+            ns, name = service_account()
+            env = {e["name"]: str(e["value"]) for e in drax_container().get("env") or []}
+            spec["config_file"] = str(cases)
+            spec["drax"] = {
+                "argv": drax_argv(workload, scheduler, port, metrics_port), "env": env,
+                "ready_url": f"http://127.0.0.1:{metrics_port}/readyz",
+                "log": str(work / "drax.log"), "kubeconfig": str(work / "drax.kubeconfig"),
+                "manifests": [str(MANIFESTS / "deployment.yaml"), str(MANIFESTS / "rbac.yaml")],
+                "service_account_namespace": ns, "service_account_name": name}
+        (work / "run.json").write_text(json.dumps(spec, indent=2))
+        bench = (f"^BenchmarkPerfScheduling$/^{re.escape(workload.case)}$/"
+                 f"^{re.escape(workload.name)}$")
+        argv = [str(binary), "-test.run=^$", f"-test.bench={bench}", "-test.benchtime=1ns",
+                "-test.timeout=60m", "-perf-scheduling-label-filter=",
+                f"-data-items-dir={data_dir}"]
+        env = {**os.environ, "DRAX_PERF_RUN": str(work / "run.json"),
+               "PATH": f"{etcd_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+               "KUBE_CACHE_MUTATION_DETECTOR": "false", "PYTHONPATH": str(REPO)}
+        env.pop("ARTIFACTS", None)
+        # The binary is built with -trimpath (sharing tests/e2e's build cache);
+        # upstream's test API server then finds its testdata through the
+        # variables it reads for trimmed (bazel) builds.
+        modcache = _gomodcache()
+        env.update(TEST_SRCDIR=str(modcache.parent), TEST_WORKSPACE=modcache.name)
+        started = time.monotonic()
+        with open(work / "go.log", "wb") as log:
+            proc = subprocess.Popen(argv, cwd=workload.directory, env=env, stdout=log,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
+            try:
+                code = proc.wait()
+            except BaseException:
+                os.killpg(proc.pid, signal.SIGTERM)
+                proc.wait()
+                raise
+        seconds = time.monotonic() - started
+        result = json.loads((work / "result.json").read_text()) \
+            if (work / "result.json").exists() else {}
+        go_log = (work / "go.log").read_text(errors="replace")
+        drax_log = (work / "drax.log").read_text(errors="replace") \
+            if (work / "drax.log").exists() else ""
+        run = {"workload": workload.full_name, "scheduler": scheduler,
+               "pods_per_second": _throughput(data_dir),
+               "scheduled": int(result.get("scheduled", 0)),
+               "measured_pods": int(result.get("created", 0)),
+               "seconds": round(seconds, 1)}
+        ok = (code == 0 and bool(result) and run["scheduled"] == run["measured_pods"]
+              and not result.get("failed"))
+        log_tail = go_log[-6000:] + (f"\n--- drax log tail\n{drax_log[-3000:]}" if drax_log else "")
+        if keep is not None:
+            shutil.copytree(work, keep / f"{workload.case}_{workload.name}_{scheduler}",
+                            dirs_exist_ok=True)
+        return Outcome(run=run, ok=ok, failed_pods=int(result.get("failed", 0)),
+                       pending=list(result.get("pending") or []),
+                       metrics=dict(result.get("metrics") or {}), log=log_tail)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def machine() -> str:
+    cpu = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{os.cpu_count()} CPUs, {cpu or 'unknown CPU'}"
+
+
+def histogram_quantile(h: Mapping[str, Any], q: float) -> float | None:
+    """Prometheus' histogram_quantile over cumulative buckets (linear within a bucket)."""
+    count = h.get("count") or 0
+    if not count:
+        return None
+    rank = q * count
+    lower, below = 0.0, 0
+    for bound, cumulative in zip(h["bounds"], h["cumulative_counts"], strict=False):
+        if cumulative >= rank:
+            inside = cumulative - below
+            return lower + (bound - lower) * ((rank - below) / inside if inside else 1.0)
+        lower, below = bound, cumulative
+    return float(h["bounds"][-1]) if h.get("bounds") else None

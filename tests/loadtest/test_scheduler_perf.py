@@ -1,0 +1,180 @@
+"""loadtest.scheduler_perf without Go: upstream's files read from a fixture tree,
+the scheduler configuration and drax command taken from manifests/, the CLI's
+errors, the histogram quantile. The runs themselves are in
+tests/e2e/test_e2e_scheduler_perf.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from loadtest.scheduler_perf import (
+    MANIFESTS,
+    PerfError,
+    Workload,
+    benchmark_settings,
+    discover,
+    drax_argv,
+    drax_scheduler_config,
+    drax_test_cases,
+    histogram_quantile,
+    select,
+    smallest,
+)
+
+BENCH = '''package x
+
+func TestSchedulerPerf(t *testing.T) {
+	structured.EnableAllocators("stable")
+}
+
+func BenchmarkPerfScheduling(b *testing.B) {
+	structured.EnableAllocators("experimental")
+	defer structured.EnableAllocators()
+
+	perf.RunBenchmarkPerfScheduling(b, "performance-config.yaml", "dra_thing", nil)
+}
+'''
+
+CASES = [{
+    "name": "Thing",
+    "featureGates": {"DynamicResourceAllocation": True, "DRAConsumableCapacity": True},
+    "workloadTemplate": [
+        {"opcode": "createNodes", "countParam": "$nodesWithDRA"},
+        {"opcode": "createPods", "namespace": "init", "countParam": "$initPods"},
+        {"opcode": "createPods", "namespace": "test", "countParam": "$measurePods",
+         "collectMetrics": True},
+    ],
+    "workloads": [
+        {"name": "big", "threshold": {"dra_thing": 70}, "labels": ["performance"],
+         "params": {"nodesWithDRA": 500, "initPods": 0, "measurePods": 10}},
+        {"name": "fast", "featureGates": {"DRAConsumableCapacity": False},
+         "params": {"nodesWithDRA": 1, "initPods": 0, "measurePods": 1}},
+    ],
+}, {
+    "name": "Grouped",
+    "featureGates": {"DRADeviceCompatibilityGroups": True},
+    "schedulerConfigPath": "scheduler-config.yaml",
+    "workloadTemplate": [{"opcode": "startCollectingMetrics", "namespaces": ["default"]}],
+    "workloads": [{"name": "fast", "threshold": 30, "params": {"nodesWithDRA": 1}}],
+}]
+
+OWN_CONFIG = {
+    "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+    "profiles": [{"schedulerName": "default-scheduler", "pluginConfig": [
+        {"name": "NodeResourcesFit", "args": {"scoringStrategy": {"type": "LeastAllocated"}}}]}],
+}
+
+
+@pytest.fixture()
+def upstream(tmp_path: Path) -> Path:
+    dra = tmp_path / "test/integration/scheduler_perf/dra/thing"
+    dra.mkdir(parents=True)
+    (dra / "thing_test.go").write_text(BENCH)
+    (dra / "performance-config.yaml").write_text(yaml.safe_dump(CASES))
+    (dra / "scheduler-config.yaml").write_text(yaml.safe_dump(OWN_CONFIG))
+    return tmp_path
+
+
+def test_discover_reads_cases_gates_thresholds_and_the_benchmarks_allocator(upstream) -> None:
+    found = {w.full_name: w for w in discover(upstream)}
+    assert list(found) == ["Thing/big", "Thing/fast", "Grouped/fast"]
+    big, fast, grouped = found.values()
+    assert (big.allocator, big.topic, big.threshold) == ("experimental", "dra_thing", 70.0)
+    assert big.namespace == "test" and big.labels == ("performance",)
+    assert fast.gates == {"DynamicResourceAllocation": True, "DRAConsumableCapacity": False}
+    assert fast.threshold is None
+    assert grouped.namespace == "default" and grouped.threshold == 30.0
+    assert grouped.scheduler_config == "scheduler-config.yaml"
+    assert grouped.drax_cannot_run() and "DRADeviceCompatibilityGroups" in grouped.drax_cannot_run()
+    assert big.drax_cannot_run() is None
+    assert [w.full_name for w in smallest(found.values())] == ["Thing/fast", "Grouped/fast"]
+
+
+def test_a_directory_without_the_benchmark_is_an_error(tmp_path) -> None:
+    (tmp_path / "x_test.go").write_text("package x\n")
+    with pytest.raises(PerfError, match="no BenchmarkPerfScheduling"):
+        benchmark_settings(tmp_path)
+
+
+def test_an_unknown_workload_names_upstreams_workloads_of_that_name(upstream) -> None:
+    found = discover(upstream)
+    with pytest.raises(PerfError, match=r"'Other/big'.*upstream has Thing/big"):
+        select(found, ["Other/big"])
+    assert select(found, ["Thing/big"]) == [found[0]]
+
+
+def _manifest_extender() -> dict:
+    (config,) = [d for d in yaml.safe_load_all((MANIFESTS / "scheduler-config.yaml").read_text())
+                 if d]
+    return config
+
+
+def test_allocator_config_is_the_manifests_with_only_the_profile_name_and_url_changed(
+        upstream) -> None:
+    thing = discover(upstream)[0]
+    config = drax_scheduler_config(thing, "drax-allocator", 4321)
+    manifest = _manifest_extender()
+    assert [p["schedulerName"] for p in config["profiles"]] == ["default-scheduler"]
+    assert config["profiles"][0]["plugins"] == manifest["profiles"][0]["plugins"]
+    (extender,) = config["extenders"]
+    assert extender.pop("urlPrefix") == "http://127.0.0.1:4321/scheduler"
+    (expected,) = manifest["extenders"]
+    expected.pop("urlPrefix")
+    assert extender == expected
+
+
+def test_advisor_keeps_the_plugin_and_drops_the_bind_verb(upstream) -> None:
+    config = drax_scheduler_config(discover(upstream)[0], "drax-advisor", 4321)
+    assert "plugins" not in config["profiles"][0]
+    assert "bindVerb" not in config["extenders"][0]
+    assert config["extenders"][0]["filterVerb"] == "filter"
+
+
+def test_a_cases_own_scheduler_config_keeps_its_plugin_config(upstream) -> None:
+    grouped = discover(upstream)[2]
+    config = drax_scheduler_config(grouped, "drax-allocator", 1)
+    (profile,) = config["profiles"]
+    assert profile["pluginConfig"] == OWN_CONFIG["profiles"][0]["pluginConfig"]
+    assert profile["plugins"] == _manifest_extender()["profiles"][0]["plugins"]
+
+
+def test_generated_cases_name_the_generated_scheduler_config(upstream, tmp_path) -> None:
+    cases = drax_test_cases(discover(upstream)[0], tmp_path / "s.yaml")
+    assert [c["schedulerConfigPath"] for c in cases] == [str(tmp_path / "s.yaml")] * 2
+    assert cases[0]["workloads"] == CASES[0]["workloads"]
+
+
+def test_drax_runs_with_the_deployments_args_and_the_cases_gates(upstream) -> None:
+    fast = discover(upstream)[1]
+    argv = drax_argv(fast, "drax-advisor", 1111, 2222)
+    assert argv[1:4] == ["-m", "app", "serve"]
+    args = argv[3:]
+
+    def value(flag: str) -> str:
+        return args[args.index(flag) + 1]
+
+    assert (value("--host"), value("--port"), value("--metrics-port")) == \
+        ("127.0.0.1", "1111", "2222")
+    assert value("--mode") == "advisor" and value("--kubeconfig") == "{kubeconfig}"
+    # DynamicResourceAllocation is not one of drax's gates; the rest are passed on.
+    assert value("--feature-gates") == "DRAConsumableCapacity=false"
+    assert args.count("--port") == 1
+
+
+def test_histogram_quantile_interpolates_within_the_bucket() -> None:
+    h = {"bounds": [0.001, 0.01, 0.1], "cumulative_counts": [0, 50, 100], "count": 100,
+         "sum": 1.0}
+    assert histogram_quantile(h, 0.5) == pytest.approx(0.01)
+    assert histogram_quantile(h, 0.75) == pytest.approx(0.055)
+    assert histogram_quantile({"count": 0}, 0.5) is None
+
+
+def test_workload_size_counts_nodes_then_pods() -> None:
+    w = Workload(case="c", name="w", directory=Path("."), config_file=Path("x"),
+                 allocator="a", topic="t", gates={}, labels=(),
+                 params={"nodesWithDRA": 2, "nodesWithoutDRA": 1, "measurePods": 5},
+                 namespace="test", scheduler_config=None, threshold=None)
+    assert w.size == (3, 5)
