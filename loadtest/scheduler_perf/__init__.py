@@ -12,7 +12,7 @@ in-process API server and stops it afterwards.
 The three schedulers:
 - `in-tree`: upstream's configuration, unchanged (its own file, its own
   `schedulerConfigPath` if it names one);
-- `drax-allocator`: manifests/scheduler-config.yaml (DynamicResources off,
+- `drax-allocator`: manifests/kube-scheduler/scheduler-config.yaml (DynamicResources off,
   drax filters, prioritizes and binds), drax with the args of
   manifests/deployment.yaml;
 - `drax-advisor`: the same with the plugin kept and no bind verb, drax
@@ -250,8 +250,8 @@ def drax_argv(workload: Workload, scheduler: str, port: int, metrics_port: int) 
 
 
 def drax_scheduler_config(workload: Workload, scheduler: str, port: int) -> dict[str, Any]:
-    """manifests/scheduler-config.yaml for this workload (see the module docstring)."""
-    (config,) = _manifest_docs("scheduler-config.yaml")
+    """manifests/kube-scheduler/scheduler-config.yaml for this workload (see the module docstring)."""
+    (config,) = _manifest_docs("kube-scheduler/scheduler-config.yaml")
     if workload.scheduler_config:
         own = yaml.safe_load((workload.directory / workload.scheduler_config).read_text())
         drax_plugins = config["profiles"][0].get("plugins")

@@ -107,7 +107,7 @@ def test_an_unknown_workload_names_upstreams_workloads_of_that_name(upstream) ->
 
 
 def _manifest_extender() -> dict:
-    (config,) = [d for d in yaml.safe_load_all((MANIFESTS / "scheduler-config.yaml").read_text())
+    (config,) = [d for d in yaml.safe_load_all((MANIFESTS / "kube-scheduler/scheduler-config.yaml").read_text())
                  if d]
     return config
 
