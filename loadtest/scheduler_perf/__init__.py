@@ -250,7 +250,7 @@ def drax_argv(workload: Workload, scheduler: str, port: int, metrics_port: int) 
 
 
 def drax_scheduler_config(workload: Workload, scheduler: str, port: int) -> dict[str, Any]:
-    """manifests/kube-scheduler/scheduler-config.yaml for this workload (see the module docstring)."""
+    """manifests/kube-scheduler/scheduler-config.yaml for this workload (module docstring)."""
     (config,) = _manifest_docs("kube-scheduler/scheduler-config.yaml")
     if workload.scheduler_config:
         own = yaml.safe_load((workload.directory / workload.scheduler_config).read_text())

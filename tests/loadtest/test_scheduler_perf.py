@@ -107,8 +107,8 @@ def test_an_unknown_workload_names_upstreams_workloads_of_that_name(upstream) ->
 
 
 def _manifest_extender() -> dict:
-    (config,) = [d for d in yaml.safe_load_all((MANIFESTS / "kube-scheduler/scheduler-config.yaml").read_text())
-                 if d]
+    text = (MANIFESTS / "kube-scheduler/scheduler-config.yaml").read_text()
+    (config,) = [d for d in yaml.safe_load_all(text) if d]
     return config
 
 
