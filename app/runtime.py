@@ -218,7 +218,7 @@ def capacity_shapes(settings: Settings) -> tuple[CapacityShape, ...]:
 
 
 # Collectors a previous `build_runtime` put on a registry: a process (a test
-# session) may build several runtimes over the one default registry.
+# run) may build several runtimes over the one default registry.
 _installed: dict[int, list[Collector]] = {}
 
 

@@ -6,9 +6,9 @@ goroutine of its own while its next scheduling cycle already runs, so the
 next pod's filter can reach drax first and see those devices as free; if that
 pod then gets the same node, its bind is refused ("can no longer hold the
 pod's claims") and it goes to the back-off queue, behind pods created after
-it. On the real control plane (loadtest --real-cluster, 32 nodes, 128 pods)
-9 of 113 binds arrived after the next pod's filter, up to 90 ms after their
-own cycle, and 4 pods were refused that way.
+it. On a real control plane a bind regularly arrives after the next pod's
+filter, tens of milliseconds after its own cycle (docs/performance.md has
+the figures).
 
 So a filter or prioritize that leaves a pod with devices to allocate and at
 least one node marks it as expected to bind, and the next filter of another
@@ -26,7 +26,8 @@ import contextlib
 import time
 from typing import Final
 
-# Above the 90 ms measured (module doc); what a bind that never comes costs.
+# Above the longest bind delay seen on a real control plane (module doc); what
+# a bind that never comes costs.
 DEFAULT_BIND_WAIT_SECONDS: Final = 0.1
 
 

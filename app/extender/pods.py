@@ -12,9 +12,9 @@ rejected in Reserve or Permit, deleted meanwhile). They go after `ttl`
 seconds, far above the time between filter and bind (seconds, longer only
 while a Permit plugin holds the pod; a pod that outlives its entry gets a
 clear bind error and is scheduled again), and at most `size` are held.
-Before binds forgot their pod, a soak at 26 pods/s filled all 10,000
-entries with bound pods in 385 s, about 1 KB each (loadtest/RESULTS.md,
-"Soak").
+Forgetting a pod at its bind keeps the memory to the pods still waiting: a
+bound pod's entry would stay for `ttl`, and a steady stream of binds would
+fill every entry.
 """
 
 from __future__ import annotations

@@ -130,8 +130,8 @@ class Warmer:
         kinds = request_kinds([c for request in shapes.values() for c in request.pending])
         changed = inv.changed_since(since)
         # Only a shape not warmed before needs every node; shapes whose last
-        # pending claim was just bound need nothing (at 5,000 nodes such a pass
-        # ran in slices for seconds, in the gaps of the next shape's requests).
+        # pending claim was just bound need nothing (on a large cluster such a
+        # pass runs in slices for seconds, in the gaps of the next shape's requests).
         if not set(shapes) <= self._warmed_shapes:
             self._warmed_versions.clear()
             changed = None

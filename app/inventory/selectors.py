@@ -104,8 +104,8 @@ class SelectorCache:
         """The class's selectors (unless the caller knows they hold), then
         `selectors`, on `device`, without keeping a per-device entry where the
         results can be shared by projection: node signatures ask about every
-        device of the cluster, and an entry per (class, device) cost more than a
-        gigabyte at 100,000 nodes. Expressions without a projection go through
+        device of the cluster, and an entry per (class, device) would cost
+        gigabytes on a very large cluster. Expressions without a projection go through
         the per-device memo. Raises what `class_matches` and `selector_matches`
         raise."""
         if not class_holds and not self._by_projection(

@@ -78,7 +78,7 @@ def _load_file(path: Path) -> list[dict[str, Any]]:
     try:
         if path.suffix == ".json":
             # orjson: a 100,000-node inventory is gigabytes of JSON, and the
-            # stdlib decoder was a tenth of the start-up time
+            # stdlib decoder would be a large share of the start-up time
             docs: list[Any] = [orjson.loads(data)]
         else:
             docs = list(yaml.load_all(data.decode("utf-8"), Loader=_YAML_LOADER))

@@ -22,7 +22,7 @@ from prometheus_client.registry import Collector
 from app.inventory import Inventory
 
 # One event is a fraction of a millisecond to a few (a slice of 64 MIG placements):
-# fine buckets around issue #15's 1 ms target.
+# fine buckets around the 1 ms target for applying one event.
 APPLY_BUCKETS: Final = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1)
 
 

@@ -62,15 +62,15 @@ log = logging.getLogger(__name__)
 APPLIED_EVENTS: Final = frozenset({"ADDED", "MODIFIED", "DELETED"})
 # Longest a burst of watch events, or a relist, runs before it lets the event
 # loop serve a verb. A verb needs a few turns of the loop (read, handler,
-# write), each of which waits for one such slice, so slices are short: 16
-# events per turn were up to 30 ms of MIG-partitioned slices, and a verb
-# waited 4 turns or more.
+# write), each of which waits for one such slice, so slices are short: a
+# turn of many MIG-partitioned slices' events would take tens of milliseconds,
+# and a verb waits several turns.
 EVENT_SLICE_SECONDS: Final = 0.002
 RELIST_SLICE_SECONDS: Final = EVENT_SLICE_SECONDS
 # What a list or watch parses stays in the inventory and holds no reference
 # cycles, but the cyclic collector's full passes scan every object not frozen:
-# parsed slices piling up unfrozen made passes of 0.1-0.5 s inside a burst or
-# a relist (1,000 nodes). A list runs with the collector paused and freezes
+# parsed slices piling up unfrozen make long passes inside a burst or a
+# relist. A list runs with the collector paused and freezes
 # what it built; a watch freezes after every FREEZE_AFTER_EVENTS events.
 FREEZE_AFTER_EVENTS: Final = 512
 
@@ -138,8 +138,8 @@ class WatchSettings:
     list_timeout: float = 60.0  # longest silence tolerated while a list is read
     page_size: int = 500  # objects per list page, as client-go's pager
     # A relist runs while verbs are served, and each page is decoded in one
-    # piece: 500 slices of MIG-partitioned nodes are 8 MB, 100-300 ms of
-    # orjson on the shared 2-core machine. The initial list (nothing is served
+    # piece: a page of 500 MIG-partitioned slices is megabytes and a decode
+    # long enough to hold a verb up. The initial list (nothing is served
     # before it is in) keeps `page_size`.
     relist_page_size: int = 50
     connect_timeout: float = 10.0
