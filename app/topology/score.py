@@ -3,7 +3,7 @@
 The score is `(tier + within) / 3` in [0, 1]:
 - `tier` is the locality tier of all picked devices that have a topology:
   2 = one PCIe root, 1 = one NUMA node, 0 = spanning NUMA nodes. It comes
-  first, whatever the weights: the issue orders these strictly.
+  first, whatever the weights: the requirement orders these strictly.
 - `within` in [0, 1] orders allocations of the same tier. Below tier 2 it is
   the weighted mean of a locality refinement (GPUs paired with a same-root NIC
   of the pod; how many device pairs share a root / a NUMA node) and packing.
