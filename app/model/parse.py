@@ -71,6 +71,7 @@ from app.model.objects import (
     is_extended_resource_name,
 )
 from app.model.quantity import Quantity, QuantityError, parse_quantity
+from app.model.versions import READ_AS_V1, as_v1
 
 # --------------------------------------------------------------------------- parsing
 
@@ -756,4 +757,7 @@ def parse_object(kind: str, obj: Any) -> Any:
         raise InvalidObject(f"unsupported kind {kind!r}")
     if not isinstance(obj, Mapping):
         raise InvalidObject(f"{kind}: expected an object, got {type(obj).__name__}")
+    version = obj.get("apiVersion")
+    if version is not None and version not in READ_AS_V1:
+        obj = as_v1(kind, obj, _where(kind, obj))
     return parser(obj)

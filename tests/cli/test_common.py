@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 
 import pytest
@@ -43,3 +44,13 @@ def test_an_invalid_pod_of_a_workload_is_named_by_its_file(tmp_path: Path) -> No
     workload.write_text("apiVersion: v1\nkind: Pod\nmetadata: {namespace: default}\nspec: {}\n")
     code, _, err = run("simulate", "--objects", str(SAMPLE), "--workload", str(workload))
     assert code == 2 and err.startswith(f"drax simulate: {workload}: Pod"), err
+
+
+def test_v1beta1_objects_are_read_as_the_api_server_converts_them() -> None:
+    # a v1beta1 slice (devices under `basic`), class and template (request fields
+    # on the request): two A100s with a selector on their attribute
+    objects = str(Path(__file__).with_name("v1beta1-objects.yaml"))
+    code, out, err = run("capacity", "--objects", objects, "--template", "default/two",
+                         "-o", "json")
+    assert code == 0, err
+    assert json.loads(out)["nodes"] == {"old-node": 1}
