@@ -7,6 +7,13 @@ StoredExpressions environment and cost limit); drax compiles the same text
 with `compile_uncached` and evaluates it on the same device built through its
 model parser. Both outcomes are reduced to one verdict (compileError,
 runtimeError, costError, true, false); messages may differ, verdicts may not.
+Upstream compiles with the DRA gates of the request (`features`; none named
+means DRAListTypeAttributes and DRAConsumableCapacity off). The scheduler
+compiles in the StoredExpressions environment, which declares every versioned
+`device` type and `includes` whatever the gates say, so list-typed
+attributes, `includes` and `allowMultipleAllocations` compile and evaluate with
+the gates off; drax's engine has no gates and must agree under every
+combination (test_cel_differential.py runs each).
 
 The oracle is pipelined: a whole batch of request lines is written (on a
 writer thread) before any answer is read, and drax evaluates the batch while
@@ -69,10 +76,11 @@ class Case:
     def text(self) -> str:
         return self.expr.render()
 
-    def request(self, text: str | None = None,
-                device_json: dict[str, Any] | None = None) -> dict[str, Any]:
+    def request(self, text: str | None = None, device_json: dict[str, Any] | None = None,
+                features: dict[str, bool] | None = None) -> dict[str, Any]:
         return {"op": "cel", "expression": self.text if text is None else text,
-                "device": self.device if device_json is None else device_json}
+                "device": self.device if device_json is None else device_json,
+                "features": features or {}}
 
 
 def case(seed: int, index: int, *, costly: float = COSTLY_SHARE) -> Case:
@@ -206,15 +214,17 @@ def batches(seed: int, indices: range, *, costly: float,
 
 
 def run(seed: int, indices: range, *, oracle: Oracle, progress: int = 0,
-        costly: float = COSTLY_SHARE) -> Tally:
+        costly: float = COSTLY_SHARE, features: dict[str, bool] | None = None) -> Tally:
     """Check every case in `indices`; the oracle works on batch k+1 while drax does batch k.
-    With `progress`, a line on stderr every `progress` cases (long runs stay observable)."""
+    With `progress`, a line on stderr every `progress` cases (long runs stay observable).
+    `features` are the scheduler's DRA gates upstream compiles with (a gate not named is
+    off); drax's engine has no gates, as the scheduler-side compiler ignores them."""
     tally = Tally()
     started = time.monotonic()
     with ThreadPoolExecutor(max_workers=1) as pool:
         pending = None
         for batch in batches(seed, indices, costly=costly):
-            future = pool.submit(oracle.batch, [c.request() for c in batch])
+            future = pool.submit(oracle.batch, [c.request(features=features) for c in batch])
             if pending is not None:
                 _check(*pending, tally=tally)
                 if progress and tally.cases % progress < BATCH:

@@ -15,6 +15,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.upstream.cel_differential import (
     VERDICTS,
     Mismatch,
@@ -25,8 +27,24 @@ from tests.upstream.cel_differential import (
 )
 from tests.upstream.oracle import Oracle
 
+# The main run sends no gates: DRAListTypeAttributes and DRAConsumableCapacity off.
 CI_EXPRESSIONS = 20_000
 SEED = 11
+# Every other combination of the two gates that change upstream's CEL declarations.
+GATE_EXPRESSIONS = 2_000
+GATE_SEED = 12
+GATE_COMBINATIONS = [
+    {"DRAListTypeAttributes": lists, "DRAConsumableCapacity": consumable}
+    for lists in (False, True) for consumable in (False, True) if lists or consumable]
+# Selectors stored while a gate was on, as the scheduler meets them with the gates off.
+STORED_WITH_GATES = [
+    ('device.attributes["dra.example.com"].ids.exists(id, id == 1)', True),
+    ('device.attributes["dra.example.com"].name.includes("fish")', True),
+    ('device.attributes["dra.example.com"].ids.includes(3)', False),
+    ("device.allowMultipleAllocations", True),
+]
+STORED_DEVICE = {"driver": "dra.example.com", "capacity": {}, "allowMultipleAllocations": True,
+                 "attributes": {"ids": {"ints": [1, 2]}, "name": {"string": "fish"}}}
 # Open bugs found by this run and not fixed yet (seed 11 case index -> class). They
 # are listed, not deviations: each should be fixed and removed; a new mismatch fails.
 KNOWN_OPEN: dict[int, str] = {}
@@ -71,3 +89,26 @@ def test_long_run_open_cases_disagree_as_listed(oracle: Oracle) -> None:
                            f"  {c.text}")
     assert not changed, ("open cases of the long run changed (remove the fixed ones from "
                          "tests/upstream/cel_open_long_run.json):\n" + "\n".join(changed))
+
+
+@pytest.mark.parametrize("gates", [{}, *GATE_COMBINATIONS],
+                         ids=lambda g: ",".join(f"{k}={v}" for k, v in g.items()) or "off")
+def test_stored_list_includes_and_multi_allocation_selectors_ignore_the_gates(
+        oracle: Oracle, gates: dict[str, bool]) -> None:
+    for text, expected in STORED_WITH_GATES:
+        upstream = upstream_outcome(oracle.cel(text, STORED_DEVICE, gates))
+        drax = drax_outcome(text, STORED_DEVICE)
+        assert (drax.verdict, upstream.verdict) == (str(expected).lower(),) * 2, \
+            (text, drax, upstream)
+
+
+@pytest.mark.parametrize("gates", GATE_COMBINATIONS,
+                         ids=lambda g: ",".join(f"{k}={v}" for k, v in g.items()))
+def test_drax_cel_agrees_with_upstream_under_each_gate_combination(
+        oracle: Oracle, gates: dict[str, bool]) -> None:
+    tally = run(GATE_SEED, range(GATE_EXPRESSIONS), oracle=oracle, features=gates)
+    assert tally.cases == GATE_EXPRESSIONS
+    assert not tally.mismatches, (
+        f"{len(tally.mismatches)} of {tally.cases} expressions disagree with upstream "
+        f"under {gates}:\n" + "\n".join(_describe(m) for m in tally.mismatches[:10]))
+    assert {"compileError", "true", "false"} <= set(tally.verdicts), tally.verdicts
