@@ -1,6 +1,6 @@
 """A real Kubernetes 1.37 control plane on loopback, with drax scheduling through it.
 
-    python -m tests.e2e.cluster up --dir DIR [--drax-mode allocator|advisor]
+    python -m tests.e2e.cluster up --dir DIR [--drax-mode allocator|advisor] [--replicas N]
     python -m tests.e2e.cluster down --dir DIR
 
 `up` builds (or reuses) the upstream binaries, then starts etcd,
@@ -15,6 +15,22 @@ writes DIR/kubeconfig (cluster admin) and DIR/cluster.json, and exits 0 only
 once every component is ready. There is no kubelet: Nodes are API objects
 whose status `make_node_ready` patches. Each process runs in its own session
 so it outlives `up`; `down` stops them by the PIDs in cluster.json.
+
+`--replicas N` runs N drax pods (kube-scheduler + drax each), as the
+Deployment does: the kube-schedulers elect a leader with the Lease
+kube-system/drax-scheduler and every drax follows it. kube-scheduler's
+identity in the election is `<hostname>_<uuid>` and drax recognises its own
+kube-scheduler by the hostname they share, so with N > 1 each replica gets a
+UTS namespace with its own hostname `drax-scheduler-<i>`, held by a `pod-<i>`
+process (`unshare --uts`, as a pod's sandbox holds it) that both containers
+join (`nsenter --uts`). The replicas share the host's network, so each has its
+own ports. cluster.json lists them under `schedulers`:
+`{"replica": i, "identity": ..., "hostname": ..., "pids": {"kube-scheduler",
+"drax"}, "logs": {"kube-scheduler", "drax"}}`; `identity` is the Lease holder
+identity of that replica's kube-scheduler once it has been seen holding the
+Lease (`note_leader`), and its hostname until then (a standby's uuid is not
+visible anywhere). Replica 0's components keep the single-replica names
+(`drax`, `drax-scheduler`), replica i's are `drax-<i>`, `drax-scheduler-<i>`.
 
 Tests use the same `start`/`stop` in-process (tests/e2e/conftest.py).
 """
@@ -43,7 +59,7 @@ REPO: Final = Path(__file__).resolve().parents[2]
 MANIFESTS: Final = REPO / "manifests"
 SAMPLE_CLASSES: Final = REPO / "app" / "sample" / "00-deviceclasses.yaml"
 DRAX_SA: Final = ("kube-system", "drax-scheduler")
-SCHEDULERS: Final = ("default-scheduler", "drax")
+LEASE: Final = ("kube-system", "drax-scheduler")
 TOKEN_SECONDS: Final = 48 * 3600
 READY_TIMEOUT: Final = 120.0
 
@@ -58,9 +74,11 @@ class Cluster:
     pids: dict[str, int] = field(default_factory=dict)
     logs: dict[str, str] = field(default_factory=dict)
     commands: dict[str, list[str]] = field(default_factory=dict)
-    schedulers: tuple[str, ...] = SCHEDULERS
     # drax serves the verbs over HTTPS with client certificates (manifests/tls).
     drax_tls: bool = False
+    replicas: int = 1
+    # One entry per replica (see the module doc); rebuilt from `pids` on save.
+    schedulers: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def path(self) -> Path:
@@ -72,16 +90,46 @@ class Cluster:
                     key=pki / "admin.key")
 
     def save(self) -> None:
+        self.schedulers = [self._replica_entry(i) for i in range(self.replicas)]
         (self.path / "cluster.json").write_text(json.dumps(asdict(self), indent=2) + "\n")
 
     @classmethod
     def load(cls, directory: Path) -> Cluster:
-        raw = json.loads((directory / "cluster.json").read_text())
-        raw["schedulers"] = tuple(raw["schedulers"])
-        return cls(**raw)
+        return cls(**json.loads((directory / "cluster.json").read_text()))
+
+    def hostname(self, replica: int) -> str:
+        return f"drax-scheduler-{replica}" if self.replicas > 1 else socket.gethostname()
+
+    def _replica_entry(self, i: int) -> dict[str, Any]:
+        known = self.schedulers[i] if i < len(self.schedulers) else {}
+        names = {"kube-scheduler": scheduler_name(i), "drax": drax_name(i)}
+        return {"replica": i, "identity": known.get("identity") or self.hostname(i),
+                "hostname": self.hostname(i),
+                "pids": {role: self.pids.get(name) for role, name in names.items()},
+                "logs": {role: self.logs.get(name) for role, name in names.items()}}
+
+    def replica_of(self, holder: str) -> int | None:
+        """The replica whose kube-scheduler is Lease holder `holder`."""
+        for i in range(self.replicas):
+            host = self.hostname(i)
+            if holder == host or holder.startswith(host + "_"):
+                return i
+        return None
+
+    def note_leader(self, kube: Kube) -> int | None:
+        """Read the Lease; record its holder as its replica's identity; that replica."""
+        namespace, name = LEASE
+        holder = kube.get("Lease", name, namespace)["spec"].get("holderIdentity") or ""
+        replica = self.replica_of(holder)
+        if replica is not None:
+            self.schedulers = [self._replica_entry(i) for i in range(self.replicas)]
+            self.schedulers[replica]["identity"] = holder
+            self.save()
+        return replica
 
     def spawn(self, name: str, argv: list[str]) -> None:
-        """Start (or restart) component `name` with `argv`, logging to DIR/logs/<name>.log."""
+        """Start (or restart) component `name` with `argv`, logging to DIR/logs/<name>.log.
+        A replica's kube-scheduler started again has a new identity, not yet known."""
         log_path = self.path / "logs" / f"{name}.log"
         log_path.parent.mkdir(exist_ok=True)
         with open(log_path, "ab") as log:
@@ -91,6 +139,9 @@ class Cluster:
         self.pids[name] = proc.pid
         self.logs[name] = str(log_path)
         self.commands[name] = argv
+        for entry in self.schedulers:
+            if name == scheduler_name(entry["replica"]):
+                entry["identity"] = ""
         self.save()
 
     def kill(self, name: str, *, sig: int = signal.SIGTERM, timeout: float = 20) -> None:
@@ -202,15 +253,31 @@ def _get_ok(url: str, **kwargs: Any) -> bool:
     return httpx.get(url, timeout=5, **kwargs).status_code == 200
 
 
-def drax_scheduler_config(cluster: Cluster, kubeconfig: Path) -> dict[str, Any]:
+def drax_name(replica: int) -> str:
+    return "drax" if replica == 0 else f"drax-{replica}"
+
+
+def scheduler_name(replica: int) -> str:
+    return "drax-scheduler" if replica == 0 else f"drax-scheduler-{replica}"
+
+
+def drax_url_of(cluster: Cluster, replica: int) -> str:
+    if replica == 0:
+        return cluster.drax_url
+    scheme = "https" if cluster.drax_tls else "http"
+    return f"{scheme}://127.0.0.1:{cluster.ports[drax_name(replica)]}"
+
+
+def drax_scheduler_config(cluster: Cluster, kubeconfig: Path, replica: int = 0
+                          ) -> dict[str, Any]:
     """manifests/kube-scheduler/scheduler-config.yaml (scheduler-config-https.yaml with TLS) with
-    only the extender URL, the certificate files and the kubeconfig set."""
+    only the extender URL (replica's own drax), the certificate files and the kubeconfig set."""
     source = "scheduler-config-https.yaml" if cluster.drax_tls else "scheduler-config.yaml"
     config = yaml.safe_load((MANIFESTS / "kube-scheduler" / source).read_text())
     config["clientConnection"] = {"kubeconfig": str(kubeconfig)}
     pki = cluster.path / "pki"
     for extender in config["extenders"]:
-        extender["urlPrefix"] = f"{cluster.drax_url}/scheduler"
+        extender["urlPrefix"] = f"{drax_url_of(cluster, replica)}/scheduler"
         if cluster.drax_tls:
             extender["tlsConfig"].update(caFile=str(pki / "ca.crt"),
                                          certFile=str(pki / "drax-client.crt"),
@@ -230,34 +297,51 @@ def default_scheduler_config(kubeconfig: Path) -> dict[str, Any]:
             "leaderElection": {"leaderElect": False}}
 
 
-def drax_scheduler_flags() -> list[str]:
-    """The flags manifests/deployment.yaml gives the drax kube-scheduler, but --config."""
+def _deployment_container(name: str) -> dict[str, Any]:
     for doc in yaml.safe_load_all((MANIFESTS / "deployment.yaml").read_text()):
         if doc and doc["kind"] == "Deployment":
             (container,) = (c for c in doc["spec"]["template"]["spec"]["containers"]
-                            if c["name"] == "kube-scheduler")
-            return [a for a in container["command"][1:] if not a.startswith("--config=")]
+                            if c["name"] == name)
+            return dict(container)
     raise RuntimeError("manifests/deployment.yaml has no Deployment")
 
 
-def drax_argv(cluster: Cluster) -> list[str]:
+def drax_scheduler_flags() -> list[str]:
+    """The flags manifests/deployment.yaml gives the drax kube-scheduler, but --config."""
+    command = _deployment_container("kube-scheduler")["command"]
+    return [a for a in command[1:] if not a.startswith("--config=")]
+
+
+def drax_lease_flags() -> list[str]:
+    """The Lease manifests/deployment.yaml tells drax to follow."""
+    args = [str(a) for a in _deployment_container("drax")["args"]]
+    for i, arg in enumerate(args):
+        if arg == "--leader-election-lease":
+            return args[i:i + 2]
+        if arg.startswith("--leader-election-lease="):
+            return [arg]
+    return []
+
+
+def drax_argv(cluster: Cluster, replica: int = 0) -> list[str]:
     argv = [sys.executable, "-m", "app", "serve", "--kubeconfig",
-            str(cluster.path / "drax.kubeconfig"), "--port", str(cluster.ports["drax"]),
-            "--mode", cluster.drax_mode]
+            str(cluster.path / "drax.kubeconfig"),
+            "--port", str(cluster.ports[drax_name(replica)]),
+            "--mode", cluster.drax_mode, *drax_lease_flags()]
     if cluster.drax_tls:
         pki = cluster.path / "pki"
         argv += ["--tls-cert-file", str(pki / "drax.crt"),
                  "--tls-private-key-file", str(pki / "drax.key"),
                  "--client-ca-file", str(pki / "ca.crt"),
-                 "--metrics-port", str(cluster.ports["drax-metrics"])]
+                 "--metrics-port", str(cluster.ports[f"{drax_name(replica)}-metrics"])]
     return argv
 
 
-def drax_probe_url(cluster: Cluster) -> str:
+def drax_probe_url(cluster: Cluster, replica: int = 0) -> str:
     """Where /readyz answers without a client certificate."""
     if cluster.drax_tls:
-        return f"http://127.0.0.1:{cluster.ports['drax-metrics']}"
-    return cluster.drax_url
+        return f"http://127.0.0.1:{cluster.ports[f'{drax_name(replica)}-metrics']}"
+    return drax_url_of(cluster, replica)
 
 
 def _up(cluster: Cluster, name: str, probe: Any) -> Any:
@@ -268,9 +352,10 @@ def _up(cluster: Cluster, name: str, probe: Any) -> Any:
     return probe()
 
 
-def wait_drax_ready(cluster: Cluster, timeout: float = READY_TIMEOUT) -> None:
-    wait_for("drax /readyz", lambda: _up(cluster, "drax", lambda: _get_ok(
-        f"{drax_probe_url(cluster)}/readyz")), timeout=timeout)
+def wait_drax_ready(cluster: Cluster, timeout: float = READY_TIMEOUT, replica: int = 0) -> None:
+    name = drax_name(replica)
+    wait_for(f"{name} /readyz", lambda: _up(cluster, name, lambda: _get_ok(
+        f"{drax_probe_url(cluster, replica)}/readyz")), timeout=timeout)
 
 
 def wait_apiserver_ready(cluster: Cluster, timeout: float = READY_TIMEOUT) -> None:
@@ -280,8 +365,11 @@ def wait_apiserver_ready(cluster: Cluster, timeout: float = READY_TIMEOUT) -> No
             ca=pki / "ca.crt", cert=pki / "admin.crt", key=pki / "admin.key"))), timeout=timeout)
 
 
-def start(directory: Path, *, drax_mode: str = "allocator", drax_tls: bool = False) -> Cluster:
+def start(directory: Path, *, drax_mode: str = "allocator", drax_tls: bool = False,
+          replicas: int = 1) -> Cluster:
     """Start the whole control plane in `directory`; return once everything is ready."""
+    if replicas < 1:
+        raise ValueError(f"replicas: expected at least 1, got {replicas}")
     bins = control_plane_bins()
     directory = directory.resolve()
     directory.mkdir(parents=True, exist_ok=True)
@@ -291,12 +379,13 @@ def start(directory: Path, *, drax_mode: str = "allocator", drax_tls: bool = Fal
         make_drax_pki(pki)
     ports = {name: free_port() for name in (
         "etcd", "etcd-peer", "apiserver", "controller-manager", "default-scheduler",
-        "drax-scheduler", "drax", "drax-metrics")}
+        *(f"{n(i)}{suffix}" for i in range(replicas)
+          for n, suffix in ((scheduler_name, ""), (drax_name, ""), (drax_name, "-metrics"))))}
     scheme = "https" if drax_tls else "http"
     cluster = Cluster(dir=str(directory), drax_mode=drax_mode,
                       server=f"https://127.0.0.1:{ports['apiserver']}",
                       drax_url=f"{scheme}://127.0.0.1:{ports['drax']}", ports=ports,
-                      drax_tls=drax_tls)
+                      drax_tls=drax_tls, replicas=replicas)
     try:
         _start_components(cluster, bins)
     except BaseException:
@@ -346,28 +435,58 @@ def _start_components(cluster: Cluster, bins: dict[str, Path]) -> None:
     kube = cluster.kube()
     try:
         drax_kc = _drax_identity(cluster, kube)
-        cluster.spawn("drax", drax_argv(cluster))
-        for name, config, kc, flags in (
-                ("default-scheduler", default_scheduler_config(admin_kc), admin_kc, ["--v=2"]),
-                ("drax-scheduler", drax_scheduler_config(cluster, drax_kc), drax_kc,
-                 drax_scheduler_flags())):
-            path = d / f"{name}.yaml"
-            path.write_text(yaml.safe_dump(config))
-            cluster.spawn(name, [
-                str(bins["kube-scheduler"]), f"--config={path}", "--bind-address=127.0.0.1",
-                f"--secure-port={ports[name]}", f"--authentication-kubeconfig={kc}",
-                f"--authorization-kubeconfig={kc}", *flags])
-        wait_drax_ready(cluster)
-        for name in ("kube-controller-manager", "default-scheduler", "drax-scheduler"):
+        path = d / "default-scheduler.yaml"
+        path.write_text(yaml.safe_dump(default_scheduler_config(admin_kc)))
+        cluster.spawn("default-scheduler", kube_scheduler_argv(
+            cluster, bins, "default-scheduler", config=path, kubeconfig=admin_kc,
+            flags=["--v=2"]))
+        for replica in range(cluster.replicas):
+            _start_replica(cluster, bins, replica, kubeconfig=drax_kc)
+        for replica in range(cluster.replicas):
+            wait_drax_ready(cluster, replica=replica)
+        names = ["kube-controller-manager", "default-scheduler",
+                 *(scheduler_name(i) for i in range(cluster.replicas))]
+        for name in names:
             port = ports["controller-manager" if name == "kube-controller-manager" else name]
             wait_for(f"{name} /healthz", lambda p=port, n=name: _up(cluster, n, lambda: _get_ok(
                 f"https://127.0.0.1:{p}/healthz", verify=False)))
+        namespace, lease = LEASE
         wait_for("drax-scheduler leader lease", lambda: kube.get(
-            "Lease", "drax-scheduler", "kube-system")["spec"].get("holderIdentity"))
+            "Lease", lease, namespace)["spec"].get("holderIdentity"))
+        cluster.note_leader(kube)
         wait_for("ServiceAccount default/default",
                  lambda: kube.get("ServiceAccount", "default", "default"))
     finally:
         kube.close()
+
+
+def kube_scheduler_argv(cluster: Cluster, bins: dict[str, Path], name: str, *, config: Path,
+                        kubeconfig: Path, flags: list[str]) -> list[str]:
+    return [str(bins["kube-scheduler"]), f"--config={config}", "--bind-address=127.0.0.1",
+            f"--secure-port={cluster.ports[name]}", f"--authentication-kubeconfig={kubeconfig}",
+            f"--authorization-kubeconfig={kubeconfig}", *flags]
+
+
+def _start_replica(cluster: Cluster, bins: dict[str, Path], replica: int, *,
+                   kubeconfig: Path) -> None:
+    """One drax pod: its UTS namespace (with several replicas), drax, kube-scheduler."""
+    enter: list[str] = []
+    if cluster.replicas > 1:
+        pod = f"pod-{replica}"
+        host = cluster.hostname(replica)
+        cluster.spawn(pod, ["unshare", "--uts", "sh", "-c",
+                            f"hostname {host} && exec sleep infinity"])
+        uts = f"/proc/{cluster.pids[pod]}/ns/uts"
+        enter = ["nsenter", f"--uts={uts}", "--"]
+        wait_for(f"{pod} hostname {host}", lambda: _up(cluster, pod, lambda: subprocess.run(
+            [*enter, "hostname"], capture_output=True, text=True).stdout.strip() == host))
+    cluster.spawn(drax_name(replica), [*enter, *drax_argv(cluster, replica)])
+    name = scheduler_name(replica)
+    path = cluster.path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(drax_scheduler_config(cluster, kubeconfig, replica)))
+    cluster.spawn(name, [*enter, *kube_scheduler_argv(
+        cluster, bins, name, config=path, kubeconfig=kubeconfig,
+        flags=drax_scheduler_flags())])
 
 
 def _drax_identity(cluster: Cluster, kube: Kube) -> Path:
@@ -416,16 +535,21 @@ def main(argv: list[str] | None = None) -> int:
     up = sub.add_parser("up", help="start the control plane and drax")
     up.add_argument("--dir", required=True, type=Path)
     up.add_argument("--drax-mode", choices=("allocator", "advisor"), default="allocator")
+    up.add_argument("--replicas", type=int, default=1,
+                    help="drax pods (kube-scheduler + drax each) sharing the leader Lease")
     down = sub.add_parser("down", help="stop what `up` started")
     down.add_argument("--dir", required=True, type=Path)
     args = parser.parse_args(argv)
     if args.command == "up":
         try:
-            cluster = start(args.dir, drax_mode=args.drax_mode)
-        except (TimeoutError, RuntimeError, subprocess.CalledProcessError) as exc:
+            cluster = start(args.dir, drax_mode=args.drax_mode, replicas=args.replicas)
+        except (TimeoutError, RuntimeError, ValueError, subprocess.CalledProcessError) as exc:
             print(f"cluster up: {exc}\nlogs: {args.dir / 'logs'}", file=sys.stderr)
             return 1
-        print(f"cluster up: kubeconfig {cluster.path / 'kubeconfig'}, drax {cluster.drax_url}")
+        leader = next((e for e in cluster.schedulers if "_" in e["identity"]), None)
+        print(f"cluster up: kubeconfig {cluster.path / 'kubeconfig'}, drax {cluster.drax_url}"
+              + (f", {cluster.replicas} replicas, leader: replica {leader['replica']}"
+                 if cluster.replicas > 1 and leader else ""))
         return 0
     try:
         cluster = Cluster.load(args.dir)

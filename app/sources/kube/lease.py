@@ -156,7 +156,7 @@ class Leadership:
         self._leading = leading
         if leading:
             self.term += 1
-        log.info("%s the leader-election Lease %s (holder %r, this replica %r_*)",
+        log.info("%s the leader-election Lease %s (holder %r; this replica: %s_*)",
                  "holding" if leading else "not holding", "/".join(self.lease or ()),
                  self._record.holder, self.identity)
         for want, future in self._waiters:
