@@ -350,7 +350,9 @@ def targets_table(targets: Sequence[Mapping[str, Any]]) -> list[str]:
     """One row per target: goal, measured, met / missed, and any of beside (the
     baseline's figure), commit and note the targets carry."""
     extra = [k for k in ("beside", "commit", "note") if any(t.get(k) for t in targets)]
-    lines = [_row(["target", "goal", "measured", "met", *extra]), _row(["---"] * (4 + len(extra)))]
+    headers = {"beside": "baseline, same run", "commit": "commit", "note": "note"}
+    lines = [_row(["target", "goal", "measured", "met", *(headers[k] for k in extra)]),
+             _row(["---"] * (4 + len(extra)))]
     for t in targets:
         cells = [f"`{t[k]}`" if k == "commit" and t.get(k) else t.get(k, "") for k in extra]
         lines.append(_row([t["target"], t["goal"], _measured(t), MET_WORDS[t["met"]], *cells]))
