@@ -360,8 +360,8 @@ def targets_table(targets: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 def figures(doc: Mapping[str, Any]) -> str:
-    """The generic format: what was measured, tables of rows, notes."""
-    lines = [doc["about"], ""] if doc.get("about") else []
+    """The generic format's tables and notes (its `about` heads the section)."""
+    lines: list[str] = []
     for table in doc.get("tables", ()):
         lines += [table["caption"], ""] if table.get("caption") else []
         lines += [_row(table["columns"]), _row(["---"] * len(table["columns"])),
@@ -489,7 +489,8 @@ def _load(name: str, results: Path) -> dict[str, Any] | None:
 
 
 def _section(section: Section, doc: Mapping[str, Any] | None) -> list[str]:
-    lines = [f"## {section.title}", "", *([section.about, ""] if section.about else [])]
+    about = section.about or (doc or {}).get("about", "")
+    lines = [f"## {section.title}", "", *([about, ""] if about else [])]
     if doc is None:
         return [*lines, f"Not measured yet: `{section.refresh}`, then "
                 "`python -m loadtest.report`.", ""]
