@@ -128,7 +128,7 @@ def test_every_rule_has_a_runbook_line_and_the_prometheusrule_holds_the_same_gro
     alerts = {r["alert"]: r for g in plain["groups"] for r in g["rules"]}
     assert {"DraxDown", "DraxNotReady", "DraxFilterLatencyNearTimeout", "DraxWatchStale",
             "DraxBindsFailing", "DraxBindConflicts", "DraxStrandedGPUs",
-            "DraxCapacityExhausted"} <= set(alerts)
+            "DraxCapacityExhausted", "DraxPreemptorWaiting"} <= set(alerts)
     for name, rule in alerts.items():
         assert rule["annotations"].get("runbook"), name
     tests = yaml.safe_load((RULES / "drax-rules.test.yaml").read_text())
