@@ -33,6 +33,7 @@ class PassAll:
     failed: dict[str, str] = field(default_factory=dict)
     unresolvable: dict[str, str] = field(default_factory=dict)
     error: str | None = None
+    rejections: dict[str, int] = field(default_factory=dict)
 
 
 class FloorVerbs:

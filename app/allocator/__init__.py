@@ -25,6 +25,7 @@ from app.allocator.types import (
     NodeView,
     Objective,
     PoolView,
+    Rejection,
 )
 from app.cel import compile_selector
 from app.features import FeatureGates
@@ -34,7 +35,8 @@ DEFAULT_STEP_BUDGET: Final = 200_000
 
 __all__ = [
     "DEFAULT_STEP_BUDGET", "AllocatedState", "AllocationOutcome", "ClaimAllocation",
-    "ClassMatcher", "KnownMatches", "NodeView", "Objective", "PoolView", "allocate",
+    "ClassMatcher", "KnownMatches", "NodeView", "Objective", "PoolView", "Rejection",
+    "allocate",
 ]
 
 
@@ -78,7 +80,9 @@ def allocate(
                             objective=_FirstFit(objective), step_budget=step_budget,
                             new_share_id=new_share_id, known_matches=known_matches)
         if solution is None:
-            return AllocationOutcome(feasible=False, reason=explain(search), steps=search.steps,
+            reason, rejection = explain(search)
+            return AllocationOutcome(feasible=False, reason=reason, rejection=rejection,
+                                     steps=search.steps,
                                      invalid_pools=tuple(
                                          f"{p.driver}/{p.name}" for p in node_view.pools
                                          if p.complete and p.invalid_reason is not None))
@@ -88,9 +92,11 @@ def allocate(
                 search, ci, solution.picks[ci], solution.chosen, new_share_id=share_id))
             for ci, claim in enumerate(claims))
     except AllocationError as err:
-        return AllocationOutcome(feasible=False, error=str(err), steps=search.steps)
+        return AllocationOutcome(feasible=False, error=str(err), rejection=err.rejection,
+                                 steps=search.steps)
     except BudgetExhausted:
         return AllocationOutcome(feasible=False, reason=budget_reason(search),
+                                 rejection=Rejection.STEP_BUDGET,
                                  steps=search.steps)
     picks = tuple(search.devices[p.device] for claim_picks in solution.picks
                   for p in claim_picks)

@@ -3,8 +3,9 @@
 Upstream only says "cannot allocate all claims". drax explains: which request
 falls short, how many devices match its class, pass its selectors and are
 free, and what holds the others (allocated, untolerated taints, exhausted
-counters or capacity); or which constraint no combination satisfies. This runs
-only after a failed search, so it may re-scan every device.
+counters or capacity); or which constraint no combination satisfies. Each
+reason comes with its `Rejection` category, decided where the sentence is
+written. This runs only after a failed search, so it may re-scan every device.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from app.allocator.search import AllocationError, Request, Search
+from app.allocator.types import Rejection
 
 
 @dataclass(slots=True)
@@ -23,11 +25,12 @@ class RequestStats:
     blocked: Counter[str] = field(default_factory=Counter)
 
 
-def explain(search: Search) -> str:
-    """The reason for a search that found nothing (its state is fully undone)."""
+def explain(search: Search) -> tuple[str, Rejection]:
+    """The reason for a search that found nothing (its state is fully undone),
+    and its category."""
     notes = _pool_notes(search)
-    reason = _short_request(search) or _constraint(search) or _together(search)
-    return "; ".join([reason, *notes])
+    reason, rejection = _short_request(search) or _constraint(search) or _together(search)
+    return "; ".join([reason, *notes]), rejection
 
 
 def budget_reason(search: Search) -> str:
@@ -117,23 +120,40 @@ def _is_short(request: Request, st: RequestStats) -> bool:
     return st.free < request.num_devices
 
 
-def _short_request(search: Search) -> str | None:
+def _shortage(request: Request, st: RequestStats) -> Rejection:
+    """What keeps `request` short: no device of its class, its selectors, what
+    holds the devices that pass them (taints; counters or capacity), or too
+    few free."""
+    if st.matched_class == 0:
+        return Rejection.NO_DEVICE_OF_CLASS
+    if st.passed_selectors == 0:
+        return Rejection.SELECTORS
+    if "with untolerated taints" in st.blocked:
+        return Rejection.TAINT
+    if st.blocked.keys() & {"without enough shared counters left",
+                            "without enough capacity left"}:
+        return Rejection.COUNTERS_CAPACITY
+    return Rejection.NOT_ENOUGH_FREE
+
+
+def _short_request(search: Search) -> tuple[str, Rejection] | None:
     for ci, requests in enumerate(search.requests):
         key = search.claims[ci].key
         for subs in requests:
             described = [(r, stats(search, r)) for r in subs]
             if not all(_is_short(r, st) for r, st in described):
                 continue
+            rejection = _shortage(*described[0])
             if subs[0].sub is None:
                 request, st = described[0]
-                return f"claim {key}: {_describe(search, request, st)}"
+                return f"claim {key}: {_describe(search, request, st)}", rejection
             alternatives = "; ".join(_describe(search, r, st) for r, st in described)
             return (f'claim {key}: request "{subs[0].base}": no subrequest can be '
-                    f"satisfied: {alternatives}")
+                    f"satisfied: {alternatives}"), rejection
     return None
 
 
-def _constraint(search: Search) -> str | None:
+def _constraint(search: Search) -> tuple[str, Rejection] | None:
     # The last claim that met rejections is the one the search could not place;
     # within it, the constraint that rejected most.
     best: tuple[int, int, int] | None = None
@@ -151,10 +171,10 @@ def _constraint(search: Search) -> str | None:
                      for subs in search.requests[ci] for r in subs if k in r.constraints)
     others = " alongside the pod's other claims" if len(search.claims) > 1 else ""
     return (f"claim {search.claims[ci].key}: no combination of free devices satisfies "
-            f"constraint {tracker.describe()} ({scope}){others}: {free}")
+            f"constraint {tracker.describe()} ({scope}){others}: {free}"), Rejection.CONSTRAINT
 
 
-def _together(search: Search) -> str:
+def _together(search: Search) -> tuple[str, Rejection]:
     parts = []
     for ci, requests in enumerate(search.requests):
         for subs in requests:
@@ -163,4 +183,4 @@ def _together(search: Search) -> str:
                 parts.append(f'{search.claims[ci].key} "{r.name}" {r.num_devices} needed, '
                              f"{st.free} free")
     return ("the requests cannot be satisfied together (they compete for the same devices, "
-            "shared counters or capacity): " + "; ".join(parts))
+            "shared counters or capacity): " + "; ".join(parts)), Rejection.COUNTERS_CAPACITY

@@ -36,7 +36,7 @@ from typing import Final
 
 from app.allocator.capacity import consumed_capacity
 from app.allocator.constraints import Constraint, applies, build_constraint, lookup_attribute
-from app.allocator.types import AllocatedState, KnownMatches, NodeView, Objective
+from app.allocator.types import AllocatedState, KnownMatches, NodeView, Objective, Rejection
 from app.cel import CelError
 from app.features import FeatureGates
 from app.model import (
@@ -63,7 +63,12 @@ _UNSET: Final = object()
 
 
 class AllocationError(Exception):
-    """Allocation cannot be attempted (upstream returns an error, not "no fit")."""
+    """Allocation cannot be attempted (upstream returns an error, not "no fit");
+    `rejection` says whether a CEL expression failed or something else did."""
+
+    def __init__(self, message: str, *, rejection: Rejection = Rejection.OTHER) -> None:
+        super().__init__(message)
+        self.rejection = rejection
 
 
 class BudgetExhausted(Exception):
@@ -330,7 +335,8 @@ class Search:
             try:
                 known = self.class_matcher(device_class, self.devices[index])
             except CelError as err:
-                raise AllocationError(f"class {device_class.name}: {err}") from err
+                raise AllocationError(f"class {device_class.name}: {err}",
+                                      rejection=Rejection.CEL_ERROR) from err
             self.class_cache[key] = known
         return known
 
@@ -343,7 +349,8 @@ class Search:
                     known = self.selector_matches(expression, self.devices[index])
                 except CelError as err:
                     raise AllocationError(f"claim {self.claims[request.claim_index].key}, "
-                                          f"request {request.name}: {err}") from err
+                                          f"request {request.name}: {err}",
+                                          rejection=Rejection.CEL_ERROR) from err
                 self.selector_cache[key] = known
             if not known:
                 return False

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Protocol
 
 from app.model import (
@@ -119,6 +120,29 @@ class ClaimAllocation:
     allocation: AllocationResult
 
 
+class Rejection(StrEnum):
+    """Why a node cannot take a pod, as a small fixed set (the metric label of
+    `drax_filter_node_rejections_total`). Each reason sentence is written
+    together with its category, so rewording a sentence keeps its label."""
+
+    NO_DEVICE_OF_CLASS = "no_device_of_class"
+    SELECTORS = "selectors"
+    NOT_ENOUGH_FREE = "not_enough_free"
+    CONSTRAINT = "constraint"
+    TAINT = "taint"
+    COUNTERS_CAPACITY = "counters_capacity"
+    INVALID_POOL = "invalid_pool"
+    INCOMPLETE_POOL = "incomplete_pool"
+    CEL_ERROR = "cel_error"
+    CLAIM_NOT_FOUND = "claim_not_found"
+    CLAIM_UNUSABLE = "claim_unusable"
+    ALLOCATED_ELSEWHERE = "allocated_elsewhere"
+    UNKNOWN_NODE = "unknown_node"
+    STEP_BUDGET = "step_budget"
+    NOT_SYNCED = "not_synced"
+    OTHER = "other"
+
+
 @dataclass(slots=True, frozen=True)
 class AllocationOutcome:
     """The answer for one pod on one node.
@@ -127,6 +151,7 @@ class AllocationOutcome:
     order) and `picks` (every allocated device, for scoring); not feasible with
     a user-actionable `reason`; or `error` (CEL runtime error, invalid input,
     feature off...), which upstream treats as an error, not as "does not fit".
+    `rejection` is the category of the reason or error.
     `invalid_pools` names the invalid pools of an infeasible node: upstream's
     Allocate then returns "invalid resource pools were encountered", an error
     wrapping ErrFailedAllocationOnNode that the in-tree Filter reports as the
@@ -141,3 +166,4 @@ class AllocationOutcome:
     error: str | None = None
     steps: int = 0
     invalid_pools: tuple[str, ...] = ()
+    rejection: Rejection | None = None

@@ -32,6 +32,7 @@ from app.allocator.types import (
     ClaimAllocation,
     NodeView,
     Objective,
+    Rejection,
 )
 from app.bounded_cache import BoundedCache
 from app.cel import CelCompileError, CelEvalError
@@ -80,6 +81,7 @@ class Verdict:
     error: str | None = None
     unresolvable: bool = False
     claim_keys: tuple[str, ...] = ()  # the pending claims `reason` and `error` name
+    rejection: Rejection | None = None  # the category of `reason` or `error`
     source: NodeView | None = None  # the node `outcome` was computed on, if not this one
     target: NodeView | None = None
 
@@ -96,17 +98,17 @@ def from_outcome(outcome: AllocationOutcome, *, claim_keys: tuple[str, ...],
                  unresolvable: bool = False) -> Verdict:
     if outcome.error is not None:
         return Verdict(feasible=False, outcome=outcome, error=outcome.error, unresolvable=True,
-                       claim_keys=claim_keys)
+                       claim_keys=claim_keys, rejection=outcome.rejection or Rejection.OTHER)
     if not outcome.feasible:
         return Verdict(feasible=False, outcome=outcome, unresolvable=unresolvable,
                        reason=outcome.reason or "cannot allocate all claims",
-                       claim_keys=claim_keys)
+                       claim_keys=claim_keys, rejection=outcome.rejection or Rejection.OTHER)
     return Verdict(feasible=True, outcome=outcome, priority=priority(outcome.score),
                     claim_keys=claim_keys)
 
 
-def refused(reason: str) -> Verdict:
-    return Verdict(feasible=False, reason=reason, unresolvable=True)
+def refused(reason: str, rejection: Rejection) -> Verdict:
+    return Verdict(feasible=False, reason=reason, unresolvable=True, rejection=rejection)
 
 
 @dataclass(slots=True)
@@ -243,14 +245,14 @@ class AnswerBook:
         state = self._inventory.node_state(name)
         if state is None:
             return refused(f"node {name} is unknown to drax: no Node object and no "
-                           "ResourceSlice names it")
+                           "ResourceSlice names it", Rejection.UNKNOWN_NODE)
         elsewhere = allocated_elsewhere(request.claims, state)
         if elsewhere is not None:
-            return refused(elsewhere)
+            return refused(elsewhere, Rejection.ALLOCATED_ELSEWHERE)
         if request.claims.extended is not None:
             variant = self.variant(request, state.view.node)
             if isinstance(variant, str):
-                return Verdict(feasible=False, reason=variant)
+                return Verdict(feasible=False, reason=variant, rejection=Rejection.OTHER)
             request = variant
         if not request.pending:
             return NO_CLAIMS
@@ -472,6 +474,7 @@ def with_claim_keys(outcome: AllocationOutcome, claims: Sequence[ResourceClaim]
     return AllocationOutcome(
         feasible=outcome.feasible, picks=outcome.picks, score=outcome.score,
         reason=outcome.reason, error=outcome.error, steps=outcome.steps,
+        rejection=outcome.rejection,
         claims=tuple(ClaimAllocation(claim_key=k, allocation=ca.allocation)
                      for k, ca in zip(keys, outcome.claims, strict=False))
         + outcome.claims[len(keys):])

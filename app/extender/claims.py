@@ -24,6 +24,7 @@ from typing import Final
 
 from cachetools import LRUCache
 
+from app.allocator.types import Rejection
 from app.extender.extended import ExtendedNeeds, find_extended_claim, needs_of
 from app.inventory import POD_CLAIM_NAME_ANNOTATION, Inventory
 from app.model import NodeSelector, Pod, PodResourceClaim, ResourceClaim, ResourceClaimSpec
@@ -40,6 +41,7 @@ class PodClaims:
 
     claims: tuple[ResourceClaim, ...] = ()
     problem: str | None = None
+    rejection: Rejection | None = None  # the category of `problem`
     shape: Hashable = ()
     extended: ExtendedNeeds | None = None
 
@@ -82,16 +84,18 @@ class ClaimResolver:
         claims: list[ResourceClaim] = []
         for entry in pod.resource_claims:
             claim = self._claim_for(pod, entry)
-            if isinstance(claim, str):
-                return PodClaims(problem=claim)
+            if isinstance(claim, tuple):
+                return PodClaims(problem=claim[0], rejection=claim[1])
             if claim is None:
                 continue
             if claim.deleting:
-                return PodClaims(problem=f"ResourceClaim {claim.key} is being deleted")
+                return PodClaims(problem=f"ResourceClaim {claim.key} is being deleted",
+                                 rejection=Rejection.CLAIM_UNUSABLE)
             if len(claim.reserved_for) >= RESERVED_FOR_LIMIT and not any(
                     r.uid == pod.uid and r.name == pod.name for r in claim.reserved_for):
                 return PodClaims(problem=f"ResourceClaim {claim.key} is already in use by "
-                                         f"{RESERVED_FOR_LIMIT} consumers, the most allowed")
+                                         f"{RESERVED_FOR_LIMIT} consumers, the most allowed",
+                                 rejection=Rejection.CLAIM_UNUSABLE)
             claims.append(claim)
         resolved = self.of_claims(claims)
         needs = needs_of(pod, self._inventory.classes) if (
@@ -102,7 +106,8 @@ class ClaimResolver:
         if stale is not None:
             # Upstream treats it as left from an earlier attempt and deletes it first.
             return PodClaims(problem=f"ResourceClaim {stale.key} for the pod's extended "
-                                     "resources is left from an earlier attempt")
+                                     "resources is left from an earlier attempt",
+                             rejection=Rejection.CLAIM_UNUSABLE)
         return PodClaims(claims=resolved.claims, shape=(resolved.shape, needs),
                          extended=needs)
 
@@ -113,14 +118,16 @@ class ClaimResolver:
                                      else self._text(c.allocation.node_selector)
                                      for c in claims))
 
-    def _claim_for(self, pod: Pod, entry: PodResourceClaim) -> ResourceClaim | str | None:
+    def _claim_for(self, pod: Pod, entry: PodResourceClaim
+                   ) -> ResourceClaim | tuple[str, Rejection] | None:
         """The claim, or why there is none; None when the entry needs no claim."""
         inv = self._inventory
         if entry.resource_claim_name:
             key = f"{pod.namespace}/{entry.resource_claim_name}"
             claim = inv.claim(key)
             if claim is None:
-                return f"ResourceClaim {key} (pod claim {entry.name!r}) does not exist"
+                return (f"ResourceClaim {key} (pod claim {entry.name!r}) does not exist",
+                        Rejection.CLAIM_NOT_FOUND)
             return claim
         template_key = f"{pod.namespace}/{entry.resource_claim_template_name}"
         if entry.name in pod.claim_statuses:
@@ -133,7 +140,7 @@ class ClaimResolver:
         if not self._generate:
             return (f"the ResourceClaim for pod claim {entry.name!r} (template "
                     f"{template_key}) is not created yet; waiting for the resourceclaim "
-                    "controller")
+                    "controller"), Rejection.CLAIM_UNUSABLE
         claim = (inv.generated_claim(pod=pod, pod_claim_name=entry.name)
                  or inv.claim(f"{pod.namespace}/{generated_claim_name(pod, entry)}"))
         if claim is not None:
@@ -141,16 +148,17 @@ class ClaimResolver:
         template = inv.template(template_key)
         if template is None:
             return (f"ResourceClaimTemplate {template_key} (pod claim {entry.name!r}) "
-                    "does not exist")
+                    "does not exist"), Rejection.CLAIM_NOT_FOUND
         return ResourceClaim(
             namespace=pod.namespace, name=generated_claim_name(pod, entry),
             spec=template.spec, owner_pod_uid=pod.uid or None,
             annotations={**template.annotations, POD_CLAIM_NAME_ANNOTATION: entry.name})
 
     @staticmethod
-    def _owned(pod: Pod, claim: ResourceClaim) -> ResourceClaim | str:
+    def _owned(pod: Pod, claim: ResourceClaim) -> ResourceClaim | tuple[str, Rejection]:
         if pod.uid and claim.owner_pod_uid and claim.owner_pod_uid != pod.uid:
-            return f"ResourceClaim {claim.key} was not created for pod {pod.key}"
+            return (f"ResourceClaim {claim.key} was not created for pod {pod.key}",
+                    Rejection.CLAIM_NOT_FOUND)
         return claim
 
     def _text(self, obj: ResourceClaimSpec | NodeSelector | None) -> str:

@@ -30,11 +30,11 @@ import logging
 import math
 import time
 from collections.abc import Callable, Hashable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from app.allocator import DEFAULT_STEP_BUDGET
-from app.allocator.types import ClaimAllocation
+from app.allocator.types import ClaimAllocation, Rejection
 from app.extender.answers import (
     NO_CLAIMS,
     AnswerBook,
@@ -75,6 +75,8 @@ class FilterResult:
     failed: dict[str, str]
     unresolvable: dict[str, str]
     error: str | None = None
+    # failed and unresolvable nodes per category (`Rejection`), for the metrics
+    rejections: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(slots=True, frozen=True)
@@ -165,9 +167,12 @@ class Extender:
                 result.passed.extend(node_names)
             else:
                 result.unresolvable.update(dict.fromkeys(node_names, judged.reason or ""))
+                if node_names:
+                    result.rejections[judged.rejection or Rejection.OTHER] = len(node_names)
             return result
         answers, words, request = judged
         passed, verdicts = answers.passed, answers.verdicts
+        rejections = result.rejections
         # One pass, dictionary reads only: at 5,000 candidates every extra walk
         # over the names costs a measurable share of the cycle.
         for name in node_names:
@@ -182,6 +187,8 @@ class Extender:
                     continue
                 entry = verdicts[name]
             verdict = entry[1]
+            rejection = verdict.rejection or Rejection.OTHER
+            rejections[rejection] = rejections.get(rejection, 0) + 1
             reason, error = words(verdict)
             if error is not None:
                 result.unresolvable[name] = f"error: {error}"
@@ -282,7 +289,7 @@ class Extender:
         self._warmer.note_request()
         claims = self._resolver.resolve(pod)
         if claims.problem is not None:
-            return refused(claims.problem)
+            return refused(claims.problem, claims.rejection or Rejection.OTHER)
         if not claims.claims and claims.extended is None:
             return NO_CLAIMS
         request = request_of(claims, pod=pod)

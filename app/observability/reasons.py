@@ -1,84 +1,31 @@
 """Bounded categories for the free-text reasons drax answers with.
 
 Filter and bind explain themselves in sentences (app/allocator/reasons.py,
-the claim resolver, the binder); a metric needs a small fixed label set. The
-sentences are built from a few fixed templates, so a category is read off the
-template's wording. Each distinct text is classified once and remembered: one
-filter answers thousands of nodes with a handful of distinct texts.
+the claim resolver, the binder); a metric needs a small fixed label set.
+Filter's reasons carry their category from where they are written
+(`app.allocator.types.Rejection`), so `FILTER_REASONS` is that set. Bind's
+errors come from a few fixed templates, and `bind_cause` reads the category
+off the wording, once per distinct text.
 """
 
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Sequence
 from typing import Final
 
+from app.allocator.types import Rejection
 from app.bounded_cache import BoundedCache
 from app.model import Pod, ResourceClaim
 
-FILTER_REASONS: Final = (
-    "no_device_of_class", "selectors", "not_enough_free", "constraint", "taint",
-    "counters_capacity", "invalid_pool", "incomplete_pool", "cel_error", "claim_not_found",
-    "claim_unusable", "allocated_elsewhere", "unknown_node", "step_budget", "not_synced",
-    "other")
+# Filter rejections are typed where each reason is written (`Rejection`).
+FILTER_REASONS: Final = tuple(r.value for r in Rejection)
 BIND_CAUSES: Final = (
     "pod_unknown", "node_unknown", "no_longer_fits", "allocation_error", "claim_not_found",
     "claim_taken", "conflict", "api_error", "not_synced", "not_served", "other")
 
-_REQUEST: Final = re.compile(
-    r"(\d+) devices match class \S+, (\d+) pass the request selectors, (\d+) free")
 _CACHE_LIMIT: Final = 4096
-_filter_cache: BoundedCache[str, str] = BoundedCache(_CACHE_LIMIT)
 _bind_cache: BoundedCache[str, str] = BoundedCache(_CACHE_LIMIT)
-
-
-def filter_reason(text: str) -> str:
-    """One of FILTER_REASONS for a node's filter reason or error text."""
-    hit = _filter_cache.get(text)
-    if hit is None:
-        hit = _filter_cache.put(text, _classify_filter(text))
-    return hit
-
-
-def _classify_filter(text: str) -> str:
-    if text.startswith("error:"):
-        return "cel_error" if "CEL" in text or "cel" in text else "other"
-    if "not synced" in text:
-        return "not_synced"
-    if "is unknown to drax" in text:
-        return "unknown_node"
-    if "already allocated to devices that are not available" in text:
-        return "allocated_elsewhere"
-    if "does not exist" in text or "was not created for pod" in text:
-        return "claim_not_found"
-    if text.startswith(("ResourceClaim", "the ResourceClaim", "ResourceClaimTemplate")):
-        return "claim_unusable"
-    if "gave up after" in text:
-        return "step_budget"
-    match = _REQUEST.search(text)
-    if match is not None:
-        matched, selected, _ = (int(g) for g in match.groups())
-        if matched == 0:
-            return "no_device_of_class"
-        if selected == 0:
-            return "selectors"
-        tail = text[match.end():].split(";", 2)
-        detail = tail[1] if len(tail) > 1 else ""
-        if "untolerated taints" in detail:
-            return "taint"
-        if "shared counters" in detail or "capacity left" in detail:
-            return "counters_capacity"
-        return "not_enough_free"
-    if "satisfies constraint" in text:
-        return "constraint"
-    if "compete for the same devices" in text:
-        return "counters_capacity"
-    if "invalid resource pool" in text:
-        return "invalid_pool"
-    if "incomplete" in text:
-        return "incomplete_pool"
-    return "other"
 
 
 def bind_cause(text: str) -> str:

@@ -35,7 +35,7 @@ from starlette.responses import Response
 from app import __version__
 from app.extender import Extender
 from app.model import Pod
-from app.observability.reasons import bind_cause, filter_reason
+from app.observability.reasons import bind_cause
 from app.preemption import Offer, VictimSearch, choose_victims
 from app.server import metrics, wire
 from app.server.wire import BadRequest
@@ -58,6 +58,9 @@ class FilterOutcome(Protocol):
 
     @property
     def error(self) -> str | None: ...
+
+    @property
+    def rejections(self) -> Mapping[str, int]: ...  # failed nodes per rejection category
 
 
 class Verbs(Protocol):
@@ -220,7 +223,7 @@ class ExtenderEdge:
         self._passed.inc(len(result.passed))
         self._failed.inc(len(result.failed))
         self._unresolvable.inc(len(result.unresolvable))
-        _count_rejections(result.failed, result.unresolvable)
+        _count_rejections(result.rejections)
         self._count_hits(len(args.node_names), since=computed)
         return wire.filter_result(args, passed=result.passed, failed=result.failed,
                                   unresolvable=result.unresolvable, error=result.error)
@@ -308,21 +311,9 @@ class ExtenderEdge:
 _second: Final = operator.itemgetter(1)
 
 
-def _count_rejections(*by_node: Mapping[str, str]) -> None:
-    # One Counter over the texts, then one classification per distinct text:
-    # thousands of failed nodes share a handful of reasons.
-    texts: collections.Counter[str] = collections.Counter()
-    for reasons in by_node:
-        if reasons:
-            texts.update(reasons.values())
-    if not texts:
-        return
-    per_category: dict[str, int] = {}
-    for text, n in texts.items():
-        category = filter_reason(text)
-        per_category[category] = per_category.get(category, 0) + n
+def _count_rejections(rejections: Mapping[str, int]) -> None:
     children = metrics.REJECTIONS_BY_REASON
-    for category, n in per_category.items():
+    for category, n in rejections.items():
         children[category].inc(n)
 
 
