@@ -27,7 +27,7 @@ import contextlib
 import logging
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -294,39 +294,30 @@ def _observing(observer: InventoryObserver, extender: Extender,
                inner: Lifespan | None) -> Lifespan:
     """`inner` plus the background inventory walk behind the inventory and
     capacity metrics; it waits for the scheduler to be quiet, like warming."""
-
-    @asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        async with contextlib.AsyncExitStack() as stack:
-            if inner is not None:
-                await stack.enter_async_context(inner(app))
-            task = asyncio.get_running_loop().create_task(
-                observer.run(quiet=lambda: time.monotonic() - extender.last_request > 0.005,
-                             on_progress=garbage_collector.freeze))
-            try:
-                yield
-            finally:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-
-    return lifespan
+    return _with_task(inner, lambda: observer.run(
+        quiet=lambda: time.monotonic() - extender.last_request > 0.005,
+        on_progress=garbage_collector.freeze))
 
 
 def _warming(extender: Extender, inner: Lifespan | None) -> Lifespan:
     """`inner` plus `Extender.keep_warm` in the background, so the first request
-    of a claim shape (after start-up or a change) finds its answers computed."""
+    of a claim shape (after start-up or a change) finds its answers computed.
+    What a pass builds is frozen after each stretch of work: a full collection
+    over the answers and selector caches would be a pause inside some request."""
+    freeze = garbage_collector.freeze
+    return _with_task(inner, lambda: extender.keep_warm(on_settled=freeze, on_progress=freeze))
+
+
+def _with_task(inner: Lifespan | None,
+               start: Callable[[], Coroutine[Any, Any, None]]) -> Lifespan:
+    """`inner` plus the task `start()` running for as long as the app does."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with contextlib.AsyncExitStack() as stack:
             if inner is not None:
                 await stack.enter_async_context(inner(app))
-            # Frozen after each slice: a full collection over the answers and
-            # selector caches a pass builds would be a pause inside some request.
-            freeze = garbage_collector.freeze
-            task = asyncio.get_running_loop().create_task(
-                extender.keep_warm(on_settled=freeze, on_progress=freeze))
+            task = asyncio.get_running_loop().create_task(start())
             try:
                 yield
             finally:
