@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Final
 
-from app.allocator.capacity import consumed_capacity
 from app.allocator.constraints import Constraint, applies, build_constraint, lookup_attribute
+from app.allocator.consumable import consumed_capacity
 from app.allocator.types import AllocatedState, KnownMatches, NodeView, Objective, Rejection
 from app.cel import CelError
 from app.features import FeatureGates

@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 from fractions import Fraction
 
 from app.allocator import AllocatedState, AllocationOutcome, NodeView
-from app.allocator.capacity import consumed_capacity
 from app.allocator.constraints import as_set, lookup_attribute
+from app.allocator.consumable import consumed_capacity
 from app.cel import compile_selector
 from app.model import Device, DeviceClass, ExactDeviceRequest, ResourceClaim
 from app.model.objects import ALLOCATION_MODE_ALL
