@@ -35,7 +35,7 @@ import itertools
 import math
 from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final
 
 from cachetools import LRUCache
 
@@ -52,6 +52,8 @@ from app.extender.signature import HashedKey, flat_devices, map_outcome
 from app.extender.verbs import Extender
 from app.inventory import Inventory, NodeState, Occupants
 from app.model import (
+    Device,
+    DeviceRequestAllocationResult,
     Pod,
     PodDisruptionBudget,
     ResourceClaim,
@@ -65,6 +67,7 @@ DEFAULT_TRIAL_BUDGET: Final = 512
 # Victim sets looked at per allocator run allowed (most are ruled out by counting).
 _ENUMERATED_PER_TRIAL: Final = 16
 _SHARED_SEARCHES: Final = 4096
+_NODE_FACTS: Final = 16384
 
 
 # --------------------------------------------------------------------------- results
@@ -99,12 +102,26 @@ class NodePreemption:
     released_claims: tuple[str, ...]
     freed_devices: tuple[str, ...]
     pdb_violations: int
-    allocation: tuple[ClaimAllocation, ...]
     score: float | None
     priority: int
     terminating: tuple[Pod, ...] = ()
     exact: bool = True
     considered: frozenset[str] = frozenset()
+    # The allocation as found on a node with the same problem (`source`), named
+    # for this node only when read: ranking 500 nodes needs none of them.
+    outcome: AllocationOutcome | None = field(default=None, repr=False)
+    source: NodeView | None = field(default=None, repr=False, compare=False)
+    target: NodeView | None = field(default=None, repr=False, compare=False)
+    pending: tuple[ResourceClaim, ...] = field(default=(), repr=False, compare=False)
+
+    @property
+    def allocation(self) -> tuple[ClaimAllocation, ...]:
+        outcome = self.outcome
+        if outcome is None:
+            return ()
+        if self.source is not None and self.target is not None:
+            outcome = map_outcome(outcome, source=self.source, target=self.target)
+        return with_claim_keys(outcome, self.pending).claims
 
     def rank_key(self) -> tuple[float, ...]:
         """Smaller is better: kube-scheduler's pickOneNodeForPreemption order
@@ -206,7 +223,7 @@ class _Claim:
     claim: ResourceClaim
     needs: frozenset[int] | None
     relevant: bool
-    matched: frozenset[str] = frozenset()  # its devices the preemptor's requests match
+    freeable: frozenset[str] = frozenset()  # its exclusive devices the preemptor could use
 
 
 @dataclass(slots=True)
@@ -218,8 +235,54 @@ class _Problem:
     pods: list[Victim]  # the candidates, canonical order
     claims: list[_Claim]
     terminating: tuple[Pod, ...]
-    free_matched: int = 0  # devices its requests match that nobody holds
+    facts: _NodeFacts
+    kinds: tuple[Hashable, ...] = ()  # the request kinds, in the facts' column order
     key: Hashable | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class _NodeFacts:
+    """A node's devices as one shape's problems read them (`VictimSearch._facts`)."""
+
+    view: NodeView
+    kinds: HashedKey  # the match columns of the shape's request kinds
+    signature: Hashable  # hardware and usage (`StaticSignatures`)
+    position: Mapping[str, int]  # device id -> index in the view
+    relevant: frozenset[str]
+    matched: frozenset[str]
+    # per request kind: (its devices nobody holds, its devices held)
+    by_kind: tuple[tuple[frozenset[str], frozenset[str]], ...]
+    devices: Mapping[str, Device]
+    shared: bool  # some matched device takes several allocations: no counting
+
+    def attribute(self, device_id: str, name: str) -> Any:
+        value = self.devices[device_id].attributes.get(name)
+        return None if value is None else (value.kind, value.value)
+
+
+def _spots(results: Sequence[DeviceRequestAllocationResult], ids: Sequence[str],
+           position: Mapping[str, int]) -> tuple[Hashable, ...]:
+    """Where a claim's devices (`ids`, its results' devices) are, in
+    node-independent terms: their places in the node's view, plus what else a
+    result takes when it is not plain."""
+    places = []
+    plain = True
+    for r, device_id in zip(results, ids, strict=True):
+        at = position.get(device_id)
+        if at is None or r.admin_access or r.share_id is not None or r.consumed_capacity:
+            plain = False
+            break
+        places.append(at)
+    if plain:
+        return (0, *sorted(places))
+    return (1, *sorted(repr((position.get(r.device_id, r.device_id), r.admin_access,
+                             r.share_id is not None,
+                             sorted((k, q.value) for k, q in r.consumed_capacity.items())))
+                        for r in results))
+
+
+def _first_two(entry: tuple[Any, ...]) -> tuple[Any, Any]:
+    return entry[0], entry[1]
 
 
 @dataclass(slots=True, frozen=True)
@@ -258,6 +321,8 @@ class VictimSearch:
         self._first_fit = mode == "advisor"
         self._trial_budget = trial_budget
         self._solved: LRUCache[Hashable, _Solved] = LRUCache(maxsize=_SHARED_SEARCHES)
+        self._node_facts: LRUCache[tuple[str, int, Hashable], _NodeFacts] = LRUCache(
+            maxsize=_NODE_FACTS)
         self.trials = 0  # allocator runs so far (for benchmarks and tests)
 
     @property
@@ -323,7 +388,7 @@ class VictimSearch:
             request = variant
         if not request.pending:
             return NodePreemption(node=name, victims=(), released_claims=(), freed_devices=(),
-                                  pdb_violations=0, allocation=(), score=None, priority=0)
+                                  pdb_violations=0, score=None, priority=0)
         problem = self._problem(pod, p, request, state, allow)
         solved = self._solved.get(problem.key) if problem.key is not None else None
         if solved is None:
@@ -336,19 +401,15 @@ class VictimSearch:
                  allow: frozenset[str] | None) -> _Problem:
         occupants = self._inventory.occupants
         name = state.view.node.name
-        kinds = self._book.matches.signature(
-            state.view, request.kinds, classes=self._inventory.classes,
-            matcher=self._inventory.selectors.matches_shared)
-        assert isinstance(kinds, HashedKey)
-        relevant, matched = self._relevant_devices(kinds, state)
-        devices = flat_devices(state.view)
-        position = {d.id: i for i, d in enumerate(devices)}
-        # Who may go: on this node, below p, running, offered.
-        eligible: dict[str, Victim] = {}
+        facts = self._facts(state, request)
+        # Who may go: on this node, below p, running, offered. Pods are keyed by
+        # identity: the index hands out one object per pod.
+        eligible: dict[int, Victim] = {}
         held: dict[str, ResourceClaim] = {}
         terminating: list[Pod] = []
         for other in occupants.pods_on(name):
-            if other.uid == pod.uid and other.key == pod.key:
+            if other.uid == pod.uid and other.name == pod.name \
+                    and other.namespace == pod.namespace:
                 continue
             holdings = occupants.holdings(other)
             if not holdings:
@@ -360,66 +421,92 @@ class VictimSearch:
                 continue
             priority = priority_of(other, occupants)
             if priority < p and (allow is None or other.uid in allow):
-                eligible[other.key] = Victim(pod=other, priority=priority,
+                eligible[id(other)] = Victim(pod=other, priority=priority,
                                              claims=tuple(c.key for c in holdings))
-        # Per claim: the eligible pods that must all go to release it.
-        claim_needs: dict[str, frozenset[str] | None] = {}
+        # Per claim, in the order of where its devices are: the eligible pods that
+        # must all go to release it, or None when someone who stays holds it.
+        entries = []
         for claim_key, claim in held.items():
-            needs: set[str] = set()
-            kept = False
+            needs: set[int] | None = set()
             for reserver in occupants.reservers(claim):
-                if reserver is None or (not reserver.deleting and not reserver.terminal
-                                        and reserver.key not in eligible):
-                    kept = True
+                if reserver is not None and id(reserver) in eligible:
+                    needs.add(id(reserver))  # type: ignore[union-attr]
+                elif reserver is None or not (reserver.deleting or reserver.terminal):
+                    needs = None
                     break
-                if reserver.key in eligible:
-                    needs.add(reserver.key)
-            claim_needs[claim_key] = None if kept else frozenset(needs)
-
-        def spots(claim: ResourceClaim) -> tuple[Hashable, ...]:
-            """Where the claim's devices are, in node-independent terms."""
             assert claim.allocation is not None
-            return tuple(sorted(((position.get(r.device_id, r.device_id), r.admin_access,
-                                  r.share_id is not None,
-                                  tuple(sorted((k, q.value)
-                                               for k, q in r.consumed_capacity.items())))
-                                 for r in claim.allocation.results), key=repr))
-
-        ordered_claims = sorted(held.values(), key=lambda c: (spots(c), c.key))
-        is_relevant = {c.key: any(r.device_id in relevant for r in c.allocation.results)
-                       if c.allocation else False for c in ordered_claims}
+            results = claim.allocation.results
+            ids = [r.device_id for r in results]
+            entries.append((_spots(results, ids, facts.position), claim_key, claim, needs,
+                            ids))
+        entries.sort(key=_first_two)
+        relevant, matched = facts.relevant, facts.matched
+        first_spot: dict[int, int] = {}
+        useful: set[int] = set()
+        for i, (_, _, _, needs, ids) in enumerate(entries):
+            if needs:
+                for k in needs:
+                    first_spot.setdefault(k, i)
+                if not relevant.isdisjoint(ids):
+                    useful |= needs
         # Candidates: eligible pods that some releasable claim of use needs.
-        useful = {k for c in ordered_claims if is_relevant[c.key]
-                  for k in (claim_needs[c.key] or ())}
-        first_spot: dict[str, int] = {}
-        for i, c in enumerate(ordered_claims):
-            for k in claim_needs[c.key] or ():
-                first_spot.setdefault(k, i)
         candidates = sorted((eligible[k] for k in useful),
-                            key=lambda v: (first_spot[v.pod.key], v.priority, v.pod.key))
-        index = {v.pod.key: i for i, v in enumerate(candidates)}
-        claims = [_Claim(claim=c, relevant=is_relevant[c.key],
-                         needs=None if claim_needs[c.key] is None or not (
-                             claim_needs[c.key] or frozenset()) <= index.keys()
-                         else frozenset(index[k] for k in claim_needs[c.key] or ()),
-                         matched=frozenset(r.device_id for r in c.allocation.results
-                                           if r.device_id in matched and r.share_id is None)
-                         if c.allocation else frozenset())
-                  for c in ordered_claims]
-        taken = state.allocated.devices
-        free = len(matched) if any(d.allow_multiple_allocations for d in devices
-                                   if d.id in matched) else len(matched - taken)
+                            key=lambda v: (first_spot[id(v.pod)], v.priority, v.pod.name))
+        index = {id(v.pod): i for i, v in enumerate(candidates)}
+        claims = []
+        shape = []
+        for spot, _, claim, needs, ids in entries:
+            is_relevant = not relevant.isdisjoint(ids)
+            at = (None if needs is None or not needs <= index.keys()
+                  else frozenset(index[k] for k in needs))
+            assert claim.allocation is not None
+            claims.append(_Claim(claim=claim, needs=at, relevant=is_relevant,
+                                 freeable=frozenset(
+                                     i for i, r in zip(ids, claim.allocation.results,
+                                                       strict=True)
+                                     if i in matched and r.share_id is None)
+                                 if is_relevant else frozenset()))
+            shape.append((spot, at, is_relevant))
         # The key holds everything the search reads, in node-independent terms,
         # but not the candidates' priorities or PDBs: those only choose among the
         # smallest sets, which each node does for itself (`_choose`).
         key: Hashable | None = None
         if request.special is None:
-            signature = self._book.static.of(state).full
-            key = HashedKey((request.claims.shape, signature, kinds, self._first_fit,
-                             len(candidates),
-                             tuple((spots(c.claim), c.needs, c.relevant) for c in claims)))
+            key = HashedKey((request.claims.shape, facts.signature, facts.kinds,
+                             self._first_fit, len(candidates), tuple(shape)))
         return _Problem(state=state, pending=request.pending, pods=candidates, claims=claims,
-                        terminating=tuple(terminating), free_matched=free, key=key)
+                        terminating=tuple(terminating), facts=facts, kinds=request.kinds,
+                        key=key)
+
+    def _facts(self, state: NodeState, request: CallState) -> _NodeFacts:
+        """What one node's problems read of its devices for a shape's request
+        kinds, kept per node version (every preemptor of the shape reads it)."""
+        view = state.view
+        cache_key = (view.node.name, view.version, request.kinds)
+        hit = self._node_facts.get(cache_key)
+        if hit is not None and hit.view is view:
+            return hit
+        kinds = self._book.matches.signature(
+            view, request.kinds, classes=self._inventory.classes,
+            matcher=self._inventory.selectors.matches_shared)
+        assert isinstance(kinds, HashedKey)
+        relevant, matched = self._relevant_devices(kinds, state)
+        devices = flat_devices(view)
+        taken = state.allocated.devices
+        by_kind = []
+        assert isinstance(kinds.value, tuple)
+        for column in kinds.value:
+            ids = frozenset(() if column is None else (
+                d.id for d, m in zip(devices, column, strict=True) if m is True))
+            by_kind.append((ids - taken, ids & taken))
+        facts = _NodeFacts(view=view, kinds=kinds, signature=self._book.static.of(state).full,
+                           position={d.id: i for i, d in enumerate(devices)},
+                           relevant=frozenset(relevant), matched=frozenset(matched),
+                           by_kind=tuple(by_kind), devices={d.id: d for d in devices},
+                           shared=any(d.allow_multiple_allocations for d in devices
+                                      if d.id in matched))
+        self._node_facts[cache_key] = facts
+        return facts
 
     @staticmethod
     def _relevant_devices(kinds: HashedKey, state: NodeState) -> tuple[set[str], set[str]]:
@@ -469,7 +556,7 @@ class VictimSearch:
                 f"even with all {len(everyone)} lower-priority pods holding devices the pod "
                 "could use gone: "
                 f"{all_gone.error or all_gone.reason or 'cannot allocate all claims'}"))
-        needed = _devices_needed(problem.pending)
+        needs = None if problem.facts.shared else _needs(problem.pending, problem.kinds)
         budget = self._trial_budget
         for size in range(1, len(everyone)):
             if math.comb(len(everyone), size) > budget * _ENUMERATED_PER_TRIAL:
@@ -477,8 +564,8 @@ class VictimSearch:
             options = []
             for combo in itertools.combinations(everyone, size):
                 idx = released(combo)
-                if needed is not None and _free_after(problem, idx) < needed:
-                    continue  # too few devices it could use come free: skip the allocator
+                if needs is not None and not _plausible(problem, idx, needs):
+                    continue  # counting rules it out: no allocator run
                 budget -= 1
                 if budget < 0:
                     return _Solved(view=view, options=None, cut=True)
@@ -537,10 +624,12 @@ class VictimSearch:
         assert solved.options
         pods = problem.pods
 
+        covered = any(self._pdbs_of((v,), pdbs)[v.pod.namespace] for v in pods)
+
         def preference(option: _Option) -> tuple[float, int, int, int, tuple[int, ...]]:
             victims = [pods[i] for i in option.victims]
             return (0.0 if self._first_fit else -_score(option.outcome.score),
-                    pdb_violations(victims, self._pdbs_of(victims, pdbs)),
+                    pdb_violations(victims, pdbs) if covered else 0,
                     max((v.priority for v in victims), default=0),
                     sum(v.priority for v in victims), option.victims)
 
@@ -568,8 +657,7 @@ class VictimSearch:
         else:
             option, exact = self._choose(solved, problem, pdbs)
             source = solved.view
-        outcome = with_claim_keys(map_outcome(option.outcome, source=source, target=view),
-                                  problem.pending)
+        outcome = option.outcome
         victims = tuple(sorted((problem.pods[i] for i in option.victims), key=_importance))
         released = tuple(problem.claims[i].claim for i in option.released)
         freed = tuple(sorted({r.device_id for c in released if c.allocation
@@ -578,32 +666,87 @@ class VictimSearch:
             node=view.node.name, victims=victims,
             released_claims=tuple(c.key for c in released), freed_devices=freed,
             pdb_violations=pdb_violations(victims, self._pdbs_of(victims, pdbs)),
-            allocation=outcome.claims, score=outcome.score,
-            priority=topology_priority(outcome.score), terminating=problem.terminating,
-            exact=exact, considered=frozenset(v.pod.uid for v in problem.pods))
+            score=outcome.score, priority=topology_priority(outcome.score),
+            terminating=problem.terminating, exact=exact,
+            considered=frozenset(v.pod.uid for v in problem.pods),
+            outcome=outcome, source=source, target=view, pending=problem.pending)
 
 
-def _devices_needed(pending: Sequence[ResourceClaim]) -> int | None:
-    """How many distinct devices the claims take, when that is plain: every
-    request `exactly` a count, no admin access (which may share a taken device);
-    None otherwise (no bound from counting)."""
-    total = 0
+@dataclass(slots=True, frozen=True)
+class _Need:
+    """A count every allocation needs, checked by counting before the allocator
+    runs: `count` distinct devices matching request kind `kind`, all with one
+    value of `attribute` when it is set (a matchAttribute constraint)."""
+
+    kind: int
+    count: int
+    group: int = -1  # needs of one group share one attribute value
+    attribute: str | None = None
+
+
+def _needs(pending: Sequence[ResourceClaim], kinds: Sequence[Hashable]) -> list[_Need] | None:
+    """What counting can rule out for these claims: per `exactly` request its
+    count of its kind, and per matchAttribute constraint the same per value.
+    None when nothing can be said plainly (admin access may share a taken
+    device; an `All` request takes whatever there is)."""
+    out: list[_Need] = []
+    group = 0
     for claim in pending:
+        by_name: dict[str, _Need] = {}
         for request in claim.spec.requests:
             exact = request.exactly
-            if exact is None or exact.allocation_mode != ALLOCATION_MODE_EXACT_COUNT \
-                    or exact.admin_access:
+            if exact is None:
+                continue  # firstAvailable: any one subrequest; no plain count
+            if exact.allocation_mode != ALLOCATION_MODE_EXACT_COUNT or exact.admin_access:
                 return None
-            total += exact.count
-    return total
+            kind = kinds.index((exact.device_class_name, exact.selectors))
+            need = _Need(kind=kind, count=exact.count)
+            by_name[request.name] = need
+            out.append(need)
+        for constraint in claim.spec.constraints:
+            if constraint.match_attribute is None:
+                continue
+            names = constraint.requests or tuple(r.name for r in claim.spec.requests)
+            if not all(n in by_name for n in names):
+                continue
+            out += [_Need(kind=by_name[n].kind, count=by_name[n].count, group=group,
+                          attribute=constraint.match_attribute) for n in names]
+            group += 1
+    return out
 
 
-def _free_after(problem: _Problem, released: tuple[int, ...]) -> int:
-    """Devices the preemptor's requests match that are free once `released` go."""
+def _plausible(problem: _Problem, released: tuple[int, ...], needs: Sequence[_Need]) -> bool:
+    """False when counting alone shows the preemptor cannot fit once the
+    claims `released` go: too few free devices of a request's kind, or no
+    value of a matchAttribute constraint with enough of them for every
+    request it binds (a necessary condition; the allocator decides the rest)."""
+    facts = problem.facts
     freed: set[str] = set()
     for i in released:
-        freed |= problem.claims[i].matched
-    return problem.free_matched + len(freed)
+        freed |= problem.claims[i].freeable
+    available = [(free | (held & freed)) for free, held in facts.by_kind]
+    if sum(n.count for n in needs if n.group < 0) > len(frozenset().union(*available)):
+        return False
+    groups: dict[int, list[_Need]] = {}
+    for need in needs:
+        if need.group < 0:
+            if len(available[need.kind]) < need.count:
+                return False
+        else:
+            groups.setdefault(need.group, []).append(need)
+    for members in groups.values():
+        attribute = members[0].attribute
+        assert attribute is not None
+        values: dict[Any, list[int]] = {}
+        for slot, need in enumerate(members):
+            for device_id in available[need.kind]:
+                value = facts.attribute(device_id, attribute)
+                if value is not None:
+                    values.setdefault(value, [0] * len(members))[slot] += 1
+        if not any(all(c >= n.count for c, n in zip(counts, members, strict=True))
+                   for counts in values.values()):
+            return False
+    return True
 
 
 def _renamed(text: str, source: NodeView, target: NodeView) -> str:
