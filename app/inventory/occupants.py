@@ -19,6 +19,7 @@ parse time (`app.model.parse.shared_labels`), so 10,000 pods cost their
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Final
 
 from app.model import Pod, PodDisruptionBudget, PriorityClass, ResourceClaim
@@ -26,11 +27,23 @@ from app.model import Pod, PodDisruptionBudget, PriorityClass, ResourceClaim
 PODS_RESOURCE: Final = "pods"
 
 
+@dataclass(slots=True, frozen=True)
+class Holder:
+    """A pod holding claims on its node: the claims, their keys, and per claim
+    the pods it is reserved for (None: a consumer not known here)."""
+
+    pod: Pod
+    claims: tuple[ResourceClaim, ...]
+    keys: tuple[str, ...]
+    reservers: tuple[tuple[Pod | None, ...], ...]
+    devices: tuple[tuple[str, ...], ...]  # per claim, its results' device ids
+
+
 class Occupants:
     """Pods by node and UID, PDBs by namespace, PriorityClasses by name."""
 
-    __slots__ = ("_by_uid", "_claim", "_classes", "_default_class", "_on_node", "_pdbs",
-                 "_pod")
+    __slots__ = ("_by_uid", "_claim", "_classes", "_default_class", "_generation",
+                 "_occupancy", "_on_node", "_pdbs", "_pod")
 
     def __init__(self, *, claim: Callable[[str], ResourceClaim | None],
                  pod: Callable[[str], Pod | None]) -> None:
@@ -42,6 +55,10 @@ class Occupants:
         self._pdbs: dict[str, dict[str, PodDisruptionBudget]] = {}  # namespace -> name -> PDB
         self._classes: dict[str, PriorityClass] = {}
         self._default_class: PriorityClass | None = None
+        # node -> a count moved by every change to its pods or their claims, and
+        # the node's `occupancy` as of a count
+        self._generation: dict[str, int] = {}
+        self._occupancy: dict[str, tuple[int, tuple[Holder, ...]]] = {}
 
     # ------------------------------------------------------------------ updates (the store)
 
@@ -52,16 +69,32 @@ class Occupants:
             self._by_uid[pod.uid] = pod
         if pod.node_name:
             self._on_node.setdefault(pod.node_name, {})[pod.key] = pod
+            self._changed(pod.node_name)
 
     def remove_pod(self, pod: Pod) -> None:
         if pod.uid and self._by_uid.get(pod.uid) is pod:
             del self._by_uid[pod.uid]
         if pod.node_name:
+            self._changed(pod.node_name)
             table = self._on_node.get(pod.node_name)
             if table is not None and table.get(pod.key) is pod:
                 del table[pod.key]
                 if not table:
                     del self._on_node[pod.node_name]
+
+    def claim_changed(self, old: ResourceClaim | None, new: ResourceClaim | None) -> None:
+        """A claim came, changed or went: the nodes of the pods it is (or was)
+        reserved for see other holdings."""
+        for claim in (old, new):
+            if claim is None:
+                continue
+            for pod in self.reservers(claim):
+                if pod is not None and pod.node_name:
+                    self._changed(pod.node_name)
+
+    def _changed(self, node_name: str) -> None:
+        self._generation[node_name] = self._generation.get(node_name, 0) + 1
+        self._occupancy.pop(node_name, None)
 
     def put_pdb(self, pdb: PodDisruptionBudget) -> None:
         self._pdbs.setdefault(pdb.namespace, {})[pdb.name] = pdb
@@ -101,6 +134,27 @@ class Occupants:
     def pods_on(self, node_name: str) -> Iterable[Pod]:
         """Every pod bound to `node_name` (any phase; `holdings` says which hold devices)."""
         return self._on_node.get(node_name, {}).values()
+
+    def occupancy(self, node_name: str) -> tuple[Holder, ...]:
+        """The pods on the node that hold claims, each with its claims and, per
+        claim, who else it is reserved for; kept until the node's pods or their
+        claims change (every preemption search reads every candidate's)."""
+        generation = self._generation.get(node_name, 0)
+        hit = self._occupancy.get(node_name)
+        if hit is not None and hit[0] == generation:
+            return hit[1]
+        out = []
+        for pod in self.pods_on(node_name):
+            claims = self.holdings(pod)
+            if claims:
+                out.append(Holder(pod=pod, claims=claims,
+                                  keys=tuple(c.key for c in claims),
+                                  reservers=tuple(self.reservers(c) for c in claims),
+                                  devices=tuple(tuple(r.device_id for r in c.allocation.results)
+                                                if c.allocation else () for c in claims)))
+        held = tuple(out)
+        self._occupancy[node_name] = (generation, held)
+        return held
 
     def pod_by_uid(self, uid: str) -> Pod | None:
         return self._by_uid.get(uid)

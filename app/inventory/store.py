@@ -182,6 +182,7 @@ class Inventory:
                 self.selectors.forget_class(obj.name)
                 self._versions.stamp_all()
         elif kind == "ResourceClaim":
+            self.occupants.claim_changed(objects.claims.get(obj.key), obj)
             objects.put_claim(obj)
             results = counted(obj.allocation.results) if obj.allocation else ()
             self._holdings.claim_put(obj.key, results, allocated=obj.allocation is not None)
@@ -214,7 +215,9 @@ class Inventory:
                 self.selectors.forget_class(key)
                 self._versions.stamp_all()
         elif kind == "ResourceClaim":
-            held = objects.remove_claim(key) is not None
+            gone = objects.remove_claim(key)
+            self.occupants.claim_changed(gone, None)
+            held = gone is not None
             self._holdings.claim_deleted(key, held=held)
         elif kind == "ResourceClaimTemplate":
             objects.templates.pop(key, None)

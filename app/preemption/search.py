@@ -58,7 +58,12 @@ from app.model import (
     PodDisruptionBudget,
     ResourceClaim,
 )
-from app.model.objects import ALLOCATION_MODE_EXACT_COUNT, PREEMPT_LOWER_PRIORITY, PREEMPT_NEVER
+from app.model.objects import (
+    ALLOCATION_MODE_EXACT_COUNT,
+    POD_TERMINAL_PHASES,
+    PREEMPT_LOWER_PRIORITY,
+    PREEMPT_NEVER,
+)
 from app.topology import priority as topology_priority
 
 # Allocator runs one node's search may spend on exact search before it settles
@@ -68,6 +73,7 @@ DEFAULT_TRIAL_BUDGET: Final = 512
 _ENUMERATED_PER_TRIAL: Final = 16
 _SHARED_SEARCHES: Final = 4096
 _NODE_FACTS: Final = 16384
+_NOT_ENOUGH: Final = "too few devices the pod's requests match are free"
 
 
 # --------------------------------------------------------------------------- results
@@ -100,7 +106,6 @@ class NodePreemption:
     node: str
     victims: tuple[Victim, ...]
     released_claims: tuple[str, ...]
-    freed_devices: tuple[str, ...]
     pdb_violations: int
     score: float | None
     priority: int
@@ -113,6 +118,13 @@ class NodePreemption:
     source: NodeView | None = field(default=None, repr=False, compare=False)
     target: NodeView | None = field(default=None, repr=False, compare=False)
     pending: tuple[ResourceClaim, ...] = field(default=(), repr=False, compare=False)
+    released: tuple[ResourceClaim, ...] = field(default=(), repr=False, compare=False)
+
+    @property
+    def freed_devices(self) -> tuple[str, ...]:
+        """The devices of the released claims, sorted."""
+        return tuple(sorted({r.device_id for c in self.released if c.allocation
+                             for r in c.allocation.results}))
 
     @property
     def allocation(self) -> tuple[ClaimAllocation, ...]:
@@ -190,6 +202,8 @@ def pdb_violations(victims: Iterable[Victim], pdbs: Mapping[str, Sequence[PodDis
     filterPodsWithPDBViolation counts: most important victim first, each
     covering PDB's allowance decremented, a pod violating once any goes below 0.
     `pdbs`: namespace -> its PDBs."""
+    if not any(pdbs.get(v.pod.namespace) for v in victims):
+        return 0
     allowed: dict[str, int] = {}
     count = 0
     for victim in sorted(victims, key=_importance):
@@ -387,7 +401,7 @@ class VictimSearch:
                 return variant
             request = variant
         if not request.pending:
-            return NodePreemption(node=name, victims=(), released_claims=(), freed_devices=(),
+            return NodePreemption(node=name, victims=(), released_claims=(),
                                   pdb_violations=0, score=None, priority=0)
         problem = self._problem(pod, p, request, state, allow)
         solved = self._solved.get(problem.key) if problem.key is not None else None
@@ -405,40 +419,40 @@ class VictimSearch:
         # Who may go: on this node, below p, running, offered. Pods are keyed by
         # identity: the index hands out one object per pod.
         eligible: dict[int, Victim] = {}
-        held: dict[str, ResourceClaim] = {}
+        held: dict[str, tuple[ResourceClaim, tuple[Pod | None, ...], tuple[str, ...]]] = {}
         terminating: list[Pod] = []
-        for other in occupants.pods_on(name):
+        for holder in occupants.occupancy(name):
+            other = holder.pod
             if other.uid == pod.uid and other.name == pod.name \
                     and other.namespace == pod.namespace:
                 continue
-            holdings = occupants.holdings(other)
-            if not holdings:
-                continue
-            for claim in holdings:
-                held[claim.key] = claim
-            if other.deleting or other.terminal:
+            for claim_key, claim, reservers, ids in zip(holder.keys, holder.claims,
+                                                        holder.reservers, holder.devices,
+                                                        strict=True):
+                held[claim_key] = (claim, reservers, ids)
+            if other.deleting or other.phase in POD_TERMINAL_PHASES:
                 terminating.append(other)
                 continue
-            priority = priority_of(other, occupants)
+            priority = other.priority
+            if priority is None:
+                priority = priority_of(other, occupants)
             if priority < p and (allow is None or other.uid in allow):
-                eligible[id(other)] = Victim(pod=other, priority=priority,
-                                             claims=tuple(c.key for c in holdings))
+                eligible[id(other)] = Victim(pod=other, priority=priority, claims=holder.keys)
         # Per claim, in the order of where its devices are: the eligible pods that
         # must all go to release it, or None when someone who stays holds it.
         entries = []
-        for claim_key, claim in held.items():
+        position = facts.position
+        for claim_key, (claim, reservers, ids) in held.items():
             needs: set[int] | None = set()
-            for reserver in occupants.reservers(claim):
+            for reserver in reservers:
                 if reserver is not None and id(reserver) in eligible:
                     needs.add(id(reserver))  # type: ignore[union-attr]
                 elif reserver is None or not (reserver.deleting or reserver.terminal):
                     needs = None
                     break
             assert claim.allocation is not None
-            results = claim.allocation.results
-            ids = [r.device_id for r in results]
-            entries.append((_spots(results, ids, facts.position), claim_key, claim, needs,
-                            ids))
+            entries.append((_spots(claim.allocation.results, ids, position), claim_key, claim,
+                            needs, ids))
         entries.sort(key=_first_two)
         relevant, matched = facts.relevant, facts.matched
         first_spot: dict[int, int] = {}
@@ -538,8 +552,12 @@ class VictimSearch:
     def _solve(self, problem: _Problem) -> _Solved:
         view = problem.state.view
         attempt, released = self._attempts(problem)
+        needs = None if problem.facts.shared else _needs(problem.pending, problem.kinds)
         base = released(())
-        outcome = attempt(base)
+        if needs is not None and not _plausible(problem, base, needs):
+            outcome = AllocationOutcome(feasible=False, reason=_NOT_ENOUGH)
+        else:
+            outcome = attempt(base)
         if outcome.error is not None:
             return _Solved(view=view, options=None,
                            reason=f"cannot allocate the pod's claims: {outcome.error}")
@@ -547,6 +565,7 @@ class VictimSearch:
             return _Solved(view=view, options=(_Option((), base, outcome),))
         everyone = tuple(range(len(problem.pods)))
         if not everyone:
+            outcome = attempt(base)  # for the allocator's own words on why
             return _Solved(view=view, options=None, reason=(
                 "preempting cannot help: no lower-priority pod holds devices the pod could "
                 f"use ({outcome.reason or 'cannot allocate all claims'})"))
@@ -556,7 +575,6 @@ class VictimSearch:
                 f"even with all {len(everyone)} lower-priority pods holding devices the pod "
                 "could use gone: "
                 f"{all_gone.error or all_gone.reason or 'cannot allocate all claims'}"))
-        needs = None if problem.facts.shared else _needs(problem.pending, problem.kinds)
         budget = self._trial_budget
         for size in range(1, len(everyone)):
             if math.comb(len(everyone), size) > budget * _ENUMERATED_PER_TRIAL:
@@ -624,7 +642,9 @@ class VictimSearch:
         assert solved.options
         pods = problem.pods
 
-        covered = any(self._pdbs_of((v,), pdbs)[v.pod.namespace] for v in pods)
+        namespaces = {v.pod.namespace for v in pods}
+        self._pdbs_in(namespaces, pdbs)
+        covered = any(pdbs[ns] for ns in namespaces)
 
         def preference(option: _Option) -> tuple[float, int, int, int, tuple[int, ...]]:
             victims = [pods[i] for i in option.victims]
@@ -637,8 +657,12 @@ class VictimSearch:
 
     def _pdbs_of(self, victims: Iterable[Victim], pdbs: dict[str, list[PodDisruptionBudget]]
                  ) -> dict[str, list[PodDisruptionBudget]]:
-        for v in victims:
-            namespace = v.pod.namespace
+        return self._pdbs_in({v.pod.namespace for v in victims}, pdbs)
+
+    def _pdbs_in(self, namespaces: Iterable[str], pdbs: dict[str, list[PodDisruptionBudget]]
+                 ) -> dict[str, list[PodDisruptionBudget]]:
+        """`pdbs` (namespace -> its PDBs, filled per search) holding `namespaces`."""
+        for namespace in namespaces:
             if namespace not in pdbs:
                 pdbs[namespace] = list(self._inventory.occupants.pdbs(namespace))
         return pdbs
@@ -660,11 +684,9 @@ class VictimSearch:
         outcome = option.outcome
         victims = tuple(sorted((problem.pods[i] for i in option.victims), key=_importance))
         released = tuple(problem.claims[i].claim for i in option.released)
-        freed = tuple(sorted({r.device_id for c in released if c.allocation
-                              for r in c.allocation.results}))
         return NodePreemption(
             node=view.node.name, victims=victims,
-            released_claims=tuple(c.key for c in released), freed_devices=freed,
+            released_claims=tuple(c.key for c in released), released=released,
             pdb_violations=pdb_violations(victims, self._pdbs_of(victims, pdbs)),
             score=outcome.score, priority=topology_priority(outcome.score),
             terminating=problem.terminating, exact=exact,
