@@ -44,7 +44,7 @@ from app.features import FeatureGates
 from app.inventory import Inventory
 from app.model import Pod
 from app.topology import TopologyConfig, explain, node_topology
-from app.topology.plot import node_cells, render_png
+from app.topology.plot import NodeRow, node_cells, render_png
 
 POLICIES: Final = ("drax", "advisor", "first-fit")
 EXIT_IO: Final = 1
@@ -142,6 +142,7 @@ class Simulation:
         self._inventory = inventory
         self._config = config
         self._policy = policy
+        self._seed = seed
         self._rng = random.Random(seed)
         mode = "allocator" if policy == "drax" else "advisor"
         self._extender = Extender(inventory, features=features, mode=mode,
@@ -263,8 +264,12 @@ class Simulation:
         for name in self._inventory.node_names():
             state = self._inventory.node_state(name)
             if state is not None:
-                rows.append(node_cells(node_topology(state.view, self._config), holders))
-        return render_png(rows)
+                rows.append(NodeRow(name, node_cells(node_topology(state.view, self._config),
+                                                     holders)))
+        placed = sum(1 for r in results if r.node is not None)
+        title = (f"drax simulate, policy {self._policy}, seed {self._seed}: {placed} of "
+                 f"{len(results)} pods placed on {len(rows)} nodes")
+        return render_png(rows, title=title)
 
     def report(self, results: Sequence[_PodResult]) -> dict[str, Any]:
         placed = [r for r in results if r.node is not None]
