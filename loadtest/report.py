@@ -411,6 +411,16 @@ def _scale(doc: Mapping[str, Any]) -> str:
     return bench_scale.markdown(doc)
 
 
+def _scheduler_perf_markdown(doc: Mapping[str, Any]) -> str:
+    from loadtest import scheduler_perf
+    return scheduler_perf.markdown(doc)
+
+
+def _scheduler_perf_targets(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
+    from loadtest import scheduler_perf
+    return scheduler_perf.targets(doc)
+
+
 def _by_format(native: Callable[[Mapping[str, Any]], str]) -> Callable[[Mapping[str, Any]], str]:
     """The benchmark's own renderer, or `figures` for a transcribed file."""
     return lambda doc: figures(doc) if doc.get("format") == "figures" else native(doc)
@@ -471,6 +481,19 @@ SECTIONS: Final = (
             "runs out) to pool A through the `drax` scheduler (allocator mode) and then to "
             "pool B through `default-scheduler` (in-tree DynamicResources), in the same run, "
             "both kube-schedulers with the same client settings."),
+    Section("scheduler-perf", "Upstream's scheduler_perf DRA workloads: drax against the "
+            "in-tree plugin",
+            "python -m loadtest.scheduler_perf --smallest --record "
+            "loadtest/results/scheduler-perf.json", _scheduler_perf_markdown,
+            "SIG Scheduling's own benchmark (`test/integration/scheduler_perf` of "
+            "k8s.io/kubernetes v1.37.2, its DRA test cases read from the Go module cache): "
+            "upstream's objects, in-process API server and throughput measurement, each "
+            "workload under the in-tree scheduler (upstream's configuration), drax-allocator "
+            "(DynamicResources off, drax filters, prioritizes and binds) and drax-advisor "
+            "(the plugin on, drax filters and prioritizes), in one run on one machine. "
+            "pods/s is upstream's SchedulingThroughput (sampled each second; none for "
+            "workloads shorter than a second); the targets compare averages within the run.",
+            _scheduler_perf_targets),
     Section("soak", "Soak", "python -m loadtest --soak 600 --json loadtest/results/soak.json",
             _soak,
             "`drax serve` in kube mode (allocator) against the API-server double: 100 nodes x "

@@ -48,6 +48,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -62,6 +63,7 @@ REPO: Final = HERE.parents[1]
 MANIFESTS: Final = REPO / "manifests"
 SCHEDULERS: Final = ("in-tree", "drax-allocator", "drax-advisor")
 BUCKETS: Final = ("Average", "Perc50", "Perc90", "Perc99")
+THRESHOLD_MISSED: Final = '"SchedulingThroughput" "Average" to be higher'
 
 # Gates drax has no code for; a test case that turns one on is not run under drax.
 DRAX_LACKS: Final = {
@@ -316,9 +318,29 @@ def _throughput(data_dir: Path) -> dict[str, float | None]:
     return dict.fromkeys(BUCKETS)
 
 
+def _profile_drax(pid_file: Path, proc: subprocess.Popen[bytes], out: Path) -> None:
+    """Sample drax with py-spy from its start to its end (runs on a thread)."""
+    from loadtest.profile import recording
+
+    while not pid_file.exists():
+        if proc.poll() is not None:
+            return
+        time.sleep(0.05)
+    pid = int(pid_file.read_text())
+    with recording(pid, out):
+        while proc.poll() is None:
+            try:
+                os.kill(pid, 0)
+            except OSError:
+                return
+            time.sleep(0.2)
+
+
 def run_workload(workload: Workload, scheduler: str, *, binary: Path, etcd_dir: Path,
-                 pods_timeout: int = 600, keep: Path | None = None) -> Outcome:
-    """Run one workload under one scheduler in a fresh process and temporary directory."""
+                 pods_timeout: int = 600, keep: Path | None = None,
+                 profile: Path | None = None) -> Outcome:
+    """Run one workload under one scheduler in a fresh process and temporary directory.
+    With `profile`, drax is sampled by py-spy and its collapsed stacks land there."""
     work = Path(tempfile.mkdtemp(prefix="drax-perf-"))
     try:
         data_dir = work / "data"
@@ -341,6 +363,7 @@ def run_workload(workload: Workload, scheduler: str, *, binary: Path, etcd_dir: 
                 "argv": drax_argv(workload, scheduler, port, metrics_port), "env": env,
                 "ready_url": f"http://127.0.0.1:{metrics_port}/readyz",
                 "log": str(work / "drax.log"), "kubeconfig": str(work / "drax.kubeconfig"),
+                "pid_file": str(work / "drax.pid"),
                 "manifests": [str(MANIFESTS / "deployment.yaml"), str(MANIFESTS / "rbac.yaml")],
                 "service_account_namespace": ns, "service_account_name": name}
         (work / "run.json").write_text(json.dumps(spec, indent=2))
@@ -362,8 +385,15 @@ def run_workload(workload: Workload, scheduler: str, *, binary: Path, etcd_dir: 
         with open(work / "go.log", "wb") as log:
             proc = subprocess.Popen(argv, cwd=workload.directory, env=env, stdout=log,
                                     stderr=subprocess.STDOUT, start_new_session=True)
+            profiler = None
+            if profile is not None and spec["drax"] is not None:
+                profiler = threading.Thread(target=_profile_drax, daemon=True,
+                                            args=(work / "drax.pid", proc, profile))
+                profiler.start()
             try:
                 code = proc.wait()
+                if profiler is not None:
+                    profiler.join(timeout=60)
             except BaseException:
                 os.killpg(proc.pid, signal.SIGTERM)
                 proc.wait()
@@ -379,7 +409,11 @@ def run_workload(workload: Workload, scheduler: str, *, binary: Path, etcd_dir: 
                "scheduled": int(result.get("scheduled", 0)),
                "measured_pods": int(result.get("created", 0)),
                "seconds": round(seconds, 1)}
-        ok = (code == 0 and bool(result) and run["scheduled"] == run["measured_pods"]
+        # Upstream fails a workload below its threshold; here the threshold is only
+        # reported beside the figures (this machine is not upstream's).
+        below = go_log.count(THRESHOLD_MISSED)
+        passed = code == 0 or (below > 0 and go_log.count("ERROR:") == below)
+        ok = (passed and bool(result) and run["scheduled"] == run["measured_pods"]
               and not result.get("failed"))
         log_tail = go_log[-6000:] + (f"\n--- drax log tail\n{drax_log[-3000:]}" if drax_log else "")
         if keep is not None:
@@ -417,3 +451,124 @@ def histogram_quantile(h: Mapping[str, Any], q: float) -> float | None:
             return lower + (bound - lower) * ((rank - below) / inside if inside else 1.0)
         lower, below = bound, cumulative
     return float(h["bounds"][-1]) if h.get("bounds") else None
+
+
+# ---------------------------------------------------------------- the record
+
+RECORD_KEYS: Final = ("workload", "scheduler")
+# The benchmark's targets: drax-allocator against in-tree (average pods/s, same run).
+KEY_WORKLOADS: Final = ("SchedulingWithResourceClaimTemplate/5000pods_500nodes",
+                        "SchedulingWithResourceClaimTemplate/half_500nodes")
+
+
+def _ms(h: Mapping[str, Any] | None) -> dict[str, float | None]:
+    out: dict[str, float | None] = {}
+    for name, q in (("p50", 0.5), ("p99", 0.99)):
+        v = histogram_quantile(h, q) if h else None
+        out[name] = None if v is None else round(v * 1000, 2)
+    return out
+
+
+def detail(workload: Workload, outcome: Outcome) -> dict[str, Any]:
+    """What the record keeps of a run beyond its JSON entry."""
+    m = outcome.metrics
+    algo = m.get("scheduler_scheduling_algorithm_duration_seconds")
+    sli = m.get("scheduler_pod_scheduling_sli_duration_seconds")
+    return {"workload": outcome.run["workload"], "scheduler": outcome.run["scheduler"],
+            "threshold": workload.threshold, "ok": outcome.ok,
+            "failed_pods": outcome.failed_pods, "pending": outcome.pending[:3],
+            "scheduling_algorithm_ms": _ms(algo), "pod_scheduling_sli_ms": _ms(sli)}
+
+
+def merge_record(path: Path, *, command: str, runs: Sequence[Mapping[str, Any]],
+                 details: Sequence[Mapping[str, Any]], not_run: Sequence[Mapping[str, Any]],
+                 profiles: Mapping[str, Any]) -> dict[str, Any]:
+    """Add these runs to the record at `path` (loadtest/results/scheduler-perf.json), replacing
+    earlier runs of the same workload and scheduler; other runs are kept."""
+    from loadtest.report import provenance
+
+    doc: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
+
+    def merged(old: Sequence[Mapping[str, Any]], new: Sequence[Mapping[str, Any]]
+               ) -> list[Mapping[str, Any]]:
+        fresh = {tuple(e[k] for k in RECORD_KEYS) for e in new}
+        return [e for e in old if tuple(e[k] for k in RECORD_KEYS) not in fresh] + list(new)
+
+    commands = [c for c in doc.get("commands", []) if c != command] + [command]
+    out = {**provenance(command), "commands": commands, "kubernetes": KUBERNETES,
+           "machine_cpu": machine(),
+           "runs": merged(doc.get("runs", []), runs),
+           "details": merged(doc.get("details", []), details),
+           "not_run": merged(doc.get("not_run", []), not_run),
+           "profiles": {**doc.get("profiles", {}), **profiles}}
+    path.write_text(json.dumps(out, indent=1) + "\n")
+    return out
+
+
+def _ratio(value: float | None, base: float | None) -> float | None:
+    return round(value / base, 2) if value and base else None
+
+
+def targets(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The issue's targets, from a record: ratios of average pods/s within one run file."""
+    avg = {(r["workload"], r["scheduler"]): r["pods_per_second"]["Average"] for r in doc["runs"]}
+    out: list[dict[str, Any]] = []
+    for (workload, scheduler), value in sorted(avg.items()):
+        if scheduler == "in-tree":
+            continue
+        base = avg.get((workload, "in-tree"))
+        ratio = _ratio(value, base)
+        if ratio is None:
+            continue  # too short to measure (the smallest workloads) or not run in-tree
+        goal = 1.0 if scheduler == "drax-allocator" and workload in KEY_WORKLOADS else 0.8
+        out.append({"target": f"{scheduler} / in-tree, {workload}", "goal": f">= {goal}x",
+                    "measured": ratio, "unit": "x", "met": ratio >= goal, "note": ""})
+    missed = [f"{r['workload']} ({r['scheduler']}: {r['scheduled']}/{r['measured_pods']})"
+              for r in doc["runs"] if r["scheduler"] != "in-tree"
+              and r["scheduled"] != r["measured_pods"]]
+    out.append({"target": "every pod in-tree schedules, drax schedules", "goal": "all",
+                "measured": len(missed), "unit": "runs short", "met": not missed,
+                "note": "; ".join(missed)})
+    return out
+
+
+def _fmt(value: float | None, digits: int = 1) -> str:
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
+def markdown(doc: Mapping[str, Any]) -> str:
+    """The record as RESULTS.md's section: the table, what was not run, the profiles."""
+    details = {(d["workload"], d["scheduler"]): d for d in doc.get("details", [])}
+    avg = {(r["workload"], r["scheduler"]): r["pods_per_second"]["Average"] for r in doc["runs"]}
+    lines = [f"Machine: {doc.get('machine_cpu', '')}. Upstream threshold: the workload's "
+             "`threshold` in the v1.37.2 YAML for the topic upstream's benchmark of that "
+             "directory uses (upstream fails a run below it; here it is only shown). "
+             "Latencies are the scheduler's own histograms over the whole workload.", "",
+             "| workload | scheduler | pods/s avg | p50 | x in-tree | scheduled / measured "
+             "| algorithm p50 / p99 ms | SLI p50 / p99 ms | upstream threshold |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in doc["runs"]:
+        key = (r["workload"], r["scheduler"])
+        d = details.get(key, {})
+        pps = r["pods_per_second"]
+        ratio = _ratio(avg[key], avg.get((r["workload"], "in-tree"))) \
+            if r["scheduler"] != "in-tree" else None
+        algo, sli = d.get("scheduling_algorithm_ms", {}), d.get("pod_scheduling_sli_ms", {})
+        lines.append(
+            f"| {r['workload']} | {r['scheduler']} | {_fmt(pps['Average'])} | "
+            f"{_fmt(pps['Perc50'])} | {_fmt(ratio, 2)} | {r['scheduled']} / "
+            f"{r['measured_pods']} | {_fmt(algo.get('p50'))} / {_fmt(algo.get('p99'))} | "
+            f"{_fmt(sli.get('p50'))} / {_fmt(sli.get('p99'))} | "
+            f"{_fmt(d.get('threshold'), 0) if d.get('threshold') else '–'} |")
+    if doc.get("not_run"):
+        lines += ["", "Not run:", ""]
+        lines += [f"- {n['workload']} under {n['scheduler']}: {n['reason']}"
+                  for n in doc["not_run"]]
+    for key, summary in sorted(doc.get("profiles", {}).items()):
+        lines += ["", f"Where drax's time goes, {key} (py-spy, {summary['samples']} samples "
+                  "over drax's whole life in the run):", "",
+                  "| area | % of samples |", "|---|---|"]
+        lines += [f"| {a['function']} | {a['percent']} |" for a in summary["by_area"]]
+        lines += ["", "| self % | function |", "|---|---|"]
+        lines += [f"| {s['percent']} | {s['function']} |" for s in summary["self"][:12]]
+    return "\n".join(lines) + "\n"

@@ -20,14 +20,18 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
+from loadtest.profile import markdown, summarize_collapsed
 from loadtest.scheduler_perf import (
     KUBERNETES,
     SCHEDULERS,
     PerfError,
     build,
+    detail,
     discover,
     histogram_quantile,
+    merge_record,
     run_workload,
     select,
     smallest,
@@ -54,6 +58,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="how long a burst workload waits for its pods (upstream: 600)")
     parser.add_argument("--keep", type=Path, metavar="DIR",
                         help="copy each run's files (logs, generated YAML) here")
+    parser.add_argument("--profile", type=Path, metavar="DIR",
+                        help="sample drax with py-spy (pip install py-spy) for each drax run; "
+                             "collapsed stacks and their summary land here")
+    parser.add_argument("--record", type=Path, metavar="FILE",
+                        help="also merge the runs, latencies, reasons and profiles into this "
+                             "report record (loadtest/results/scheduler-perf.json); with "
+                             "--profile only the profiles")
     args = parser.parse_args(argv)
     try:
         if args.build:
@@ -75,7 +86,11 @@ def main(argv: list[str] | None = None) -> int:
     except PerfError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    runs, bad = [], 0
+    runs: list[dict[str, Any]] = []
+    details: list[dict[str, Any]] = []
+    not_run: list[dict[str, Any]] = []
+    profiles: dict[str, Any] = {}
+    bad = 0
     print(f"{'workload':60} {'scheduler':15} {'avg':>7} {'p50':>7} sched/measured  "
           f"algo p50/p99 ms  sli p50/p99 ms")
     for w in chosen:
@@ -83,10 +98,17 @@ def main(argv: list[str] | None = None) -> int:
             reason = w.drax_cannot_run() if scheduler != "in-tree" else None
             if reason:
                 print(f"{w.full_name:60} {scheduler:15} not run: {reason}")
+                not_run.append({"workload": w.full_name, "scheduler": scheduler,
+                                "reason": reason})
                 continue
+            stacks = None
+            if args.profile and scheduler != "in-tree":
+                args.profile.mkdir(parents=True, exist_ok=True)
+                stacks = args.profile / f"{w.case}_{w.name}_{scheduler}.txt"
             out = run_workload(w, scheduler, binary=binary, etcd_dir=etcd_dir,
-                               pods_timeout=args.pods_timeout, keep=args.keep)
+                               pods_timeout=args.pods_timeout, keep=args.keep, profile=stacks)
             runs.append(out.run)
+            details.append(detail(w, out))
             pps = out.run["pods_per_second"]
             algo = out.metrics.get("scheduler_scheduling_algorithm_duration_seconds", {})
             sli = out.metrics.get("scheduler_pod_scheduling_sli_duration_seconds", {})
@@ -96,6 +118,10 @@ def main(argv: list[str] | None = None) -> int:
             counts = f"{out.run['scheduled']:>6}/{out.run['measured_pods']:<7}"
             print(f"{w.full_name:60} {scheduler:15} {_fmt(pps['Average']):>7} "
                   f"{_fmt(pps['Perc50']):>7} {counts} {ms_text}", flush=True)
+            if stacks is not None and stacks.exists():
+                summary = summarize_collapsed(stacks.read_text())
+                stacks.with_suffix(".md").write_text(markdown(summary))
+                profiles[f"{w.full_name} under {scheduler}"] = summary
             if not out.ok:
                 bad += 1
                 print(f"  FAILED: {out.failed_pods} failed pods; pending: {out.pending[:3]}\n"
@@ -103,6 +129,14 @@ def main(argv: list[str] | None = None) -> int:
             if args.json:
                 args.json.write_text(json.dumps({"kubernetes": KUBERNETES, "runs": runs},
                                                 indent=2) + "\n")
+    if args.record:
+        command = " ".join(["python -m loadtest.scheduler_perf",
+                            *(argv if argv is not None else sys.argv[1:])])
+        # A profiled run's speeds include py-spy's sampling: it adds its profiles only.
+        timed = not args.profile
+        merge_record(args.record, command=command, runs=runs if timed else [],
+                     details=details if timed else [], not_run=not_run if timed else [],
+                     profiles=profiles)
     return 1 if bad else 0
 
 

@@ -5,6 +5,7 @@ tests/e2e/test_e2e_scheduler_perf.py."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -20,8 +21,11 @@ from loadtest.scheduler_perf import (
     drax_scheduler_config,
     drax_test_cases,
     histogram_quantile,
+    markdown,
+    merge_record,
     select,
     smallest,
+    targets,
 )
 
 BENCH = '''package x
@@ -178,3 +182,49 @@ def test_workload_size_counts_nodes_then_pods() -> None:
                  params={"nodesWithDRA": 2, "nodesWithoutDRA": 1, "measurePods": 5},
                  namespace="test", scheduler_config=None, threshold=None)
     assert w.size == (3, 5)
+
+
+def _run(workload: str, scheduler: str, avg: float | None, scheduled: int = 10,
+         measured: int = 10) -> dict:
+    return {"workload": workload, "scheduler": scheduler,
+            "pods_per_second": {"Average": avg, "Perc50": avg, "Perc90": avg, "Perc99": avg},
+            "scheduled": scheduled, "measured_pods": measured, "seconds": 1.0}
+
+
+KEY = "SchedulingWithResourceClaimTemplate/5000pods_500nodes"
+PROFILE = {"samples": 1, "self": [], "inclusive": [],
+           "by_area": [{"function": "app/server", "samples": 1, "percent": 100.0}]}
+
+
+def test_targets_compare_averages_to_in_tree_within_the_record() -> None:
+    doc = {"runs": [_run(KEY, "in-tree", 50.0), _run(KEY, "drax-allocator", 45.0),
+                    _run(KEY, "drax-advisor", 45.0),
+                    _run("X/fast", "in-tree", None), _run("X/fast", "drax-allocator", None),
+                    _run("Y/w", "in-tree", 10.0), _run("Y/w", "drax-allocator", 9.0, 9, 10)]}
+    got = {t["target"]: t for t in targets(doc)}
+    # The key workloads need 1.0x for drax-allocator, everything else 0.8x.
+    assert got[f"drax-allocator / in-tree, {KEY}"]["met"] is False
+    assert got[f"drax-advisor / in-tree, {KEY}"]["met"] is True
+    assert got["drax-allocator / in-tree, Y/w"]["measured"] == 0.9
+    assert not any("X/fast" in name for name in got)  # too short to have a rate
+    every = got["every pod in-tree schedules, drax schedules"]
+    assert every["met"] is False and "Y/w (drax-allocator: 9/10)" in every["note"]
+
+
+def test_record_merges_runs_by_workload_and_scheduler(tmp_path) -> None:
+    path = tmp_path / "record.json"
+    merge_record(path, command="a", runs=[_run(KEY, "in-tree", 1.0)], details=[],
+                 not_run=[{"workload": "G/f", "scheduler": "drax-allocator", "reason": "r"}],
+                 profiles={})
+    doc = merge_record(path, command="b", runs=[_run(KEY, "in-tree", 2.0),
+                                                _run(KEY, "drax-allocator", 3.0)],
+                       details=[], not_run=[], profiles={"p": PROFILE})
+    assert [(r["scheduler"], r["pods_per_second"]["Average"]) for r in doc["runs"]] == \
+        [("in-tree", 2.0), ("drax-allocator", 3.0)]
+    assert doc["commands"] == ["a", "b"] and doc["kubernetes"] == "v1.37.2"
+    assert doc["not_run"][0]["reason"] == "r" and doc["profiles"] == {"p": PROFILE}
+    assert json.loads(path.read_text()) == doc
+    text = markdown(doc)
+    assert f"| {KEY} | drax-allocator | 3.0 | 3.0 | 1.50 | 10 / 10 |" in text
+    assert "G/f under drax-allocator: r" in text
+    assert "| app/server | 100.0 |" in text

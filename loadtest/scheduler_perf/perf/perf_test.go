@@ -44,8 +44,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	"k8s.io/component-base/metrics/legacyregistry"
 	_ "k8s.io/component-base/logs/json/register"
+	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/dynamic-resource-allocation/structured"
 	perf "k8s.io/kubernetes/test/integration/scheduler_perf"
 	"k8s.io/kubernetes/test/utils/client-go/ktesting"
@@ -64,14 +64,15 @@ type run struct {
 }
 
 type drax struct {
-	Argv       []string          `json:"argv"` // "{kubeconfig}" is replaced by the written kubeconfig
-	Env        map[string]string `json:"env"`
-	ReadyURL   string            `json:"ready_url"`
-	Log        string            `json:"log"`
-	Kubeconfig string            `json:"kubeconfig"`
-	Manifests  []string          `json:"manifests"` // ServiceAccount and RBAC objects are applied
-	SANamespace string           `json:"service_account_namespace"`
-	SAName      string           `json:"service_account_name"`
+	Argv        []string          `json:"argv"` // "{kubeconfig}" is replaced by the written kubeconfig
+	Env         map[string]string `json:"env"`
+	ReadyURL    string            `json:"ready_url"`
+	Log         string            `json:"log"`
+	PidFile     string            `json:"pid_file"` // drax's pid, for a profiler to attach
+	Kubeconfig  string            `json:"kubeconfig"`
+	Manifests   []string          `json:"manifests"` // ServiceAccount and RBAC objects are applied
+	SANamespace string            `json:"service_account_namespace"`
+	SAName      string            `json:"service_account_name"`
 }
 
 // histogram is one scheduler histogram summed over its label sets.
@@ -348,6 +349,11 @@ func startDrax(tCtx ktesting.TContext, admin kubernetes.Interface, d *drax) (fun
 	if err := cmd.Start(); err != nil {
 		logFile.Close()
 		return nil, err
+	}
+	if d.PidFile != "" {
+		if err := os.WriteFile(d.PidFile, []byte(fmt.Sprint(cmd.Process.Pid)), 0o644); err != nil {
+			tCtx.Logf("write %s: %v", d.PidFile, err)
+		}
 	}
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
