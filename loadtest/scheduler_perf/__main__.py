@@ -91,6 +91,21 @@ def main(argv: list[str] | None = None) -> int:
     not_run: list[dict[str, Any]] = []
     profiles: dict[str, Any] = {}
     bad = 0
+    command = " ".join(["python -m loadtest.scheduler_perf",
+                        *(argv if argv is not None else sys.argv[1:])])
+
+    def save() -> None:
+        """The JSON and the record after every run, so an interrupted run keeps its part."""
+        if args.json:
+            args.json.write_text(json.dumps({"kubernetes": KUBERNETES, "runs": runs},
+                                            indent=2) + "\n")
+        if args.record:
+            # A profiled run's speeds include py-spy's sampling: it adds its profiles only.
+            timed = not args.profile
+            merge_record(args.record, command=command, runs=runs if timed else [],
+                         details=details if timed else [], not_run=not_run if timed else [],
+                         profiles=profiles)
+
     print(f"{'workload':60} {'scheduler':15} {'avg':>7} {'p50':>7} sched/measured  "
           f"algo p50/p99 ms  sli p50/p99 ms")
     for w in chosen:
@@ -100,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{w.full_name:60} {scheduler:15} not run: {reason}")
                 not_run.append({"workload": w.full_name, "scheduler": scheduler,
                                 "reason": reason})
+                save()
                 continue
             stacks = None
             if args.profile and scheduler != "in-tree":
@@ -126,17 +142,7 @@ def main(argv: list[str] | None = None) -> int:
                 bad += 1
                 print(f"  FAILED: {out.failed_pods} failed pods; pending: {out.pending[:3]}\n"
                       f"{out.log[-3000:]}", file=sys.stderr)
-            if args.json:
-                args.json.write_text(json.dumps({"kubernetes": KUBERNETES, "runs": runs},
-                                                indent=2) + "\n")
-    if args.record:
-        command = " ".join(["python -m loadtest.scheduler_perf",
-                            *(argv if argv is not None else sys.argv[1:])])
-        # A profiled run's speeds include py-spy's sampling: it adds its profiles only.
-        timed = not args.profile
-        merge_record(args.record, command=command, runs=runs if timed else [],
-                     details=details if timed else [], not_run=not_run if timed else [],
-                     profiles=profiles)
+            save()
     return 1 if bad else 0
 
 
