@@ -293,6 +293,7 @@ class Outcome:
     pending: list[str]
     metrics: dict[str, Any]
     log: str
+    extension_points_ms: dict[str, float] = dataclasses.field(default_factory=dict)
 
 
 def build() -> tuple[Path, Path]:
@@ -309,13 +310,35 @@ def _gomodcache() -> Path:
     return Path(out.stdout.strip())
 
 
-def _throughput(data_dir: Path) -> dict[str, float | None]:
+def _data_items(data_dir: Path) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
     for path in sorted(data_dir.glob("*.json")):
-        for item in json.loads(path.read_text()).get("dataItems") or []:
-            if (item.get("labels") or {}).get("Metric") == "SchedulingThroughput":
-                data = item.get("data") or {}
-                return {b: data.get(b) for b in BUCKETS}
+        items += json.loads(path.read_text()).get("dataItems") or []
+    return items
+
+
+def _throughput(items: Sequence[Mapping[str, Any]]) -> dict[str, float | None]:
+    for item in items:
+        if (item.get("labels") or {}).get("Metric") == "SchedulingThroughput":
+            data = item.get("data") or {}
+            return {b: data.get(b) for b in BUCKETS}
     return dict.fromkeys(BUCKETS)
+
+
+def _extension_points(items: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """Upstream's own per-extension-point averages (ms) over the measured pods."""
+    out: dict[str, float] = {}
+    for item in items:
+        labels = item.get("labels") or {}
+        average = (item.get("data") or {}).get("Average")
+        if average is None:
+            continue
+        if labels.get("Metric") == "scheduler_framework_extension_point_duration_seconds":
+            out[labels.get("extension_point", "")] = round(average, 2)
+        elif (labels.get("Metric") == "scheduler_scheduling_attempt_duration_seconds"
+              and labels.get("result") == "scheduled"):
+            out["attempt (scheduled)"] = round(average, 2)
+    return out
 
 
 def _profile_drax(pid_file: Path, proc: subprocess.Popen[bytes], out: Path) -> None:
@@ -399,13 +422,14 @@ def run_workload(workload: Workload, scheduler: str, *, binary: Path, etcd_dir: 
                 proc.wait()
                 raise
         seconds = time.monotonic() - started
+        items = _data_items(data_dir)
         result = json.loads((work / "result.json").read_text()) \
             if (work / "result.json").exists() else {}
         go_log = (work / "go.log").read_text(errors="replace")
         drax_log = (work / "drax.log").read_text(errors="replace") \
             if (work / "drax.log").exists() else ""
         run = {"workload": workload.full_name, "scheduler": scheduler,
-               "pods_per_second": _throughput(data_dir),
+               "pods_per_second": _throughput(items),
                "scheduled": int(result.get("scheduled", 0)),
                "measured_pods": int(result.get("created", 0)),
                "seconds": round(seconds, 1)}
@@ -421,7 +445,8 @@ def run_workload(workload: Workload, scheduler: str, *, binary: Path, etcd_dir: 
                             dirs_exist_ok=True)
         return Outcome(run=run, ok=ok, failed_pods=int(result.get("failed", 0)),
                        pending=list(result.get("pending") or []),
-                       metrics=dict(result.get("metrics") or {}), log=log_tail)
+                       metrics=dict(result.get("metrics") or {}), log=log_tail,
+                       extension_points_ms=_extension_points(items))
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -477,7 +502,8 @@ def detail(workload: Workload, outcome: Outcome) -> dict[str, Any]:
     return {"workload": outcome.run["workload"], "scheduler": outcome.run["scheduler"],
             "threshold": workload.threshold, "ok": outcome.ok,
             "failed_pods": outcome.failed_pods, "pending": outcome.pending[:3],
-            "scheduling_algorithm_ms": _ms(algo), "pod_scheduling_sli_ms": _ms(sli)}
+            "scheduling_algorithm_ms": _ms(algo), "pod_scheduling_sli_ms": _ms(sli),
+            "extension_points_ms": outcome.extension_points_ms}
 
 
 def merge_record(path: Path, *, command: str, runs: Sequence[Mapping[str, Any]],
@@ -500,7 +526,8 @@ def merge_record(path: Path, *, command: str, runs: Sequence[Mapping[str, Any]],
            "runs": merged(doc.get("runs", []), runs),
            "details": merged(doc.get("details", []), details),
            "not_run": merged(doc.get("not_run", []), not_run),
-           "profiles": {**doc.get("profiles", {}), **profiles}}
+           "profiles": {**doc.get("profiles", {}), **profiles},
+           "notes": doc.get("notes", [])}
     path.write_text(json.dumps(out, indent=1) + "\n")
     return out
 
@@ -560,6 +587,16 @@ def markdown(doc: Mapping[str, Any]) -> str:
             f"{r['measured_pods']} | {_fmt(algo.get('p50'))} / {_fmt(algo.get('p99'))} | "
             f"{_fmt(sli.get('p50'))} / {_fmt(sli.get('p99'))} | "
             f"{_fmt(d.get('threshold'), 0) if d.get('threshold') else '–'} |")
+    lines += ["", "Published upstream figures for comparison (other machines): "
+              "5000pods_500nodes `dra: 120` pods/s quoted for 1.37 (kubernetes#138916; the "
+              "v1.37.2 YAML still says 56, \"typically above 70\"); the 500-node steady-state "
+              "workloads (`empty`/`half`/`full_500nodes`, which 1.37.2 keeps in "
+              "`SchedulingWithResourceClaimTemplate`: there is no "
+              "`SteadyStateClusterResourceClaimTemplate` test case) typically 75–81; "
+              "`selector_empty_500nodes` 240.8 and `match_empty_500nodes` 109.1 in one local run "
+              "(kubernetes#140254)."]
+    if doc.get("notes"):
+        lines += ["", *(f"- {note}" for note in doc["notes"])]
     if doc.get("not_run"):
         lines += ["", "Not run:", ""]
         lines += [f"- {n['workload']} under {n['scheduler']}: {n['reason']}"
