@@ -25,7 +25,7 @@ from typing import Any, Final
 
 from PIL import Image, ImageDraw
 
-from app.topology.plot import fit_text, font, palette, png
+from app.topology.plot import MUTED, TEXT, WHITE, Box, fit_text, font, palette, png
 from tests.observability.stack import (
     Stack,
     dashboards,
@@ -39,17 +39,12 @@ UNIT_W: Final = 56
 UNIT_H: Final = 36
 PAD: Final = 12
 HEADER: Final = 64
-WHITE: Final = (255, 255, 255)
-TEXT: Final = (30, 30, 30)
-MUTED: Final = (110, 110, 110)
 FRAME: Final = (190, 190, 190)
 GRID: Final = (232, 232, 232)
 LEGEND_W: Final = 210
 Y_TICKS: Final = 4
 
-Color = tuple[int, int, int]
 Series = list[tuple[float, float]]
-Box = tuple[int, int, int, int]
 
 
 @dataclass(slots=True, frozen=True)
