@@ -246,7 +246,10 @@ class Actor:
                      note: str) -> None:
         body: dict[str, Any] = {
             "apiVersion": "events.k8s.io/v1", "kind": "Event",
-            "metadata": {"generateName": f"{pod.name}.", "namespace": pod.namespace},
+            # Named as client-go's recorder names them: the API server refuses a
+            # generateName ending in ".".
+            "metadata": {"name": f"{pod.name[:230]}.{time.time_ns():x}",
+                         "namespace": pod.namespace},
             "eventTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
             "reportingController": REPORTING_CONTROLLER,
             "reportingInstance": self._instance[:128],

@@ -40,6 +40,8 @@ RESOURCES: Final = {
     "Role": Resource("/apis/rbac.authorization.k8s.io/v1", "roles", True),
     "RoleBinding": Resource("/apis/rbac.authorization.k8s.io/v1", "rolebindings", True),
     "Lease": Resource("/apis/coordination.k8s.io/v1", "leases", True),
+    "PriorityClass": Resource("/apis/scheduling.k8s.io/v1", "priorityclasses", False),
+    "PodDisruptionBudget": Resource("/apis/policy/v1", "poddisruptionbudgets", True),
     "DeviceClass": Resource("/apis/resource.k8s.io/v1", "deviceclasses", False),
     "ResourceSlice": Resource("/apis/resource.k8s.io/v1", "resourceslices", False),
     "ResourceClaim": Resource("/apis/resource.k8s.io/v1", "resourceclaims", True),
