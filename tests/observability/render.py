@@ -110,6 +110,15 @@ def nice_ticks(low: float, high: float, count: int = Y_TICKS) -> list[float]:
     return [round(i * step, 12) for i in range(first, last + 1)]
 
 
+def axis_ticks(low: float, high: float, unit: str | None) -> list[float]:
+    """`nice_ticks`, in binary steps for bytes (1, 2, 5 x a power of ten of KiB, MiB...)."""
+    scale = 1.0
+    if unit == "bytes":
+        while max(abs(low), abs(high)) >= 1024 * scale:
+            scale *= 1024
+    return [t * scale for t in nice_ticks(low / scale, high / scale)]
+
+
 class PanelPainter:
     """Draws one panel into its box of the dashboard's picture."""
 
@@ -144,7 +153,7 @@ class PanelPainter:
         legend_left = right - LEGEND_W
         self._legend((legend_left + 10, top, right, bottom))
         values = [v for line in self.lines for _, v in line.points]
-        ticks = nice_ticks(min(0.0, min(values)), max(values))
+        ticks = axis_ticks(min(0.0, min(values)), max(values), self.unit)
         labels = [format_value(t, self.unit) for t in ticks]
         axis_w = max(int(self.draw.textlength(s, font=self.small)) for s in labels) + 8
         plot = (left + axis_w, top + 4, legend_left - 4, bottom - 30)
@@ -197,7 +206,8 @@ class PanelPainter:
 
     def _bars(self, area: Box) -> None:
         left, top, right, bottom = area
-        last = [(line.label, line.points[-1][1]) for line in self.lines]
+        last = sorted(((line.label, line.points[-1][1]) for line in self.lines),
+                      key=lambda item: _bucket_order(item[0]))
         high = max((v for _, v in last), default=0.0) or 1.0
         label_w = min(160, max(int(self.draw.textlength(label, font=self.small))
                                for label, _ in last) + 8)
@@ -226,6 +236,14 @@ class PanelPainter:
                            fill=self.colors[line.label], font=big, anchor="mm")
             self.draw.text((x, (top + bottom) / 2 + 28), f"{line.label} (last value)",
                            fill=MUTED, font=self.font, anchor="mm")
+
+
+def _bucket_order(label: str) -> tuple[int, float, str]:
+    """Bars in numeric order when labelled by numbers (scores, histogram `le`s)."""
+    try:
+        return (0, float(label), label)
+    except ValueError:
+        return (1, 0.0, label)
 
 
 def render(stack: Stack, dashboard: Mapping[str, Any]) -> bytes:
