@@ -74,6 +74,9 @@ class Settings:
     preemption: bool = True
     scheduler_name: str = "drax"
     preemption_hold_seconds: float = 300.0
+    # Serve only the Nodes with all these labels (a node pool of one scheduler
+    # among several); empty: every node.
+    node_selector: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def features(self) -> FeatureGates:
@@ -153,6 +156,34 @@ def _as_gates(value: Any, key: str) -> dict[str, bool]:
     return gates
 
 
+def parse_node_selector(text: str) -> dict[str, str]:
+    """`LABEL=VALUE[,LABEL=VALUE...]` -> labels; ValueError naming the bad term."""
+    labels: dict[str, str] = {}
+    for term in text.split(","):
+        term = term.strip()
+        if not term:
+            continue
+        label, sep, value = term.partition("=")
+        label, value = label.strip(), value.strip()
+        if not sep or not label or "=" in value or "!" in label:
+            raise ValueError(f"expected LABEL=VALUE, got {term!r}")
+        if labels.get(label, value) != value:
+            raise ValueError(f"label {label!r} given twice with different values")
+        labels[label] = value
+    return labels
+
+
+def _as_labels(value: Any, key: str) -> dict[str, str]:
+    if isinstance(value, str):
+        try:
+            return parse_node_selector(value)
+        except ValueError as exc:
+            raise ConfigError(f"{key}: {exc}") from None
+    if isinstance(value, Mapping):
+        return {str(k): _as_str(v, f"{key}.{k}") for k, v in value.items()}
+    raise ConfigError(f"{key}: expected LABEL=VALUE,... or a mapping, got {value!r}")
+
+
 def _as_section(value: Any, key: str) -> dict[str, Any]:
     if value is None:
         return {}
@@ -188,6 +219,7 @@ FIELDS: Final[dict[str, Callable[[Any, str], Any]]] = {
     "preemption": _as_bool,
     "scheduler_name": _as_str,
     "preemption_hold_seconds": _as_float,
+    "node_selector": _as_labels,
 }
 ENV_FIELDS: Final = tuple(k for k in FIELDS if k not in ("topology", "capacity"))
 

@@ -27,7 +27,7 @@ import contextlib
 import logging
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,7 +47,7 @@ from app.extender import Binder, BindError, Extender
 from app.extender.binder import MemoryBinder
 from app.extender.extended import ExtendedClaim
 from app.extender.pending import DEFAULT_BIND_WAIT_SECONDS
-from app.inventory import KINDS, Inventory
+from app.inventory import KINDS, Inventory, NodePool
 from app.model import InvalidObject, Pod, ResourceClaim
 from app.observability.inventory import InventoryObserver
 from app.observability.placement import PlacementMetrics, PlacementRecorder
@@ -55,7 +55,7 @@ from app.observability.search import SearchMetrics
 from app.preemption import Actor, Driver, PreemptionMetrics, VictimSearch
 from app.server import metrics
 from app.server.app import Lifespan, create_app, create_probe_app
-from app.sources.files import iter_sourced
+from app.sources.files import Sourced, iter_sourced
 from app.sources.kube import (
     WATCHED_KINDS,
     InventorySizes,
@@ -100,6 +100,22 @@ def load_files(inventory: Inventory, paths: Iterable[str | Path]) -> LoadReport:
     """
     applied = invalid = 0
     unknown: Counter[str] = Counter()
+    pool = inventory.pool
+    # With a node pool, a slice read before the Node it depends on waits for
+    # the end of the files: only then is every Node's pool known.
+    later: list[Sourced] = []
+
+    def apply(path: Path, obj: dict[str, Any]) -> None:
+        nonlocal applied, invalid
+        kind = obj["kind"]
+        try:
+            inventory.apply(kind, "ADDED", obj)
+        except InvalidObject as exc:
+            invalid += 1
+            log.warning("%s: skipping invalid %s %s: %s", path, kind, _name_of(obj), exc)
+        else:
+            applied += 1
+
     # Everything parsed here stays alive: the cyclic collector would rescan the
     # growing inventory again and again for nothing.
     with garbage_collector.paused():
@@ -107,19 +123,29 @@ def load_files(inventory: Inventory, paths: Iterable[str | Path]) -> LoadReport:
             kind = obj["kind"]
             if kind not in KINDS:
                 unknown[kind] += 1
-                continue
-            try:
-                inventory.apply(kind, "ADDED", obj)
-            except InvalidObject as exc:
-                invalid += 1
-                log.warning("%s: skipping invalid %s %s: %s", path, kind, _name_of(obj), exc)
-                continue
-            applied += 1
+            elif pool is not None and kind == "ResourceSlice" and _waits_for_nodes(pool, obj):
+                later.append(Sourced(path, obj))
+            else:
+                apply(path, obj)
+        for path, obj in later:
+            apply(path, obj)
     for kind, count in sorted(unknown.items()):
         log.warning("skipping %d object(s) of kind %s: drax does not use that kind", count, kind)
     for kind in KINDS:
         inventory.mark_synced(kind)
     return LoadReport(applied=applied, invalid=invalid, unknown_kinds=dict(unknown))
+
+
+def _waits_for_nodes(pool: NodePool, obj: Mapping[str, Any]) -> bool:
+    """A raw slice whose fate depends on Nodes not read yet: node-local on a
+    node not seen, or selecting nodes device by device."""
+    spec = obj.get("spec")
+    if not isinstance(spec, Mapping):
+        return False
+    node_name = spec.get("nodeName")
+    if isinstance(node_name, str) and node_name:
+        return not pool.knows(node_name)
+    return bool(spec.get("perDeviceNodeSelection"))
 
 
 def warn_if_empty(inventory: Inventory, paths: Iterable[str | Path]) -> None:
@@ -174,6 +200,10 @@ def _name_of(obj: dict[str, Any]) -> str:
         return "<no metadata>"
     name, namespace = meta.get("name") or "<unnamed>", meta.get("namespace")
     return f"{namespace}/{name}" if namespace else str(name)
+
+
+def node_pool(settings: Settings) -> NodePool | None:
+    return NodePool(settings.node_selector) if settings.node_selector else None
 
 
 def choose_source(settings: Settings) -> str:
@@ -247,7 +277,8 @@ def build_runtime(settings: Settings, *,
     leadership = Leadership(lease=settings.lease if source == "kube" else None,
                             identity=settings.leader_election_identity)
     if source == "kube":
-        inventory = Inventory(expected_kinds=[w.kind for w in WATCHED_KINDS])
+        inventory = Inventory(expected_kinds=[w.kind for w in WATCHED_KINDS],
+                              pool=node_pool(settings))
         binder = DeferredBinder() if settings.mode == "allocator" else None
         # Only here does a kube-scheduler bind from its own goroutine (file mode
         # has no API server, so no scheduler in front of it).
@@ -259,12 +290,15 @@ def build_runtime(settings: Settings, *,
                                 metrics=placements))
         lifespan = _kube_lifespan(settings, inventory, binder, registry, leadership, extender)
     else:
-        inventory = Inventory()
+        inventory = Inventory(pool=node_pool(settings))
         paths = settings.inventory if source == "files" else (SAMPLE_DIR,)
         report = load_files(inventory, paths)
         log.info("loaded %d objects from %s (%d invalid, skipped)", report.applied,
                  ", ".join(map(str, paths)), report.invalid)
         warn_if_empty(inventory, paths)
+        if inventory.pool is not None:
+            log.info("node pool %s: %d nodes", inventory.pool.describe(),
+                     len(inventory.pool.members))
         extender = Extender(inventory, features=settings.features, mode=settings.mode,
                             topology_config=topology, file_mode=True,
                             verb_deadline=settings.verb_deadline,
@@ -346,7 +380,7 @@ def _kube_lifespan(settings: Settings, inventory: Inventory, binder: DeferredBin
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         api = await api_client(kubeconfig=settings.kubeconfig or None)
-        watches = KubeSource(api, inventory, metrics=watch_metrics)
+        watches = KubeSource(api, inventory, metrics=watch_metrics, pool=inventory.pool)
         loop = asyncio.get_running_loop()
         tasks = [loop.create_task(leadership.run(api), name="leadership")]
         if binder is not None and bind_metrics is not None and repair_metrics is not None:

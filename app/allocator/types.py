@@ -138,6 +138,7 @@ class Rejection(StrEnum):
     CLAIM_UNUSABLE = "claim_unusable"
     ALLOCATED_ELSEWHERE = "allocated_elsewhere"
     UNKNOWN_NODE = "unknown_node"
+    OUTSIDE_POOL = "outside_pool"
     STEP_BUDGET = "step_budget"
     NOT_SYNCED = "not_synced"
     OTHER = "other"

@@ -66,6 +66,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--leader-election-identity", metavar="NAME",
                    help="this replica's kube-scheduler holds the Lease as NAME_<uuid> "
                         "(default: the host name)")
+    p.add_argument("--node-selector", metavar="LABEL=VALUE[,...]",
+                   help="serve only the Nodes with all these labels, their ResourceSlices "
+                        "and the network-attached slices that can reach them; other nodes "
+                        "fail filter (default: every node)")
     p.set_defaults(func=run)
 
 
@@ -74,7 +78,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
         "host", "port", "inventory", "kubeconfig", "log_level", "access_log",
         "max_body_bytes", "body_read_timeout", "verb_deadline", "url_prefix", "mode",
         "feature_gates", "tls_cert_file", "tls_private_key_file", "client_ca_file",
-        "metrics_port", "metrics_host", "leader_election_lease", "leader_election_identity")}
+        "metrics_port", "metrics_host", "leader_election_lease", "leader_election_identity",
+        "node_selector")}
     return load_settings(config_path=args.config, overrides=overrides)
 
 

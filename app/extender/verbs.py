@@ -160,6 +160,32 @@ class Extender:
             return FilterResult(passed=[], failed={}, unresolvable={},
                                 error=f"{NOT_SYNCED}; drax answers once the initial list of "
                                       "every watched kind is in")
+        node_names, outside = self._in_pool(node_names)
+        result = self._filter_in_pool(pod, node_names)
+        if outside:
+            reason = self._outside_pool_reason()
+            result.unresolvable.update(dict.fromkeys(outside, reason))
+            result.rejections[Rejection.OUTSIDE_POOL] = len(outside)
+        return result
+
+    def _in_pool(self, node_names: Sequence[str]) -> tuple[Sequence[str], list[str]]:
+        """The candidates this drax serves, and those outside its node pool."""
+        pool = self._inventory.pool
+        if pool is None:
+            return node_names, []
+        members = pool.members
+        outside = [n for n in node_names if n not in members]
+        if not outside:
+            return node_names, []
+        return [n for n in node_names if n in members], outside
+
+    def _outside_pool_reason(self) -> str:
+        pool = self._inventory.pool
+        assert pool is not None
+        return (f"node is outside this drax's node pool (--node-selector {pool.describe()}); "
+                "the scheduler serving that pool places pods there")
+
+    def _filter_in_pool(self, pod: Pod, node_names: Sequence[str]) -> FilterResult:
         result = FilterResult(passed=[], failed={}, unresolvable={})
         judged = self._judge(pod, node_names)
         if isinstance(judged, Verdict):
@@ -230,6 +256,7 @@ class Extender:
         return message
 
     def _prioritize(self, pod: Pod, node_names: Sequence[str]) -> list[tuple[str, int]]:
+        node_names, _ = self._in_pool(node_names)
         judged = self._judge(pod, node_names)
         if isinstance(judged, Verdict):
             return [(name, judged.priority) for name in node_names] if judged.priority else []
@@ -309,6 +336,8 @@ class Extender:
                     "not seen in filter or prioritize recently")
         if self._binder is None:
             return "bind is not served: drax runs without a binder"
+        if not self._inventory.in_pool(node):
+            return f"node {node}: {self._outside_pool_reason()}"
         # Devices held for a preemptor count as free only for it and for pods of
         # higher priority; nothing below yields until they are assumed.
         with self._inventory.holds_lifted_for(pod):

@@ -1,6 +1,7 @@
 """In-memory index of DRA objects and of what is allocated (see `store`)."""
 
 from app.inventory.holdings import Nomination
+from app.inventory.nodepool import NodePool
 from app.inventory.occupants import Occupants
 from app.inventory.store import (
     DEVICE_KINDS,
@@ -17,6 +18,7 @@ __all__ = [
     "POD_CLAIM_NAME_ANNOTATION",
     "Inventory",
     "InventoryCounts",
+    "NodePool",
     "NodeState",
     "Nomination",
     "Occupants",

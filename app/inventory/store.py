@@ -31,6 +31,7 @@ from typing import Any, Final
 
 from app.allocator.types import AllocatedState, ClaimAllocation, NodeView, PoolKey
 from app.inventory.holdings import Holdings, Nomination, counted
+from app.inventory.nodepool import NodePool
 from app.inventory.objects import POD_CLAIM_NAME_ANNOTATION, Objects, object_key, unchanged
 from app.inventory.occupants import Occupants
 from app.inventory.pools import pool_view_for_node, upstream_pool_order
@@ -78,7 +79,8 @@ class Inventory:
     """Index of what exists and what is taken (see the module doc)."""
 
     def __init__(self, *, expected_kinds: Iterable[str] = DEVICE_KINDS,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 pool: NodePool | None = None) -> None:
         unknown = sorted(set(expected_kinds) - set(KINDS))
         if unknown:
             raise ValueError(f"unknown kind(s): {', '.join(unknown)}")
@@ -91,6 +93,8 @@ class Inventory:
         self._holdings = Holdings(clock=clock, on_change=self._stamp_pools)
         self._states: dict[str, NodeState] = {}
         self.selectors = SelectorCache()
+        # With a pool, only its nodes and the slices they can use are held (`nodepool`).
+        self.pool = pool
 
     # ------------------------------------------------------------------ event API
 
@@ -98,6 +102,10 @@ class Inventory:
         """Apply one watch event; raises InvalidObject and changes nothing on bad input."""
         if event_type not in EVENT_TYPES:
             raise InvalidObject(f"unknown event type {event_type!r}")
+        if event_type != "DELETED" and not self.admits(kind, obj):
+            # Outside the pool: never parsed, and gone if it was held.
+            self._delete(kind, str(obj["metadata"]["name"]))
+            return
         parsed = parse_object(kind, obj)
         if event_type == "DELETED":
             self._delete(kind, object_key(kind, parsed))
@@ -157,6 +165,20 @@ class Inventory:
         # list of a large cluster would be one long step.
         yield from self._objects.recounting(step=step)
 
+    def admits(self, kind: str, obj: Mapping[str, Any]) -> bool:
+        """False for a raw object the pool leaves out without parsing it: a
+        node-local ResourceSlice of a node outside the pool."""
+        if self.pool is None or kind != "ResourceSlice":
+            return True
+        meta = obj.get("metadata")
+        if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str):
+            return True  # the parse says what is wrong with it
+        return self.pool.admits_raw(obj) is not False
+
+    def in_pool(self, node_name: str) -> bool:
+        """Whether `node_name` is a node this inventory serves (every node without a pool)."""
+        return self.pool is None or node_name in self.pool.members
+
     def mark_synced(self, kind: str) -> None:
         if kind not in KINDS:
             raise ValueError(f"unknown kind {kind!r}")
@@ -170,11 +192,25 @@ class Inventory:
         """Add or replace an already parsed object (the in-memory binder writes here)."""
         self._holdings.expire()
         objects = self._objects
+        pool = self.pool
         if kind == "Node":
+            joined = False
+            if pool is not None:
+                if not pool.matches(obj):
+                    pool.outside.add(obj.name)
+                    self._delete(kind, obj.name)
+                    return
+                joined = obj.name not in pool.members
+                pool.members.add(obj.name)
+                pool.outside.discard(obj.name)
             if objects.put_node(obj):
                 self._versions.stamp_nodes([obj.name])
+            if joined and pool is not None and pool.on_join is not None:
+                pool.on_join(obj.name)
         elif kind == "ResourceSlice":
-            if not unchanged(objects.slices.get(obj.name), obj):
+            if pool is not None and not pool.admits(obj):
+                self._delete(kind, obj.name)
+            elif not unchanged(objects.slices.get(obj.name), obj):
                 self._slice_changed(obj, objects.put_slice(obj))
         elif kind == "DeviceClass":
             if not unchanged(objects.classes.get(obj.name), obj):
@@ -204,6 +240,10 @@ class Inventory:
         self._holdings.expire()
         objects = self._objects
         if kind == "Node":
+            if self.pool is not None and key in self.pool.members:
+                self.pool.members.discard(key)
+                for name in self._local_slice_names(key):
+                    self._delete("ResourceSlice", name)
             if objects.remove_node(key):
                 self._versions.stamp_nodes([key])
         elif kind == "ResourceSlice":
@@ -232,6 +272,11 @@ class Inventory:
             self.occupants.remove_priority_class(key)
         else:
             raise InvalidObject(f"unsupported kind {kind!r}")
+
+    def _local_slice_names(self, node_name: str) -> list[str]:
+        objects = self._objects
+        return [s.name for key in list(objects.local_pools.get(node_name, ()))
+                for s in objects.pool_slices.get(key, {}).values() if s.node_name == node_name]
 
     # ------------------------------------------------------------------ reads
 

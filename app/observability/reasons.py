@@ -21,8 +21,8 @@ from app.model import Pod, ResourceClaim
 # Filter rejections are typed where each reason is written (`Rejection`).
 FILTER_REASONS: Final = tuple(r.value for r in Rejection)
 BIND_CAUSES: Final = (
-    "pod_unknown", "node_unknown", "no_longer_fits", "allocation_error", "claim_not_found",
-    "claim_taken", "conflict", "api_error", "not_synced", "not_served", "other")
+    "pod_unknown", "node_unknown", "outside_pool", "no_longer_fits", "allocation_error",
+    "claim_not_found", "claim_taken", "conflict", "api_error", "not_synced", "not_served", "other")
 
 _CACHE_LIMIT: Final = 4096
 _bind_cache: BoundedCache[str, str] = BoundedCache(_CACHE_LIMIT)
@@ -43,7 +43,7 @@ def _classify_bind(text: str) -> str:
     rules = (
         ("not synced", "not_synced"), ("not ready", "not_synced"),
         ("bind is not served", "not_served"), ("not connected", "not_served"),
-        ("is unknown to drax", "node_unknown"),
+        ("is unknown to drax", "node_unknown"), ("outside this drax's node pool", "outside_pool"),
         ("can no longer hold", "no_longer_fits"), ("cannot allocate on node", "allocation_error"),
         ("conflict", "conflict"),
         ("not found", "claim_not_found"), ("does not exist", "claim_not_found"),

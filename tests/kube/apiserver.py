@@ -133,6 +133,31 @@ def field_selector(raw: str) -> Callable[[Mapping[str, Any]], bool] | None:
     return selects
 
 
+def label_selector(raw: str) -> Callable[[Mapping[str, Any]], bool] | None:
+    """Equality-based `a=b,c==d,e!=f` over metadata.labels (None selects everything)."""
+    tests: list[tuple[str, bool, str]] = []
+    for term in filter(None, raw.split(",")):
+        negate = "!=" in term
+        name, _, value = term.partition("!=" if negate else "=")
+        tests.append((name.strip(), negate, value.lstrip("=").strip()))
+    if not tests:
+        return None
+
+    def selects(obj: Mapping[str, Any]) -> bool:
+        labels = (obj.get("metadata") or {}).get("labels") or {}
+        return all((labels.get(name) == value) != negate for name, negate, value in tests)
+
+    return selects
+
+
+def both(a: Callable[[Mapping[str, Any]], bool] | None,
+         b: Callable[[Mapping[str, Any]], bool] | None
+         ) -> Callable[[Mapping[str, Any]], bool] | None:
+    if a is None or b is None:
+        return a or b
+    return lambda obj: a(obj) and b(obj)
+
+
 @dataclass(slots=True)
 class Faults:
     """Failures the next requests should meet; each counter is consumed as used."""
@@ -412,7 +437,8 @@ class FakeApiServer:
         if len(parts) == 1 and request.method == "GET":
             self.collection_queries.append((plural, dict(request.query)))
             try:
-                selects = field_selector(request.query.get("fieldSelector", ""))
+                selects = both(field_selector(request.query.get("fieldSelector", "")),
+                               label_selector(request.query.get("labelSelector", "")))
             except ValueError as exc:
                 return _status(400, "BadRequest", str(exc))
             if request.query.get("watch", "").lower() in ("true", "1"):

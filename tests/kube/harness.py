@@ -15,7 +15,7 @@ from typing import Any
 from kubernetes_asyncio import client
 from prometheus_client import CollectorRegistry
 
-from app.inventory import Inventory
+from app.inventory import Inventory, NodePool
 from app.sources.kube import (
     WATCHED_KINDS,
     InventorySizes,
@@ -34,12 +34,13 @@ FAST = WatchSettings(watch_timeout=30.0, backoff_initial=0.02, backoff_max=0.1, 
 
 class KubeHarness:
     def __init__(self, tmp_path: Path, *, settings: WatchSettings = FAST,
-                 bookmark_interval: float = 0.1) -> None:
+                 bookmark_interval: float = 0.1, pool: NodePool | None = None) -> None:
         self.server = FakeApiServer(bookmark_interval=bookmark_interval)
         self.kubeconfig = tmp_path / "kubeconfig"
         self.settings = settings
         self.registry = CollectorRegistry()
-        self.inventory = Inventory(expected_kinds=[w.kind for w in WATCHED_KINDS])
+        self.pool = pool
+        self.inventory = Inventory(expected_kinds=[w.kind for w in WATCHED_KINDS], pool=pool)
         self.metrics = WatchMetrics(self.registry, kinds=[w.kind for w in WATCHED_KINDS])
         self.registry.register(InventorySizes(self.inventory))
         self.client: client.ApiClient | None = None
@@ -61,7 +62,7 @@ class KubeHarness:
     def watch(self) -> KubeSource:
         assert self.client is not None
         self.source = KubeSource(self.client, self.inventory, metrics=self.metrics,
-                                 settings=self.settings)
+                                 settings=self.settings, pool=self.pool)
         self.source.start()
         return self.source
 

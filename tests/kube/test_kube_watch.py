@@ -6,6 +6,7 @@ import asyncio
 from dataclasses import replace
 from pathlib import Path
 
+from app.inventory import NodePool
 from app.sources.kube import WATCHED_KINDS, WatchSettings
 from app.sources.kube.watch import RELIST_SLICE_SECONDS, Backoff
 from app.timeslice import run_in_slices
@@ -319,3 +320,33 @@ async def test_a_success_resets_the_backoff_and_a_nudge_cuts_a_wait_short(
         h.server.create("nodes", node("after-drop"))
         await eventually(lambda: "after-drop" in h.inventory.node_names(), "the next node",
                          timeout=5)
+
+
+async def test_a_node_pool_watches_its_nodes_by_label_and_follows_relabelling(
+        tmp_path: Path) -> None:
+    async with KubeHarness(tmp_path, pool=NodePool({"pool": "a"})) as h:
+        h.server.create("nodes", node("a1", pool="a"))
+        h.server.create("nodes", node("b1", pool="b"))
+        for name in ("a1", "b1", "c1"):
+            h.server.create("resourceslices", gpu_slice(name, 2))
+        h.server.create("nodes", node("c1", pool="c"))
+        h.watch()
+        await h.synced()
+        inv = h.inventory
+        assert inv.node_names() == ["a1"] and inv.counts().devices == 2
+        # The API server selects the Nodes; the slices are listed only once they are in.
+        node_queries = [q for p, q in h.server.collection_queries if p == "nodes"]
+        assert node_queries and all(q.get("labelSelector") == "pool=a" for q in node_queries)
+        await h.watching()
+        # A node that joins brings its slices (listed again); one that leaves takes them.
+        h.server.update("nodes", node("c1", pool="a"))
+        await eventually(lambda: inv.counts().devices == 4, "c1's slices after it joined")
+        assert inv.node_names() == ["a1", "c1"]
+        h.server.update("nodes", node("a1", pool="b"))
+        await eventually(lambda: inv.node_names() == ["c1"], "a1 leaving")
+        assert inv.counts().devices == 2
+        # Slice events of nodes outside the pool change nothing.
+        h.server.update("resourceslices", gpu_slice("b1", 8, generation=2))
+        h.server.update("resourceslices", gpu_slice("c1", 3, generation=2))
+        await eventually(lambda: inv.counts().devices == 3, "c1's new slice")
+        assert inv.node_names() == ["c1"]

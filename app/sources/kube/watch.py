@@ -32,6 +32,14 @@ The loop is client-go's reflector, reduced to what drax needs:
 - `KubeSource.nudge()` cuts any wait short and resets the backoff: a standby
   that becomes leader does not wait out a backoff it grew while following.
 
+With a node pool (`drax serve --node-selector`) the Node list and watch carry
+the pool's label selector, so the API server sends only the pool's Nodes (and
+DELETED for a Node whose labels stop matching). Slices cannot be selected by
+their node's labels: the slice informer lists only once the Nodes are in,
+the inventory drops node-local slices of other nodes before parsing them
+(`Inventory.admits`), and a Node that joins the pool later makes the slice
+informer relist, since its slices were dropped while it was outside.
+
 An object the inventory rejects (`InvalidObject`) is logged, counted and
 skipped; the watch carries on and nothing already held is lost.
 """
@@ -40,6 +48,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import random
 import time
@@ -53,6 +62,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from app import garbage_collector
+from app.inventory import NodePool
 from app.model import InvalidObject, parse_object
 from app.sources.kube.metrics import WatchMetrics
 from app.timeslice import run_in_slices
@@ -82,6 +92,8 @@ class EventSink(Protocol):
 
     def replacing_parsed(self, kind: str, parsed: list[Any]) -> Iterator[None]: ...
 
+    def admits(self, kind: str, obj: Mapping[str, Any]) -> bool: ...
+
     def mark_synced(self, kind: str) -> None: ...
 
 
@@ -92,6 +104,7 @@ class WatchedKind:
     list_method: str
     # Sent with every list and watch: the server filters before anything is sent.
     field_selector: str | None = None
+    label_selector: str | None = None
     # Objects the inventory has no use for: skipped in a list, and a watch event
     # carrying one removes what was held under its key (it may have been kept before).
     wanted: Callable[[Mapping[str, Any]], bool] | None = None
@@ -181,11 +194,22 @@ class Informer:
     """Keeps one kind of the inventory equal to the API server's view of it."""
 
     def __init__(self, api_client: client.ApiClient, sink: EventSink, watched: WatchedKind, *,
-                 metrics: WatchMetrics, settings: WatchSettings) -> None:
+                 metrics: WatchMetrics, settings: WatchSettings,
+                 after: asyncio.Event | None = None) -> None:
         self.kind = watched.kind
         self._list_call = getattr(watched.api(api_client), watched.list_method)
-        self._selecting: dict[str, str] = {} if watched.field_selector is None else {
-            "field_selector": watched.field_selector}
+        self._selecting: dict[str, str] = {}
+        if watched.field_selector is not None:
+            self._selecting["field_selector"] = watched.field_selector
+        if watched.label_selector is not None:
+            self._selecting["label_selector"] = watched.label_selector
+        # Set once the first list is in; `after`: another informer's, awaited
+        # before this one lists.
+        self.listed = asyncio.Event()
+        self._after = after
+        self._listing_started = False
+        self._relist_wanted = False
+        self._response: aiohttp.ClientResponse | None = None
         self._wanted = watched.wanted
         # With `wanted`: the keys of the objects held, so an unwanted object that
         # was never held (most pods of a cluster) costs no parsing at all.
@@ -204,10 +228,18 @@ class Informer:
 
     async def run(self) -> None:
         """List and watch until cancelled."""
+        if self._after is not None:
+            await self._after.wait()
+        self._listing_started = True
         while True:
             try:
+                if self._relist_wanted:
+                    self._relist_wanted = False
+                    self.resource_version = None
                 if self.resource_version is None:
                     self.resource_version = await self._list()
+                if self._relist_wanted:
+                    continue
                 await self._watch(self.resource_version)
                 self._after_watch()
                 continue
@@ -221,6 +253,8 @@ class Informer:
             except (WatchError, ApiException, aiohttp.ClientError, TimeoutError, OSError,
                     orjson.JSONDecodeError) as exc:
                 self._after_watch()
+                if self._relist_wanted:  # the watch was closed for it
+                    continue
                 self._metrics.errors.labels(kind=self.kind).inc()
                 log.warning("%s: list/watch failed (%s); resuming from resourceVersion %s",
                             self.kind, _describe(exc), self.resource_version or "<relist>")
@@ -230,6 +264,16 @@ class Informer:
                 log.exception("%s: unexpected failure; relisting", self.kind)
                 self.resource_version = None
             await self._sleep(self._pause())
+
+    def request_relist(self) -> None:
+        """List again soon (the current watch is closed), unless the first list
+        has not started yet: it will see everything anyway."""
+        if not self._listing_started:
+            return
+        self._relist_wanted = True
+        self._wake.set()
+        if self._response is not None:
+            self._response.close()
 
     def nudge(self) -> None:
         """Retry now, and with a fresh backoff."""
@@ -290,6 +334,7 @@ class Informer:
         if not self._synced:
             self._sink.mark_synced(self.kind)
             self._synced = True
+            self.listed.set()
         log.info("%s: listed %d objects at resourceVersion %s", self.kind, listed, rv)
         self._succeeded()
         return rv
@@ -323,8 +368,12 @@ class Informer:
         """Parse `raw` into `into`; an object the inventory would reject is
         counted and skipped, so one broken object cannot keep the whole kind stale."""
         wanted = self._wanted
+        admits = self._sink.admits
+        kind = self.kind
         for item in raw:
             if wanted is not None and not wanted(item):
+                continue
+            if not admits(kind, item):
                 continue
             try:
                 into.append(parse_object(self.kind, item))
@@ -359,6 +408,9 @@ class Informer:
                     raise ResourceExpired(_status_message(body))
                 raise WatchError(f"watch: HTTP {resp.status}: {_status_message(body)}")
             self._watch_opened = started
+            self._response = resp
+            if self._relist_wanted:
+                return
             buf = bytearray()
             async for chunk in resp.content.iter_any():
                 buf += chunk
@@ -380,6 +432,7 @@ class Informer:
                 self._handle(bytes(buf))
                 events += 1
         finally:
+            self._response = None
             resp.release()
         if events == 0 and loop.time() - started < s.min_watch:
             raise WatchError("watch closed at once without any event")
@@ -433,9 +486,26 @@ class KubeSource:
 
     def __init__(self, api_client: client.ApiClient, sink: EventSink, *, metrics: WatchMetrics,
                  settings: WatchSettings | None = None,
-                 kinds: Iterable[WatchedKind] = WATCHED_KINDS) -> None:
-        self.informers = [Informer(api_client, sink, w, metrics=metrics,
-                                   settings=settings or WatchSettings()) for w in kinds]
+                 kinds: Iterable[WatchedKind] = WATCHED_KINDS,
+                 pool: NodePool | None = None) -> None:
+        settings = settings or WatchSettings()
+        kinds = list(kinds)
+        if pool is not None:
+            kinds = [dataclasses.replace(w, label_selector=pool.describe())
+                     if w.kind == "Node" else w for w in kinds]
+        self.informers: list[Informer] = []
+        nodes: Informer | None = None
+        for w in kinds:
+            after = nodes.listed if (pool is not None and nodes is not None
+                                     and w.kind == "ResourceSlice") else None
+            informer = Informer(api_client, sink, w, metrics=metrics, settings=settings,
+                                after=after)
+            self.informers.append(informer)
+            if w.kind == "Node":
+                nodes = informer
+            elif pool is not None and w.kind == "ResourceSlice":
+                pool.on_join = lambda _name, i=informer: i.request_relist()
+        self._pool = pool
         self._tasks: list[asyncio.Task[None]] = []
 
     def start(self) -> None:
@@ -448,6 +518,8 @@ class KubeSource:
             informer.nudge()
 
     async def stop(self) -> None:
+        if self._pool is not None:
+            self._pool.on_join = None
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
