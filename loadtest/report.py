@@ -494,6 +494,12 @@ SECTIONS: Final = (
             "pods/s is upstream's SchedulingThroughput (sampled each second; none for "
             "workloads shorter than a second); the targets compare averages within the run.",
             _scheduler_perf_targets),
+    Section("victim-search", "Victim search for device-aware preemption",
+            "python -m loadtest.bench_preempt --nodes 500 --runs 30 --json "
+            "loadtest/results/victim-search.json", figures,
+            "`app.preemption.VictimSearch` in-process over 500 full candidate nodes with 8 "
+            "candidate victims each, against the filter over the same nodes in the same run "
+            "(how: `loadtest/bench_preempt.py`)."),
     Section("soak", "Soak", "python -m loadtest --soak 600 --json loadtest/results/soak.json",
             _soak,
             "`drax serve` in kube mode (allocator) against the API-server double: 100 nodes x "

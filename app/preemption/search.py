@@ -504,8 +504,8 @@ class VictimSearch:
             view, request.kinds, classes=self._inventory.classes,
             matcher=self._inventory.selectors.matches_shared)
         assert isinstance(kinds, HashedKey)
-        relevant, matched = self._relevant_devices(kinds, state)
         devices = flat_devices(view)
+        relevant, matched = self._relevant_devices(kinds, devices)
         taken = state.allocated.devices
         by_kind = []
         assert isinstance(kinds.value, tuple)
@@ -523,13 +523,13 @@ class VictimSearch:
         return facts
 
     @staticmethod
-    def _relevant_devices(kinds: HashedKey, state: NodeState) -> tuple[set[str], set[str]]:
+    def _relevant_devices(kinds: HashedKey, devices: Sequence[Device]
+                          ) -> tuple[set[str], set[str]]:
         """(relevant, matched): the devices the preemptor's requests match
-        (`kinds`: the match columns of its request kinds), and those plus the
-        devices drawing on the same shared counters (freeing them frees counters
-        it needs)."""
+        (`kinds`: the match columns of its request kinds, over `devices`), and
+        those plus the devices drawing on the same shared counters (freeing them
+        frees counters it needs)."""
         columns = kinds.value
-        devices = flat_devices(state.view)
         relevant = set()
         counter_sets = set()
         assert isinstance(columns, tuple)
