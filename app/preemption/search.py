@@ -569,12 +569,18 @@ class VictimSearch:
             return _Solved(view=view, options=None, reason=(
                 "preempting cannot help: no lower-priority pod holds devices the pod could "
                 f"use ({outcome.reason or 'cannot allocate all claims'})"))
-        all_gone = attempt(released(everyone))
-        if not all_gone.feasible:
+        def nothing_works(outcome: AllocationOutcome) -> _Solved:
             return _Solved(view=view, options=None, reason=(
                 f"even with all {len(everyone)} lower-priority pods holding devices the pod "
                 "could use gone: "
-                f"{all_gone.error or all_gone.reason or 'cannot allocate all claims'}"))
+                f"{outcome.error or outcome.reason or 'cannot allocate all claims'}"))
+
+        # With everyone gone is tried first only when counting cannot tell: a
+        # smaller set that works proves it works, and saves that allocator run.
+        if needs is None or not _plausible(problem, released(everyone), needs):
+            all_gone = attempt(released(everyone))
+            if not all_gone.feasible:
+                return nothing_works(all_gone)
         budget = self._trial_budget
         for size in range(1, len(everyone)):
             if math.comb(len(everyone), size) > budget * _ENUMERATED_PER_TRIAL:
@@ -592,6 +598,9 @@ class VictimSearch:
                     options.append(_Option(combo, idx, result))
             if options:
                 return _Solved(view=view, options=tuple(options))
+        all_gone = attempt(released(everyone))
+        if not all_gone.feasible:
+            return nothing_works(all_gone)
         return _Solved(view=view, options=(_Option(everyone, released(everyone), all_gone),))
 
     def _attempts(self, problem: _Problem
@@ -618,13 +627,17 @@ class VictimSearch:
 
         return attempt, released
 
-    def _reprieve(self, problem: _Problem) -> tuple[_Option, bool]:
+    def _reprieve(self, problem: _Problem) -> tuple[_Option, bool] | str:
         """Past the budget: start from every candidate gone and spare them one by
         one, highest priority first (as kube-scheduler reprieves), while the pod
         still fits. The set is minimal, not necessarily the smallest."""
         attempt, released = self._attempts(problem)
         victims = set(range(len(problem.pods)))
         outcome = attempt(released(tuple(victims)))
+        if not outcome.feasible:
+            return (f"even with all {len(victims)} lower-priority pods holding devices the "
+                    "pod could use gone: "
+                    f"{outcome.error or outcome.reason or 'cannot allocate all claims'}")
         for i in sorted(victims, key=lambda i: (-problem.pods[i].priority, i)):
             trial = tuple(sorted(victims - {i}))
             result = attempt(released(trial))
@@ -672,7 +685,10 @@ class VictimSearch:
         """A (possibly shared) canonical answer in this node's names."""
         view = problem.state.view
         if solved.cut:
-            option, exact = self._reprieve(problem)
+            reprieved = self._reprieve(problem)
+            if isinstance(reprieved, str):
+                return reprieved
+            option, exact = reprieved
             source = view
         elif solved.options is None:
             if solved.view is view:
