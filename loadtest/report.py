@@ -500,6 +500,18 @@ SECTIONS: Final = (
             "`app.preemption.VictimSearch` in-process over 500 full candidate nodes with 8 "
             "candidate victims each, against the filter over the same nodes in the same run "
             "(how: `loadtest/bench_preempt.py`)."),
+    Section("preemption", "Preemption for devices on the real control plane",
+            "python -m loadtest.bench_preemption --rounds 5 --json "
+            "loadtest/results/preemption.json", figures,
+            "The real 1.37 control plane of `tests/e2e/cluster.py`, drax in allocator mode: a "
+            "pool of 2 nodes (8 GPUs + 8 NICs each) full of low-priority 1-GPU pods; each "
+            "round a high-priority pod asks for 2 GPUs + 1 NIC on one PCIe root. Seconds "
+            "from its creation to its bind, split into drax's decision (to the first victim "
+            "marked and deleting), the victims' termination (the harness plays the kubelet: "
+            "grace 0 as soon as a victim is deleting), the resource-claim controller "
+            "(to every victim claim deallocated) and the scheduler's requeue (to the bind), "
+            "with the scheduling attempts that requeue took (drax `filter` requests). The "
+            "same pod through `default-scheduler` on the same full pool is the baseline."),
     Section("soak", "Soak", "python -m loadtest --soak 600 --json loadtest/results/soak.json",
             _soak,
             "`drax serve` in kube mode (allocator) against the API-server double: 100 nodes x "
