@@ -62,6 +62,7 @@ DRAX_SA: Final = ("kube-system", "drax-scheduler")
 LEASE: Final = ("kube-system", "drax-scheduler")
 TOKEN_SECONDS: Final = 48 * 3600
 READY_TIMEOUT: Final = 120.0
+DRAX_POOL_LABEL: Final = ("drax.dev/pool", "drax")
 
 
 @dataclass(slots=True)
@@ -512,11 +513,15 @@ def stop(cluster: Cluster) -> None:
 
 
 def make_node_ready(kube: Kube, name: str, *, labels: dict[str, str] | None = None,
-                    capacity: dict[str, str] | None = None) -> None:
-    """Create Node `name` (no kubelet) and patch its status to Ready."""
+                    capacity: dict[str, str] | None = None, drax_pool: bool = True) -> None:
+    """Create Node `name` (no kubelet) and patch its status to Ready.
+
+    With `drax_pool` the node carries DRAX_POOL_LABEL, the label the drax profile's
+    NodeAffinity addedAffinity requires (manifests/kube-scheduler/scheduler-config.yaml)."""
+    pool = dict([DRAX_POOL_LABEL]) if drax_pool else {}
     kube.create({"apiVersion": "v1", "kind": "Node",
                  "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name,
-                                                       **(labels or {})}}})
+                                                       **pool, **(labels or {})}}})
     resources = {"cpu": "64", "memory": "512Gi", "pods": "110", **(capacity or {})}
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     kube.patch("Node", name, {"status": {
