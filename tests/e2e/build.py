@@ -8,7 +8,8 @@ and renames it into place, so an interrupted build never looks complete.
 Other test suites (tests/upstream) build their own modules the same way
 through `build_module`.
 
-`python -m tests.e2e.build` builds the control plane and prints the bin dirs.
+`python -m tests.e2e.build` builds the control plane and helm and prints the
+binaries' paths.
 """
 
 from __future__ import annotations
@@ -93,6 +94,11 @@ def control_plane_bins() -> dict[str, Path]:
     return bins
 
 
+def helm_bin() -> Path:
+    """The helm CLI, built from helm.sh/helm/v4 (tests/e2e/helm/go.mod's `tool`)."""
+    return build_module(E2E_DIR / "helm", ("helm.sh/helm/v4/cmd/helm",), "helm") / "helm"
+
+
 if __name__ == "__main__":
-    for name, path in control_plane_bins().items():
+    for name, path in {**control_plane_bins(), "helm": helm_bin()}.items():
         print(f"{name}\t{path}")

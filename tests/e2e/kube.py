@@ -47,6 +47,16 @@ RESOURCES: Final = {
     "ResourceClaim": Resource("/apis/resource.k8s.io/v1", "resourceclaims", True),
     "ResourceClaimTemplate": Resource("/apis/resource.k8s.io/v1",
                                       "resourceclaimtemplates", True),
+    "Service": Resource("/api/v1", "services", True),
+    "PodDisruptionBudget": Resource("/apis/policy/v1", "poddisruptionbudgets", True),
+    "NetworkPolicy": Resource("/apis/networking.k8s.io/v1", "networkpolicies", True),
+    "CustomResourceDefinition": Resource("/apis/apiextensions.k8s.io/v1",
+                                         "customresourcedefinitions", False),
+    # Kinds of the CRDs in tests/e2e/crds (prometheus-operator, cert-manager).
+    "ServiceMonitor": Resource("/apis/monitoring.coreos.com/v1", "servicemonitors", True),
+    "PrometheusRule": Resource("/apis/monitoring.coreos.com/v1", "prometheusrules", True),
+    "Certificate": Resource("/apis/cert-manager.io/v1", "certificates", True),
+    "Issuer": Resource("/apis/cert-manager.io/v1", "issuers", True),
 }
 
 
@@ -97,8 +107,9 @@ class Kube:
         return resp.json() if resp.content else {}
 
     def create(self, obj: dict[str, Any], *, dry_run: bool = False) -> dict[str, Any]:
+        """POST `obj`; a dry run also rejects unknown and duplicate fields (Strict)."""
         ns = obj.get("metadata", {}).get("namespace")
-        params = {"dryRun": "All"} if dry_run else None
+        params = {"dryRun": "All", "fieldValidation": "Strict"} if dry_run else None
         return self.request("POST", collection_path(obj["kind"], ns), body=obj, params=params)
 
     def get(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any]:
