@@ -113,6 +113,9 @@ def test_every_container_is_restricted_and_drax_parses_its_args(
     (port,) = container(docs, "drax")["ports"]
     assert port["containerPort"] == settings.metrics_port
     assert settings.mode == VALUE_GROUPS[group].get("mode", "allocator")
+    lease = config["leaderElection"]
+    assert settings.leader_election_lease == (
+        f"{lease['resourceNamespace']}/{lease['resourceName']}")
 
 
 def test_defaults_equal_the_plain_manifests(rendered: dict[str, list[dict[str, Any]]]
