@@ -48,7 +48,6 @@ RESOURCES: Final = {
     "ResourceClaimTemplate": Resource("/apis/resource.k8s.io/v1",
                                       "resourceclaimtemplates", True),
     "Service": Resource("/api/v1", "services", True),
-    "PodDisruptionBudget": Resource("/apis/policy/v1", "poddisruptionbudgets", True),
     "NetworkPolicy": Resource("/apis/networking.k8s.io/v1", "networkpolicies", True),
     "CustomResourceDefinition": Resource("/apis/apiextensions.k8s.io/v1",
                                          "customresourcedefinitions", False),
