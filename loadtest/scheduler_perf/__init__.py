@@ -28,6 +28,8 @@ What differs from the manifests, and why (each forced by the harness):
   manifests' ServiceAccount, whose RBAC objects are applied first;
 - `--feature-gates` repeats the test case's DRA gates, as a user passes the
   cluster's gates to drax;
+- the node pool's `NodeAffinity` `addedAffinity` is left out: upstream's
+  node templates carry no `drax.dev/pool` label, and every node is drax's;
 - kube-scheduler's `--pod-max-in-unschedulable-pods-duration=30s` has no
   equivalent: scheduler_perf starts the scheduler in-process from the
   configuration alone.
@@ -254,6 +256,12 @@ def drax_argv(workload: Workload, scheduler: str, port: int, metrics_port: int) 
 def drax_scheduler_config(workload: Workload, scheduler: str, port: int) -> dict[str, Any]:
     """manifests/kube-scheduler/scheduler-config.yaml for this workload (module docstring)."""
     (config,) = _manifest_docs("kube-scheduler/scheduler-config.yaml")
+    for profile in config["profiles"]:
+        # The node pool's addedAffinity keeps drax off nodes another scheduler
+        # allocates on; upstream's nodes carry no pool label and are all drax's here.
+        kept = [c for c in profile.pop("pluginConfig", []) if c["name"] != "NodeAffinity"]
+        if kept:
+            profile["pluginConfig"] = kept
     if workload.scheduler_config:
         own = yaml.safe_load((workload.directory / workload.scheduler_config).read_text())
         drax_plugins = config["profiles"][0].get("plugins")

@@ -128,6 +128,8 @@ def test_allocator_config_is_the_manifests_with_only_the_profile_name_and_url_ch
     (expected,) = manifest["extenders"]
     expected.pop("urlPrefix")
     assert extender == expected
+    # Upstream's nodes are not in drax's node pool.
+    assert "pluginConfig" not in config["profiles"][0]
 
 
 def test_advisor_keeps_the_plugin_and_drops_the_bind_verb(upstream) -> None:
