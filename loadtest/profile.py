@@ -29,6 +29,10 @@ from loadtest.bench import BenchmarkError
 
 ENTRY = ("app/__main__.py", "app/cli/")
 BACKGROUND = "keep_warm"  # Extender.keep_warm, the server's background task
+# Leaves that are waits py-spy does not see as idle (the wait is in C with the GIL
+# released): a thread-pool worker blocked on its queue, the event loop in select.
+IDLE_LEAVES = frozenset({("_worker", "concurrent/futures/thread.py"),
+                         ("select", "selectors.py"), ("EpollSelector.select", "selectors.py")})
 
 
 @contextmanager
@@ -69,7 +73,8 @@ def _area(path: str) -> str:
 
 
 def summarize_collapsed(text: str, *, top: int = 25) -> dict[str, Any]:
-    """Sample shares from py-spy's raw output (py-spy leaves idle samples out).
+    """Sample shares from py-spy's raw output (py-spy leaves idle samples out, and
+    waits it cannot see as idle, `IDLE_LEAVES`, are left out here).
 
     - `self`: the functions the samples land in (any code);
     - `inclusive`: drax's own functions (`app/...`) and the samples under them;
@@ -89,7 +94,7 @@ def summarize_collapsed(text: str, *, top: int = 25) -> dict[str, Any]:
         count = int(count_text)
         frames = [_frame(f) for f in stack.split(";")
                   if f and not f.startswith(("process ", "thread "))]
-        if not frames:
+        if not frames or frames[-1] in IDLE_LEAVES:
             continue
         total += count
         name, path = frames[-1]

@@ -71,6 +71,9 @@ def test_profile_summary_charges_samples_to_drax_packages():
         "allocate (app/allocator/__init__.py:9);__hash__ (fractions.py:3) 6",
         f"main (app/__main__.py:7);{handler};matches (app/cel/__init__.py:5) 3",
         "main (app/__main__.py:7);run (uvicorn/server.py:1);send (uvicorn/h11.py:2) 1",
+        "Thread.run (threading.py:982);_worker (concurrent/futures/thread.py:81) 50",
+        "main (app/__main__.py:7);run (uvicorn/server.py:1);EpollSelector.select "
+        "(selectors.py:468) 20",
         "garbage line",
     ])
     summary = profile.summarize_collapsed(text)
