@@ -41,6 +41,7 @@ from app import garbage_collector
 from app.allocator.types import ClaimAllocation
 from app.binder import BindMetrics, KubeBinder
 from app.binder.repair import RepairMetrics, keep_releasing
+from app.binder.requeue import RequeueMetrics, Requeuer
 from app.capacity import CapacityShape, parse_capacity
 from app.config import ConfigError, Settings
 from app.extender import Binder, BindError, Extender
@@ -373,6 +374,7 @@ def _kube_lifespan(settings: Settings, inventory: Inventory, binder: DeferredBin
     registry.register(InventorySizes(inventory))
     bind_metrics = BindMetrics(registry) if binder is not None else None
     repair_metrics = RepairMetrics(registry) if binder is not None else None
+    requeue_metrics = RequeueMetrics(registry, extender.waiting)
     preemption_metrics = PreemptionMetrics(registry) if settings.preemption else None
     if preemption_metrics is not None:
         preemption_metrics.observe(inventory)
@@ -380,9 +382,13 @@ def _kube_lifespan(settings: Settings, inventory: Inventory, binder: DeferredBin
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         api = await api_client(kubeconfig=settings.kubeconfig or None)
-        watches = KubeSource(api, inventory, metrics=watch_metrics, pool=inventory.pool)
+        requeuer = Requeuer(api, waiting=extender.waiting, leadership=leadership,
+                            metrics=requeue_metrics)
+        watches = KubeSource(api, inventory, metrics=watch_metrics, pool=inventory.pool,
+                             on_change=requeuer.on_change)
         loop = asyncio.get_running_loop()
-        tasks = [loop.create_task(leadership.run(api), name="leadership")]
+        tasks = [loop.create_task(leadership.run(api), name="leadership"),
+                 loop.create_task(requeuer.run(), name="requeue-rejected")]
         if binder is not None and bind_metrics is not None and repair_metrics is not None:
             binder.target = KubeBinder(
                 api, metrics=bind_metrics,

@@ -56,6 +56,7 @@ from app.extender.pending import PendingBinds
 from app.extender.pods import PodMemory
 from app.extender.signature import RequestKind
 from app.extender.stats import SearchStats
+from app.extender.waiting import WaitingPods
 from app.extender.warming import Warmer
 from app.features import FeatureGates
 from app.inventory import Inventory, NodeState
@@ -143,6 +144,8 @@ class Extender:
                                 step_budget=step_budget)
         self._warmer = Warmer(inventory, book=self._book, resolver=self._resolver)
         self._pods = PodMemory()
+        # Pods filter left without a node, for the requeuer (app/binder/requeue.py).
+        self.waiting = WaitingPods()
         self._catching_up: set[asyncio.Task[None]] = set()
 
     # ------------------------------------------------------------------ verbs
@@ -150,10 +153,15 @@ class Extender:
     def filter(self, pod: Pod, node_names: Sequence[str]) -> FilterResult:
         try:
             with self._deadline(), self._inventory.holds_lifted_for(pod):
-                return self._filter(pod, node_names)
+                result = self._filter(pod, node_names)
         except DeadlineExceeded as exc:
             return FilterResult(passed=[], failed={}, unresolvable={},
                                 error=self._past_deadline("filter", pod, node_names, exc))
+        if result.passed or result.error is not None:
+            self.waiting.discard(pod.namespace, pod.name)
+        elif node_names:
+            self.waiting.rejected(pod)
+        return result
 
     def _filter(self, pod: Pod, node_names: Sequence[str]) -> FilterResult:
         if not self._inventory.synced:
@@ -355,6 +363,7 @@ class Extender:
             self._inventory.forget_assumed(pod=pod)
             raise
         self._pods.forget(pod.uid)
+        self.waiting.discard(pod.namespace, pod.name)
         if special is not None and created is not None:
             self._assume_created(pod, special, created, allocations)
         if claims.pending or special is not None:

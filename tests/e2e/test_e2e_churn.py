@@ -97,10 +97,9 @@ def test_a_deleted_and_recreated_slice_takes_its_devices_away_and_back(ckube: Ku
     for s in gpu_slices:
         ckube.create(_fresh_slice(s))
     # No ResourceSlice event requeues a pod an extender rejected (1.37's
-    # wildcard set lacks ResourceSlice): deployment.yaml's
-    # --pod-max-in-unschedulable-pods-duration=30s does, within 30 s + the
-    # queue's 30 s flush period. Without it this took the default 5 min.
-    bound = wait_bound(ckube, ["sl-8gpu"], timeout=90)
+    # wildcard set lacks ResourceSlice): drax touches the status of the pods it
+    # rejected when slices appear (app/binder/requeue.py), which does.
+    bound = wait_bound(ckube, ["sl-8gpu"], timeout=60)
     claims = check_workload(ckube, bound, nodes=[node])
     assert len(_devices(claims[0])) == 8
 

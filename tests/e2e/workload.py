@@ -26,14 +26,17 @@ from tests.e2e.kube import Kube, wait_for
 POD_CLAIM: Final = "devices"
 
 
+def pool_objects(*, prefix: str, nodes: int, seed: int = 0) -> list[dict[str, Any]]:
+    """The Nodes and ResourceSlices of a generated pool, named `<prefix>-...`."""
+    return [_renamed(obj, prefix) for obj in generate_cluster(nodes=nodes, seed=seed)
+            if obj["kind"] != "DeviceClass"]
+
+
 def add_pool(kube: Kube, *, prefix: str, nodes: int, seed: int = 0) -> list[str]:
     """Create `nodes` Ready nodes named `<prefix>-...` with their ResourceSlices."""
     names: list[str] = []
-    for obj in generate_cluster(nodes=nodes, seed=seed):
+    for obj in pool_objects(prefix=prefix, nodes=nodes, seed=seed):
         kind = obj["kind"]
-        if kind == "DeviceClass":
-            continue
-        obj = _renamed(obj, prefix)
         if kind == "Node":
             names.append(obj["metadata"]["name"])
             make_node_ready(kube, obj["metadata"]["name"], labels=obj["metadata"]["labels"])

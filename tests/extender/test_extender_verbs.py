@@ -402,3 +402,18 @@ def test_a_deleted_claims_spec_is_not_kept_alive_by_its_shape() -> None:
     assert ext.filter(the_pod(inv), ["n1"]).passed == ["n1"]
     inv.apply("ResourceClaim", "DELETED", claim("c", requests=TWO_GPUS))
     assert spec() is None
+
+
+def test_filter_remembers_the_pods_it_left_without_a_node_until_one_passes() -> None:
+    inv = load(GPU_CLASS, gpu_node("n1", roots=["r0"]), claim("c", requests=TWO_GPUS),
+               pod("p", claims={"g": "c"}))
+    ext = extender(inv)
+    p = the_pod(inv)
+    assert ext.filter(p, ["n1"]).passed == []
+    assert [(w.namespace, w.name) for w in ext.waiting.snapshot()] == [("default", "p")]
+    ext.filter(p, ["n1"])  # rejected again: still one entry
+    assert len(ext.waiting) == 1
+    for obj in gpu_node("n2"):  # a driver publishes another node's GPUs
+        inv.apply("ResourceSlice", "ADDED", obj)
+    assert ext.filter(p, ["n1", "n2"]).passed == ["n2"]
+    assert len(ext.waiting) == 0

@@ -97,6 +97,11 @@ class EventSink(Protocol):
     def mark_synced(self, kind: str) -> None: ...
 
 
+# Told of each applied event (kind, type, raw object) and of each completed list
+# (kind, "LIST", None), after the inventory has taken it in.
+OnChange = Callable[[str, str, Mapping[str, Any] | None], None]
+
+
 @dataclass(slots=True, frozen=True)
 class WatchedKind:
     kind: str
@@ -195,8 +200,10 @@ class Informer:
 
     def __init__(self, api_client: client.ApiClient, sink: EventSink, watched: WatchedKind, *,
                  metrics: WatchMetrics, settings: WatchSettings,
-                 after: asyncio.Event | None = None) -> None:
+                 after: asyncio.Event | None = None,
+                 on_change: OnChange | None = None) -> None:
         self.kind = watched.kind
+        self._on_change = on_change
         self._list_call = getattr(watched.api(api_client), watched.list_method)
         self._selecting: dict[str, str] = {}
         if watched.field_selector is not None:
@@ -330,6 +337,8 @@ class Informer:
         if self._wanted is not None:
             self._held = {_key_of(item) for item in items}
         await self._replace(items)
+        if self._on_change is not None:
+            self._on_change(self.kind, "LIST", None)
         self._metrics.seen(self.kind)
         if not self._synced:
             self._sink.mark_synced(self.kind)
@@ -479,6 +488,8 @@ class Informer:
         else:
             self._metrics.events.labels(kind=self.kind, type=event_type).inc()
             self._apply_seconds.observe(time.perf_counter() - started)
+            if self._on_change is not None:
+                self._on_change(self.kind, event_type, obj)
 
 
 class KubeSource:
@@ -487,7 +498,8 @@ class KubeSource:
     def __init__(self, api_client: client.ApiClient, sink: EventSink, *, metrics: WatchMetrics,
                  settings: WatchSettings | None = None,
                  kinds: Iterable[WatchedKind] = WATCHED_KINDS,
-                 pool: NodePool | None = None) -> None:
+                 pool: NodePool | None = None,
+                 on_change: OnChange | None = None) -> None:
         settings = settings or WatchSettings()
         kinds = list(kinds)
         if pool is not None:
@@ -499,7 +511,7 @@ class KubeSource:
             after = nodes.listed if (pool is not None and nodes is not None
                                      and w.kind == "ResourceSlice") else None
             informer = Informer(api_client, sink, w, metrics=metrics, settings=settings,
-                                after=after)
+                                after=after, on_change=on_change)
             self.informers.append(informer)
             if w.kind == "Node":
                 nodes = informer
