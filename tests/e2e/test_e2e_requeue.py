@@ -15,7 +15,7 @@ import time
 from app.binder.requeue import CONDITION
 from tests.e2e.cluster import make_node_ready
 from tests.e2e.kube import Kube, wait_for
-from tests.e2e.workload import add_templates, check_workload, pod, wait_bound
+from tests.e2e.workload import add_templates, check_workload, pod, pool_objects, wait_bound
 
 POOL = "rq"
 # kube-scheduler's pod backoff tops out at 10 s; drax gathers slice events for
