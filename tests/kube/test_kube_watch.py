@@ -52,9 +52,8 @@ async def test_not_synced_while_an_initial_list_fails(tmp_path: Path) -> None:
         h.watch()
         await eventually(lambda: h.server.faults.list_errors == 0, "the failing lists")
         # The server has sent the last error; the client counts it once it reads it.
-        await eventually(lambda: sum(h.metric("drax_watch_errors_total", kind=kind) for kind in
-                                     ("Node", "ResourceSlice", "DeviceClass", "ResourceClaim"))
-                         == 3, "three failed lists counted")
+        await eventually(lambda: sum(h.metric("drax_watch_errors_total", kind=w.kind)
+                                     for w in WATCHED_KINDS) == 3, "three failed lists counted")
         await h.synced()
 
 
