@@ -13,7 +13,7 @@ Extender's always queues the pod, after its backoff (1 s doubling to 10 s).
 So when the watches bring something that can add capacity (`may_add_capacity`:
 a ResourceSlice or DeviceClass added or changed, a Node added, a claim
 deallocated or deleted, a relist), the leader patches the status of each pod
-in `Extender.waiting` with its own condition `drax/DevicesChanged` (status
+in `Extender.waiting` with its own condition `drax.dev/DevicesChanged` (status
 True, the time in lastTransitionTime and the message, so each patch is a
 change the scheduler's informer sees). Changes are gathered for `settle`
 seconds and rounds are at least `min_interval` apart, so a burst of slices
@@ -43,7 +43,7 @@ from app.sources.kube.lease import Leadership
 
 log = logging.getLogger(__name__)
 
-CONDITION: Final = "drax/DevicesChanged"
+CONDITION: Final = "drax.dev/DevicesChanged"
 CONCURRENCY: Final = 8
 ATTEMPTS: Final = 3
 

@@ -4,7 +4,7 @@ The drax kube-scheduler runs with manifests/deployment.yaml's flags, which no
 longer carry the deprecated `--pod-max-in-unschedulable-pods-duration`: no
 ResourceSlice event requeues a pod an extender rejected (1.37.2), so it would
 wait for the 5-minute flush. drax touches the status of the pods it rejected
-(condition drax/DevicesChanged) when slices appear, and the pod's own update
+(condition drax.dev/DevicesChanged) when slices appear, and the pod's own update
 moves it back to the queue.
 """
 
