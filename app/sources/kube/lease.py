@@ -46,6 +46,8 @@ log = logging.getLogger(__name__)
 # How long one watch of the Lease runs before it is renewed.
 WATCH_SECONDS: Final = 60
 REQUEST_TIMEOUT: Final = 10.0
+# kube-scheduler's leaderElection.retryPeriod default: how often it tries the Lease.
+RETRY_PERIOD: Final = 2.0
 
 
 @dataclass(slots=True, frozen=True)
@@ -169,8 +171,10 @@ class Leadership:
                 log.exception("a leadership subscriber failed")
 
     async def run(self, api_client: client.ApiClient, *, backoff_initial: float = 0.4,
-                  backoff_max: float = 30.0) -> None:
-        """Follow the Lease until cancelled (returns at once without one)."""
+                  backoff_max: float = RETRY_PERIOD) -> None:
+        """Follow the Lease until cancelled (returns at once without one). A failed
+        read is retried within kube-scheduler's own retry period, so a standby
+        never learns of its takeover a backoff later than its kube-scheduler."""
         if self.lease is None:
             return
         namespace, name = self.lease
