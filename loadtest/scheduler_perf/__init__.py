@@ -610,8 +610,9 @@ def markdown(doc: Mapping[str, Any]) -> str:
         lines += [f"- {n['workload']} under {n['scheduler']}: {n['reason']}"
                   for n in doc["not_run"]]
     for key, summary in sorted(doc.get("profiles", {}).items()):
-        lines += ["", f"Where drax's time goes, {key} (py-spy, {summary['samples']} samples "
-                  "over drax's whole life in the run):", "",
+        lines += ["", f"Where drax's time goes, {key} (py-spy, {summary['samples']} "
+                  "non-idle samples over drax's whole life in a separate run under "
+                  "--profile):", "",
                   "| area | % of samples |", "|---|---|"]
         lines += [f"| {a['function']} | {a['percent']} |" for a in summary["by_area"]]
         lines += ["", "| self % | function |", "|---|---|"]
