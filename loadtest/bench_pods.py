@@ -37,7 +37,7 @@ def make_pod(i: int, *, claims: bool = True) -> dict[str, Any]:
     name = f"train-{i // 8:05d}-{i % 8}-x{i:06x}"
     node = f"gpu-node-{i // 8:05d}"
     labels = {"app.kubernetes.io/name": "trainer", "app.kubernetes.io/instance": f"run-{i // 64}",
-              "pod-template-hash": f"{i * 7919 % 10**10:010d}", "team": f"team-{i % 13}"}
+              "pod-template-hash": f"{i // 8 * 7919 % 10**10:010d}", "team": f"team-{i // 64 % 13}"}
     pod: dict[str, Any] = {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {

@@ -13,6 +13,7 @@ import math
 import sys
 from collections.abc import Mapping
 from datetime import datetime
+from types import MappingProxyType
 from typing import Any, Final, cast
 
 from app.model.compact import FieldMap
@@ -265,9 +266,17 @@ def parse_pod(obj: Mapping[str, Any]) -> Pod:
                start_time=_timestamp(status.get("startTime"), f"{where} status.startTime"),
                labels=shared_labels(meta.get("labels"), f"{where} metadata.labels"),
                unschedulable=_unschedulable(status, where),
-               node_selector={str(k): str(v) for k, v in _map(
-                   spec.get("nodeSelector"), f"{where} spec.nodeSelector").items()},
+               node_selector=_node_selector(spec, where),
                node_affinity=_required_node_affinity(spec, where))
+
+
+def _node_selector(spec: Mapping[str, Any], where: str) -> Mapping[str, str]:
+    raw = _map(spec.get("nodeSelector"), f"{where} spec.nodeSelector")
+    # Most pods have none: one shared empty map, not one per pod.
+    return {str(k): str(v) for k, v in raw.items()} if raw else _NO_SELECTOR
+
+
+_NO_SELECTOR: Final[Mapping[str, str]] = MappingProxyType({})
 
 
 def _required_node_affinity(spec: Mapping[str, Any], where: str) -> NodeSelector | None:

@@ -13,7 +13,7 @@ from typing import Any, Final
 
 import httpx
 
-from loadtest.generator import GPU_CLASS, NIC_CLASS, PCIE_ROOT
+from loadtest.generator import GPU_CLASS, NIC_CLASS, PCIE_ROOT, SHAPES
 from tests.e2e.cluster import Cluster
 from tests.e2e.kube import ApiError, Kube, wait_for
 from tests.e2e.workload import POD_CLAIM, pod_claim, wait_bound
@@ -26,6 +26,9 @@ TEMPLATES: Final = {
         "requests": [{"name": "gpu", "exactly": {"deviceClassName": GPU_CLASS, "count": 2}},
                      {"name": "nic", "exactly": {"deviceClassName": NIC_CLASS, "count": 1}}],
         "constraints": [{"requests": ["gpu", "nic"], "matchAttribute": PCIE_ROOT}]}},
+    "two": {"devices": {"requests": [
+        {"name": "gpu", "exactly": {"deviceClassName": GPU_CLASS, "count": 2}}]}},
+    "mig-1g": dict(SHAPES["mig-1g"]),
     "eight": {"devices": {"requests": [
         {"name": "gpu", "exactly": {"deviceClassName": GPU_CLASS, "count": 8}}]}},
 }

@@ -10,7 +10,10 @@ is filled with low-priority 1-GPU pods (claims from a template). Then:
   low-priority pod created right behind it does not get those GPUs;
 - a `preemptionPolicy: Never` pod preempts nothing;
 - the same 2 GPU + 1 NIC pod through `default-scheduler` stays Pending and
-  nothing is preempted (kube-scheduler 1.37 never preempts for DRA devices).
+  nothing is preempted (kube-scheduler 1.37 never preempts for DRA devices);
+- pools of their own: a PDB sends the victims to the node that violates none;
+  a claim shared with a pod that stays is not counted as freed; on a
+  partitionable node, freeing one GPU's counters is enough for a MIG slice.
 
 There is no kubelet: the test plays it for deletions (a terminating pod of the
 pool is removed with grace 0, as a kubelet would once its containers stopped);
@@ -27,10 +30,10 @@ from typing import Any
 
 import pytest
 
-from loadtest.generator import GPU_DRIVER, NIC_DRIVER
+from loadtest.generator import GPU_CLASS, GPU_DRIVER, MODE_LABEL, NIC_DRIVER
 from tests.e2e.cluster import Cluster
 from tests.e2e.conftest import running_cluster
-from tests.e2e.kube import Kube
+from tests.e2e.kube import ApiError, Kube
 from tests.e2e.preemption import (
     HIGH,
     LOW,
@@ -46,7 +49,7 @@ from tests.e2e.preemption import (
     root_of,
     templates,
 )
-from tests.e2e.workload import add_pool, published_devices
+from tests.e2e.workload import add_pool, published_devices, wait_bound
 
 
 def check_pair_preemption(kube: Kube, cluster: Cluster, prefix: str) -> dict[str, Any]:
@@ -171,3 +174,102 @@ def test_advisor_mode_preempts_for_a_2gpu_nic_pod(advisor: Cluster) -> None:
         check_pair_preemption(kube, advisor, "apre")
     finally:
         kube.close()
+
+
+def test_a_pdb_sends_the_preemption_to_the_node_that_violates_none(cluster: Cluster,
+                                                                   kube: Kube) -> None:
+    """Every low pod of the node drax would otherwise pick (the first by name:
+    without a kubelet no pod has a start time) is covered by a PDB that allows
+    no disruption: the victims come from the other node."""
+    prefix = "pdb"
+    priority_classes(kube)
+    nodes = sorted(add_pool(kube, prefix=prefix, nodes=2, seed=11))
+    templates(kube, prefix)
+    fill(kube, prefix, nodes)
+    for p in alive(kube, prefix):
+        if p["spec"]["nodeName"] == nodes[0]:
+            kube.request("PATCH", f"/api/v1/namespaces/default/pods/{p['metadata']['name']}",
+                         body={"metadata": {"labels": {"e2e/guarded": "yes"}}},
+                         content_type="application/merge-patch+json")
+    kube.create({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                 "metadata": {"name": "pdb-guard", "namespace": "default"},
+                 "spec": {"minAvailable": 8,
+                          "selector": {"matchLabels": {"e2e/guarded": "yes"}}}})
+    kubelet = Kubelet(kube, prefix)
+    kube.create(pod(prefix, "pair", "pair", priority_class=HIGH))
+    node = kubelet.until("pdb-pair bound", lambda: bound_node(kube, "pdb-pair"), timeout=180)
+    assert node == nodes[1]
+    assert len(kubelet.removed) == 2
+    assert {v["node"] for v in kubelet.removed.values()} == {nodes[1]}
+
+
+def test_a_claim_shared_with_a_pod_that_stays_is_not_freed(cluster: Cluster,
+                                                            kube: Kube) -> None:
+    """One node: 6 pods of priority 100 hold a GPU each; a pod of priority 50 and
+    one of the preemptor's own priority share one claim of 2 GPUs. Deleting the
+    lowest pod would free nothing (its claim stays reserved for the other), so
+    a 2-GPU preemptor takes two of the priority-100 pods and no sharer."""
+    prefix = "shr"
+    priority_classes(kube)
+    try:
+        kube.create({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                     "metadata": {"name": "e2e-lowest"}, "value": 50})
+    except ApiError as exc:
+        assert exc.status == 409
+    (node,) = add_pool(kube, prefix=prefix, nodes=1, seed=11)
+    templates(kube, prefix)
+    kube.create({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                 "metadata": {"name": "shr-shared", "namespace": "default"},
+                 "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                     "deviceClassName": GPU_CLASS, "count": 2}}]}}})
+    names = []
+    for i, priority_class in enumerate(("e2e-lowest", HIGH)):
+        body = pod(prefix, f"sharer-{i}", "one", priority_class=priority_class)
+        body["spec"]["resourceClaims"] = [{"name": "devices", "resourceClaimName": "shr-shared"}]
+        kube.create(body)
+        names.append(body["metadata"]["name"])
+    wait_bound(kube, names, timeout=120)
+    for i in range(6):
+        body = pod(prefix, f"low-{i}", "one", priority_class=LOW)
+        kube.create(body)
+        names.append(body["metadata"]["name"])
+    wait_bound(kube, names, timeout=120)
+    kubelet = Kubelet(kube, prefix)
+    kube.create(pod(prefix, "two", "two", priority_class=HIGH))
+    assert kubelet.until("shr-two bound", lambda: bound_node(kube, "shr-two"),
+                         timeout=180) == node
+    assert len(kubelet.removed) == 2
+    assert all(name.startswith("shr-low-") for name in kubelet.removed), kubelet.removed
+
+
+def test_freeing_one_gpus_counters_is_enough_for_a_mig_slice(cluster: Cluster,
+                                                             kube: Kube) -> None:
+    """A partitionable H100 node whose 8 GPUs are held whole by low pods (a whole
+    GPU consumes all the counters its MIG slices draw on): a high-priority
+    1g.10gb pod takes exactly one victim and binds to a slice of that GPU."""
+    prefix = "mig"
+    priority_classes(kube)
+    nodes = add_pool(kube, prefix=prefix, nodes=4, seed=11)
+    mig = next(n for n in nodes if kube.get("Node", n)["metadata"]["labels"].get(
+        MODE_LABEL) == "partitionable")
+    templates(kube, prefix)
+    on_node = {"kubernetes.io/hostname": mig}
+    names = []
+    for i in range(8):
+        body = pod(prefix, f"low-{i}", "one", priority_class=LOW)
+        body["spec"]["nodeSelector"] = on_node
+        kube.create(body)
+        names.append(body["metadata"]["name"])
+    wait_bound(kube, names, timeout=120)
+    kubelet = Kubelet(kube, prefix)
+    body = pod(prefix, "slice", "mig-1g", priority_class=HIGH)
+    body["spec"]["nodeSelector"] = on_node
+    kube.create(body)
+    assert kubelet.until("mig-slice bound", lambda: bound_node(kube, "mig-slice"),
+                         timeout=180) == mig
+    assert len(kubelet.removed) == 1, kubelet.removed
+    ((victim,),) = [v["devices"] for v in kubelet.removed.values()]
+    (mine,) = devices_of(kube, "mig-slice")
+    parent = published_devices(kube)[mine]["attributes"]
+    gpu = published_devices(kube)[victim]["attributes"]
+    assert parent["parentUUID"] == gpu["uuid"], (mine, victim)
