@@ -1,8 +1,9 @@
 """The documents describe the software as it is.
 
 - every test a document cites (`tests/x.py::test_name`, or `::test_name` after
-  a file named earlier in the same document) exists, so a renamed or removed
-  test shows up as a stale document;
+  a file named earlier in the same document) exists, and so does every
+  `app/...` path it names, so a renamed, moved or removed one shows up as a
+  stale document;
 - no document narrates the work that made it: no issue numbers and no work
   stops (history belongs in git and CHANGELOG.md).
 """
@@ -37,3 +38,13 @@ def test_every_cited_test_exists(doc: Path) -> None:
 def test_no_document_narrates_the_work(doc: Path) -> None:
     found = [m.group(0) for m in NARRATION.finditer(doc.read_text())]
     assert not found, f"{doc.relative_to(REPO)} names issues or work stops: {found}"
+
+
+APP_PATH = re.compile(r"`(app/[\w/]+(?:\.py)?)`")
+
+
+@pytest.mark.parametrize("doc", DOCUMENTS, ids=lambda p: str(p.relative_to(REPO)))
+def test_every_module_path_a_document_names_exists(doc: Path) -> None:
+    missing = sorted({path for path in APP_PATH.findall(doc.read_text())
+                      if not (REPO / path).exists() and not (REPO / f"{path}.py").exists()})
+    assert not missing, f"{doc.relative_to(REPO)} names paths that do not exist: {missing}"
