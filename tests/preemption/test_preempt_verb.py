@@ -141,3 +141,15 @@ def test_bad_preemption_args_are_refused(client: httpx.Client) -> None:
     r = client.post("/preempt", json={"Pod": preemptor(), "NodeNameToMetaVictims": {
         "n1": {"Pods": [{"name": "x"}], "NumPDBViolations": 0}}})
     assert r.status_code == 422 and "needs a UID" in r.json()["error"]
+
+
+def test_an_unsynced_inventory_refuses_with_503() -> None:
+    from app.inventory import Inventory
+
+    inventory = Inventory()
+    extender = Extender(inventory, features=FeatureGates(), file_mode=True)
+    app = create_app(verbs=extender, ready=lambda: inventory.synced, max_body_bytes=1 << 20)
+    with running(app) as url, httpx.Client(base_url=url, timeout=30) as c:
+        r = c.post("/preempt", json={"Pod": preemptor(), "NodeNameToMetaVictims": {
+            "n1": meta("n1-0")}})
+        assert r.status_code == 503 and "not ready" in r.json()["error"]
