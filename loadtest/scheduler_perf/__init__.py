@@ -545,7 +545,8 @@ def _ratio(value: float | None, base: float | None) -> float | None:
 
 
 def targets(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The issue's targets, from a record: ratios of average pods/s within one run file."""
+    """The targets against the in-tree plugin, from a record: ratios of average
+    pods/s within one run file."""
     avg = {(r["workload"], r["scheduler"]): r["pods_per_second"]["Average"] for r in doc["runs"]}
     out: list[dict[str, Any]] = []
     for (workload, scheduler), value in sorted(avg.items()):
