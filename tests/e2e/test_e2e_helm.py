@@ -247,7 +247,10 @@ def test_each_value_group_changes_what_it_names(
 
 
 @pytest.mark.parametrize(("values", "message"), [
-    ({"mode": "scheduler"}, 'mode must be allocator or advisor, not "scheduler"'),
+    ({"mode": "scheduler"}, "at '/mode': value must be one of 'allocator', 'advisor'"),
+    ({"replicaCount": 0}, "at '/replicaCount': minimum: got 0, want 1"),
+    ({"drax": {"resources": {"limits": None}}},  # null drops the default
+     "at '/drax/resources': missing property 'limits'"),
     ({"tls": {"enabled": True, "certManager": {"enabled": False}}},
      "tls.enabled needs tls.certManager.enabled or both tls.existingSecret"),
 ])
