@@ -18,6 +18,7 @@ import json
 import os
 import signal
 import subprocess
+import tarfile
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -32,11 +33,13 @@ from app.cli import build_parser
 from app.cli.serve import settings_from
 from tests.e2e.build import control_plane_bins, go_available
 from tests.e2e.chart import (
+    CHART,
     CRDS,
     REPO,
     VALUE_GROUPS,
     HelmError,
     container,
+    helm,
     lint,
     one,
     render,
@@ -244,6 +247,19 @@ def test_each_value_group_changes_what_it_names(
     assert ["gpu-scheduler"] in [r.get("resourceNames") for r in role["rules"]]
     peers = one(rendered["network-policy-from"], "NetworkPolicy")["spec"]["ingress"][0]["from"]
     assert peers == VALUE_GROUPS["network-policy-from"]["networkPolicy"]["from"]
+
+
+def test_the_packaged_chart_carries_the_linked_files_and_renders_the_same(
+        rendered: dict[str, list[dict[str, Any]]], tmp_path: Path) -> None:
+    helm("package", str(CHART), "--destination", str(tmp_path))
+    (archive,) = tmp_path.glob("drax-*.tgz")
+    with tarfile.open(archive) as tar:
+        names = set(tar.getnames())
+    assert {"drax/files/rbac.yaml", "drax/files/rules/drax-rules.yaml",
+            "drax/files/kube-scheduler/scheduler-config.yaml"} <= names
+    assert "drax/files/rules/drax-rules.test.yaml" not in names
+    out = helm("template", "drax-scheduler", str(archive), "--namespace", "kube-system")
+    assert [d for d in yaml.safe_load_all(out) if d] == rendered["defaults"]
 
 
 @pytest.mark.parametrize(("values", "message"), [
