@@ -98,9 +98,7 @@ class NodePreemption:
     `allocation`: the preemptor's claims as the allocator places them then,
     with its topology `score` (0..1) and `priority` (0..10). `exact`: False
     when the node's search budget ran out and the set is minimal (no victim
-    can be spared) but a smaller one may exist. `considered`: the UIDs of the
-    pods the search weighed (lower priority, holding devices the preemptor
-    could use); the others cannot help it.
+    can be spared) but a smaller one may exist.
     """
 
     node: str
@@ -111,7 +109,7 @@ class NodePreemption:
     priority: int
     terminating: tuple[Pod, ...] = ()
     exact: bool = True
-    considered: frozenset[str] = frozenset()
+    candidates: tuple[Pod, ...] = field(default=(), repr=False, compare=False)
     # The allocation as found on a node with the same problem (`source`), named
     # for this node only when read: ranking 500 nodes needs none of them.
     outcome: AllocationOutcome | None = field(default=None, repr=False)
@@ -119,6 +117,12 @@ class NodePreemption:
     target: NodeView | None = field(default=None, repr=False, compare=False)
     pending: tuple[ResourceClaim, ...] = field(default=(), repr=False, compare=False)
     released: tuple[ResourceClaim, ...] = field(default=(), repr=False, compare=False)
+
+    @property
+    def considered(self) -> frozenset[str]:
+        """The UIDs of the pods the search weighed (lower priority, holding
+        devices the preemptor could use); the others cannot help it."""
+        return frozenset(p.uid for p in self.candidates)
 
     @property
     def freed_devices(self) -> tuple[str, ...]:
@@ -237,7 +241,16 @@ class _Claim:
     claim: ResourceClaim
     needs: frozenset[int] | None
     relevant: bool
-    freeable: frozenset[str] = frozenset()  # its exclusive devices the preemptor could use
+    ids: tuple[str, ...] = ()  # its results' devices
+
+    def freeable(self, matched: frozenset[str]) -> frozenset[str]:
+        """Its devices the preemptor could use that its release frees (not
+        those it shares with other claims)."""
+        if not self.relevant:
+            return frozenset()
+        assert self.claim.allocation is not None
+        return frozenset(i for i, r in zip(self.ids, self.claim.allocation.results, strict=True)
+                         if i in matched and r.share_id is None)
 
 
 @dataclass(slots=True)
@@ -252,6 +265,7 @@ class _Problem:
     facts: _NodeFacts
     kinds: tuple[Hashable, ...] = ()  # the request kinds, in the facts' column order
     key: Hashable | None = None
+    freeable: list[frozenset[str]] = field(default_factory=list)  # per claim, when searched
 
 
 @dataclass(slots=True, frozen=True)
@@ -454,14 +468,17 @@ class VictimSearch:
             entries.append((_spots(claim.allocation.results, ids, position), claim_key, claim,
                             needs, ids))
         entries.sort(key=_first_two)
-        relevant, matched = facts.relevant, facts.matched
+        relevant = facts.relevant
         first_spot: dict[int, int] = {}
         useful: set[int] = set()
+        of_use = []
         for i, (_, _, _, needs, ids) in enumerate(entries):
+            is_relevant = not relevant.isdisjoint(ids)
+            of_use.append(is_relevant)
             if needs:
                 for k in needs:
                     first_spot.setdefault(k, i)
-                if not relevant.isdisjoint(ids):
+                if is_relevant:
                     useful |= needs
         # Candidates: eligible pods that some releasable claim of use needs.
         candidates = sorted((eligible[k] for k in useful),
@@ -469,17 +486,10 @@ class VictimSearch:
         index = {id(v.pod): i for i, v in enumerate(candidates)}
         claims = []
         shape = []
-        for spot, _, claim, needs, ids in entries:
-            is_relevant = not relevant.isdisjoint(ids)
+        for (spot, _, claim, needs, ids), is_relevant in zip(entries, of_use, strict=True):
             at = (None if needs is None or not needs <= index.keys()
                   else frozenset(index[k] for k in needs))
-            assert claim.allocation is not None
-            claims.append(_Claim(claim=claim, needs=at, relevant=is_relevant,
-                                 freeable=frozenset(
-                                     i for i, r in zip(ids, claim.allocation.results,
-                                                       strict=True)
-                                     if i in matched and r.share_id is None)
-                                 if is_relevant else frozenset()))
+            claims.append(_Claim(claim=claim, needs=at, relevant=is_relevant, ids=ids))
             shape.append((spot, at, is_relevant))
         # The key holds everything the search reads, in node-independent terms,
         # but not the candidates' priorities or PDBs: those only choose among the
@@ -706,7 +716,7 @@ class VictimSearch:
             pdb_violations=pdb_violations(victims, self._pdbs_of(victims, pdbs)),
             score=outcome.score, priority=topology_priority(outcome.score),
             terminating=problem.terminating, exact=exact,
-            considered=frozenset(v.pod.uid for v in problem.pods),
+            candidates=tuple(v.pod for v in problem.pods),
             outcome=outcome, source=source, target=view, pending=problem.pending)
 
 
@@ -759,9 +769,12 @@ def _plausible(problem: _Problem, released: tuple[int, ...], needs: Sequence[_Ne
     value of a matchAttribute constraint with enough of them for every
     request it binds (a necessary condition; the allocator decides the rest)."""
     facts = problem.facts
+    freeable = problem.freeable
+    if not freeable:
+        freeable.extend(c.freeable(facts.matched) for c in problem.claims)
     freed: set[str] = set()
     for i in released:
-        freed |= problem.claims[i].freeable
+        freed |= freeable[i]
     available = [(free | (held & freed)) for free, held in facts.by_kind]
     if sum(n.count for n in needs if n.group < 0) > len(frozenset().union(*available)):
         return False

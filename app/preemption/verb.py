@@ -75,9 +75,10 @@ def _kept(uids: Sequence[str], found: NodePreemption, search: VictimSearch
     """Offered pods that cannot free devices for the preemptor: the scheduler
     chose them for its own reasons."""
     occupants = search.inventory.occupants
+    considered = found.considered
     out: list[tuple[str, Victim | None]] = []
     for uid in uids:
-        if uid in found.considered:
+        if uid in considered:
             continue
         pod = occupants.pod_by_uid(uid)
         if pod is None:
