@@ -26,6 +26,9 @@ Cluster layout (per node, defaults in brackets):
   * `full`: one slice with whole GPUs; the model is drawn from `GPU_MODELS`
     (mostly H100/H200, some A100-40GB and L4 so memory selectors reject nodes).
   Which nodes get which kind is drawn from `seed`, in exact proportions.
+- Every node is labelled `loadtest.drax.dev/shard` with its index modulo 4
+  (`SHARDS`), so `drax serve --node-selector loadtest.drax.dev/shard=0`
+  serves a quarter of the cluster (`loadtest.bench_pool`).
 - DeviceClasses `gpu.nvidia.com`, `mig.nvidia.com` (NVIDIA Helm chart shape)
   and `rdma.dra.net` (physical RDMA ports, as in the shared examples).
 
@@ -60,6 +63,8 @@ GPU_CLASS: Final = "gpu.nvidia.com"
 MIG_CLASS: Final = "mig.nvidia.com"
 NIC_CLASS: Final = "rdma.dra.net"
 MODE_LABEL: Final = "loadtest.drax.dev/gpu-mode"
+SHARD_LABEL: Final = "loadtest.drax.dev/shard"
+SHARDS: Final = 4
 PCIE_ROOT: Final = "resource.kubernetes.io/pcieRoot"
 STANDARD_NUMA: Final = "resource.kubernetes.io/numaNode"
 # API limit for slices whose devices consume counters.
@@ -169,15 +174,16 @@ def device_classes() -> list[dict[str, Any]]:
     return [gpu, cls(MIG_CLASS, nvidia + "'mig'"), cls(NIC_CLASS, rdma)]
 
 
-def _node(name: str, mode: str, model: GpuModel, zone: int, rng: random.Random) -> dict[str, Any]:
+def _node(name: str, mode: str, model: GpuModel, index: int, rng: random.Random) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Node",
             "metadata": {"name": name, "uid": _uid(rng), "labels": {
                 "kubernetes.io/hostname": name,
                 "kubernetes.io/arch": "amd64",
                 "kubernetes.io/os": "linux",
-                "topology.kubernetes.io/zone": f"zone-{'abc'[zone % 3]}",
+                "topology.kubernetes.io/zone": f"zone-{'abc'[index % 3]}",
                 "nvidia.com/gpu.product": model.product_name.replace(" ", "-"),
                 MODE_LABEL: mode,
+                SHARD_LABEL: str(index % SHARDS),
             }}}
 
 

@@ -1,0 +1,165 @@
+"""`python -m loadtest.bench_pool`: what a node pool saves, against the whole cluster.
+
+`drax serve --node-selector` holds one pool of a cluster: its Nodes, their
+node-local slices and the network-attached slices that can reach them. This
+benchmark measures, in one run and on one generated cluster
+(`loadtest.generator`, the default node kinds; every node labelled
+`loadtest.drax.dev/shard` = index modulo 4), the real `drax serve`:
+
+- `api`: kube mode against the API-server double of `loadtest.bench_watch` (its own
+  process), which pages its lists as the API server does: the whole cluster,
+  then `--node-selector loadtest.drax.dev/shard=0` (a quarter), and
+- `files`: file mode over the cluster written as JSON (`write_cluster`): the
+  whole cluster, then the quarter.
+
+Each start is timed from process start to `/readyz` = 200, with RSS then
+(VmRSS) and the peak (VmHWM), and the nodes and devices drax holds
+(`drax_inventory_nodes` / `_devices`). The cluster carries no claims, so file
+mode's warming before ready has nothing to do and both modes time the load
+alone. A pool still receives the whole cluster's slices (by the list in kube
+mode, by reading the files in file mode) and drops the other pools' slices
+before parsing them, so its ready time is not a quarter of the whole's.
+
+    .venv/bin/python -m loadtest.bench_pool --nodes 20000 [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Final
+
+import orjson
+
+from loadtest import bench, generator, report
+from loadtest.bench import serving
+from loadtest.bench_scale import metric, scrape
+from loadtest.bench_watch import Child
+
+POOL: Final = f"{generator.SHARD_LABEL}=0"
+MB: Final = 2**20
+
+
+def _kubeconfig(path: Path, port: int) -> Path:
+    path.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: bench\n"
+        f"clusters:\n- name: bench\n  cluster:\n    server: http://127.0.0.1:{port}\n"
+        "users:\n- name: bench\n  user:\n    token: bench\n"
+        "contexts:\n- name: bench\n  context:\n    cluster: bench\n    user: bench\n")
+    return path
+
+
+def start_once(source: list[str], *, pool: bool, log: Path, timeout: float) -> dict[str, Any]:
+    """One `drax serve` start over `source` args; its figures at ready."""
+    port = bench.free_port()
+    argv = [sys.executable, "-m", "app", "serve", "--host", bench.HOST, "--port", str(port),
+            "--log-level", "warning", *source]
+    if pool:
+        argv += ["--node-selector", POOL]
+    with serving(argv, port=port, log=log, ready_timeout=timeout) as server:
+        rss, peak = bench.memory_bytes(server.pid)
+        samples = scrape(port)
+    return {"pool": POOL if pool else None, "ready_s": round(server.ready_seconds, 2),
+            "rss_bytes": rss, "peak_bytes": peak,
+            "nodes": int(metric(samples, "drax_inventory_nodes")),
+            "devices": int(metric(samples, "drax_inventory_devices"))}
+
+
+def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    result: dict[str, Any] = {"nodes": args.nodes, "pool": POOL, "runs": []}
+    runs: list[dict[str, Any]] = result["runs"]
+    if "api" in args.sources:
+        loop = asyncio.new_event_loop()
+        child = Child()
+        try:
+            began = time.monotonic()
+            loop.run_until_complete(child.call("generate", (args.nodes, args.seed)))
+            print(f"[{args.nodes} nodes] the double holds the cluster after "
+                  f"{time.monotonic() - began:.0f} s", file=sys.stderr)
+            kubeconfig = _kubeconfig(workdir / "kubeconfig", child.port)
+            for pool in (False, True):
+                one = start_once(["--kubeconfig", str(kubeconfig)], pool=pool,
+                                 log=workdir / f"drax-api-{pool}.log", timeout=args.ready_timeout)
+                runs.append({"source": "api", **one})
+                _print(args.nodes, runs[-1])
+        finally:
+            child.close()
+            loop.close()
+    if "files" in args.sources:
+        began = time.monotonic()
+        cluster = workdir / "cluster"
+        generator.write_cluster(cluster, generator.iter_cluster(nodes=args.nodes,
+                                                                seed=args.seed), fmt="json")
+        print(f"[{args.nodes} nodes] cluster written after {time.monotonic() - began:.0f} s",
+              file=sys.stderr)
+        for pool in (False, True):
+            one = start_once(["--inventory", str(cluster)], pool=pool,
+                             log=workdir / f"drax-files-{pool}.log", timeout=args.ready_timeout)
+            runs.append({"source": "files", **one})
+            _print(args.nodes, runs[-1])
+    return result
+
+
+def _print(nodes: int, r: dict[str, Any]) -> None:
+    print(f"[{nodes} nodes, {r['source']}, {r['pool'] or 'whole cluster'}] ready after "
+          f"{r['ready_s']} s, RSS {r['rss_bytes'] / MB:.0f} MB, {r['nodes']} nodes held",
+          file=sys.stderr)
+
+
+def markdown(result: dict[str, Any]) -> str:
+    rows = [f"Generated cluster of {result['nodes']:,} nodes; the pool is "
+            f"`--node-selector {result['pool']}` (a quarter of the nodes).", "",
+            "| source | served | nodes held | devices held | start to ready | RSS at ready "
+            "| peak RSS | ready / whole | RSS / whole |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    whole = {r["source"]: r for r in result["runs"] if r["pool"] is None}
+    for r in result["runs"]:
+        base = whole.get(r["source"])
+        ratio = (f"{r['ready_s'] / base['ready_s']:.2f} | {r['rss_bytes'] / base['rss_bytes']:.2f}"
+                 if base else "– | –")
+        rows.append(f"| {r['source']} | {'pool' if r['pool'] else 'whole cluster'} "
+                    f"| {r['nodes']:,} | {r['devices']:,} | {r['ready_s']:.1f} s "
+                    f"| {r['rss_bytes'] / MB:,.0f} MB | {r['peak_bytes'] / MB:,.0f} MB "
+                    f"| {ratio} |")
+    return "\n".join(rows)
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m loadtest.bench_pool",
+                                     description=__doc__.split("\n\n", 1)[0])
+    parser.add_argument("--nodes", type=int, default=20_000)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--sources", nargs="+", choices=("api", "files"),
+                        default=["api", "files"])
+    parser.add_argument("--ready-timeout", type=float, default=900.0)
+    parser.add_argument("--workdir", help="keep the cluster files and drax's logs here")
+    parser.add_argument("--json", help="write every figure to this file")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    command = "python -m loadtest.bench_pool " + " ".join(
+        sys.argv[1:] if argv is None else argv)
+    with tempfile.TemporaryDirectory(prefix="drax-bench-pool-") as tmp:
+        workdir = Path(args.workdir) if args.workdir else Path(tmp)
+        workdir.mkdir(parents=True, exist_ok=True)
+        try:
+            result = run(args, workdir)
+        except (bench.BenchmarkError, RuntimeError, OSError) as exc:
+            print(f"bench_pool failed: {exc}", file=sys.stderr)
+            return 1
+    result.update(report.provenance(command))
+    print(markdown(result))
+    if args.json:
+        Path(args.json).write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
