@@ -30,7 +30,7 @@ import asyncio
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -43,6 +43,10 @@ from loadtest.bench_watch import Child
 
 POOL: Final = f"{generator.SHARD_LABEL}=0"
 MB: Final = 2**20
+# The node-pool targets: a quarter of a 100,000-node cluster.
+TARGET_NODES: Final = 100_000
+READY_TARGET_S: Final = 20.0
+RSS_TARGET_BYTES: Final = 2**30
 
 
 def _kubeconfig(path: Path, port: int) -> Path:
@@ -111,7 +115,60 @@ def _print(nodes: int, r: dict[str, Any]) -> None:
           file=sys.stderr)
 
 
-def markdown(result: dict[str, Any]) -> str:
+def sizing(result: Mapping[str, Any], source: str) -> dict[str, float] | None:
+    """From the whole cluster and the pool of one source: what each node held
+    adds to RSS (their difference over the nodes between them), what the
+    process holds with no node, and seconds to ready per 10,000 nodes of the
+    cluster (the whole cluster's start, which parses every node)."""
+    runs = {r["pool"] is not None: r for r in result["runs"] if r["source"] == source}
+    whole, pool = runs.get(False), runs.get(True)
+    if whole is None or pool is None or whole["nodes"] == pool["nodes"]:
+        return None
+    per_node = (whole["rss_bytes"] - pool["rss_bytes"]) / (whole["nodes"] - pool["nodes"])
+    return {"rss_per_node_bytes": per_node,
+            "rss_base_bytes": pool["rss_bytes"] - per_node * pool["nodes"],
+            "ready_s_per_10k_nodes": whole["ready_s"] * 10_000 / whole["nodes"]}
+
+
+def targets(result: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The pool targets, met or missed when the run had TARGET_NODES nodes;
+    otherwise not measured, with the figures scaled to it (marked as such)."""
+    out = []
+    nodes = result["nodes"]
+    measured_there = nodes == TARGET_NODES
+    for r in result["runs"]:
+        if r["pool"] is None:
+            continue
+        size = sizing(result, r["source"])
+        ready = r["ready_s"]
+        rss = r["rss_bytes"] / MB
+        note = f"{r['source']}; {r['nodes']:,} of {nodes:,} nodes served"
+        if measured_there:
+            ready_met: bool | None = ready <= READY_TARGET_S
+            rss_met: bool | None = rss * MB <= RSS_TARGET_BYTES
+            ready_note = rss_note = note
+        else:
+            ready_met = rss_met = None
+            scale = TARGET_NODES / nodes
+            ready_note = (f"{note}; measured at {nodes:,} nodes. Scaled linearly to "
+                          f"{TARGET_NODES:,} (an extrapolation, not a measurement): "
+                          f"{ready * scale:.0f} s")
+            rss_note = note
+            if size is not None:
+                quarter = size["rss_base_bytes"] + size["rss_per_node_bytes"] * TARGET_NODES / 4
+                rss_note = (f"{note}; measured at {nodes:,} nodes. {quarter / MB:,.0f} MB for "
+                            f"{TARGET_NODES // 4:,} pool nodes from the per-node figure "
+                            "(an extrapolation, not a measurement)")
+        out.append({"target": f"pool of a quarter of {TARGET_NODES:,} nodes, start to ready "
+                              f"({r['source']})", "goal": f"<= {READY_TARGET_S:.0f} s",
+                    "measured": ready, "unit": "s", "met": ready_met, "note": ready_note})
+        out.append({"target": f"pool of a quarter of {TARGET_NODES:,} nodes, RSS at ready "
+                              f"({r['source']})", "goal": "<= 1 GB", "measured": round(rss),
+                    "unit": "MB", "met": rss_met, "note": rss_note})
+    return out
+
+
+def markdown(result: Mapping[str, Any]) -> str:
     rows = [f"Generated cluster of {result['nodes']:,} nodes; the pool is "
             f"`--node-selector {result['pool']}` (a quarter of the nodes).", "",
             "| source | served | nodes held | devices held | start to ready | RSS at ready "
@@ -126,6 +183,14 @@ def markdown(result: dict[str, Any]) -> str:
                     f"| {r['nodes']:,} | {r['devices']:,} | {r['ready_s']:.1f} s "
                     f"| {r['rss_bytes'] / MB:,.0f} MB | {r['peak_bytes'] / MB:,.0f} MB "
                     f"| {ratio} |")
+    for source in ("api", "files"):
+        size = sizing(result, source)
+        if size is not None:
+            rows += ["", f"Sizing ({source}): {size['rss_per_node_bytes'] * 10_000 / MB:,.0f} MB "
+                     f"of RSS per 10,000 nodes served (8 GPUs + 8 NICs each, a quarter "
+                     f"MIG-partitionable), on {size['rss_base_bytes'] / MB:,.0f} MB with none; "
+                     f"{size['ready_s_per_10k_nodes']:.1f} s to ready per 10,000 nodes of "
+                     "the whole cluster."]
     return "\n".join(rows)
 
 

@@ -411,6 +411,16 @@ def _scale(doc: Mapping[str, Any]) -> str:
     return bench_scale.markdown(doc)
 
 
+def _node_pool(doc: Mapping[str, Any]) -> str:
+    from loadtest import bench_pool
+    return bench_pool.markdown(doc)
+
+
+def _node_pool_targets(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
+    from loadtest import bench_pool
+    return bench_pool.targets(doc)
+
+
 def _scheduler_perf_markdown(doc: Mapping[str, Any]) -> str:
     from loadtest import scheduler_perf
     return scheduler_perf.markdown(doc)
@@ -461,6 +471,15 @@ SECTIONS: Final = (
             "The API-server double of the kube tests holds the generated cluster and claims; "
             "`drax serve --kubeconfig` is timed from process start to `/readyz` 200, every "
             "kind listed in pages of 500."),
+    Section("node-pool", "One node pool (`--node-selector`) against the whole cluster",
+            "python -m loadtest.bench_pool --nodes 20000 --json "
+            "loadtest/results/node-pool.json", _node_pool,
+            "The real `drax serve` on one generated cluster (8 GPUs + 8 RDMA NICs per node, "
+            "a quarter of the nodes partitionable, no claims), started four times in one run: "
+            "in kube mode from the API-server double (paged lists) and in file mode, each "
+            "with the whole cluster and with `--node-selector` picking a quarter of the "
+            "nodes. Start to `/readyz` 200, RSS then and at its peak, and what drax holds.",
+            _node_pool_targets),
     Section("upstream-allocator", "drax against upstream's allocator",
             "python -m loadtest.peer --nodes 500 5000 --sample 20 --json "
             "loadtest/results/upstream-allocator.json", _by_format(_upstream),

@@ -102,7 +102,7 @@ class Inventory:
         """Apply one watch event; raises InvalidObject and changes nothing on bad input."""
         if event_type not in EVENT_TYPES:
             raise InvalidObject(f"unknown event type {event_type!r}")
-        if event_type != "DELETED" and not self.admits(kind, obj):
+        if not self.admits(kind, obj):
             # Outside the pool: never parsed, and gone if it was held.
             self._delete(kind, str(obj["metadata"]["name"]))
             return
