@@ -44,7 +44,7 @@ from app.binder.repair import RepairMetrics, keep_releasing
 from app.binder.requeue import RequeueMetrics, Requeuer
 from app.capacity import CapacityShape, parse_capacity
 from app.config import ConfigError, Settings
-from app.extender import Binder, BindError, Extender
+from app.extender import BindCause, Binder, BindError, Extender
 from app.extender.binder import MemoryBinder
 from app.extender.extended import ExtendedClaim
 from app.extender.pending import DEFAULT_BIND_WAIT_SECONDS
@@ -236,7 +236,7 @@ class DeferredBinder:
                    reserve: Sequence[ResourceClaim],
                    extended: ExtendedClaim | None = None) -> str | None:
         if self.target is None:
-            raise BindError("drax is not connected to the API server yet")
+            raise BindError("drax is not connected to the API server yet", BindCause.NOT_SERVED)
         return await self.target.bind(pod=pod, node=node, allocations=allocations,
                                       reserve=reserve, extended=extended)
 

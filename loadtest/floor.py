@@ -22,6 +22,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from app.config import Settings
+from app.extender import BindFailure
 from app.model import Pod
 from app.server.app import create_app
 from app.server.serving import KEEP_ALIVE_SECONDS
@@ -48,7 +49,8 @@ class FloorVerbs:
     async def wait_for_binds(self, pod: Pod) -> float | None:
         return None
 
-    async def bind(self, *, namespace: str, name: str, uid: str, node: str) -> str | None:
+    async def bind(self, *, namespace: str, name: str, uid: str, node: str
+                   ) -> BindFailure | None:
         return None
 
 

@@ -75,7 +75,7 @@ from kubernetes_asyncio import client
 from prometheus_client import CollectorRegistry, Counter
 
 from app.allocator.types import ClaimAllocation
-from app.extender import BindError
+from app.extender import BindCause, BindError
 from app.extender.extended import ExtendedClaim
 from app.model import Pod, ResourceClaim
 
@@ -188,7 +188,7 @@ class KubeBinder:
             # of the pod finds them so and completes the bind.
             self._metrics.attempts.labels(result="error").inc()
             raise BindError(f"{exc}; whether the pod is bound is unknown, so its claims "
-                            "stay allocated and reserved for it") from exc
+                            "stay allocated and reserved for it", BindCause.API_ERROR) from exc
         except (BindError, aiohttp.ClientError, TimeoutError, OSError) as exc:
             self._metrics.attempts.labels(result="error").inc()
             message = str(exc) if isinstance(exc, BindError) else \
@@ -200,7 +200,8 @@ class KubeBinder:
                 undone = await self._rollback(pod, written)
                 message += "; claim writes undone" if undone else \
                     "; undoing the claim writes failed (see the log)"
-            raise BindError(message) from exc
+            cause = exc.cause if isinstance(exc, BindError) else BindCause.API_ERROR
+            raise BindError(message, cause) from exc
         self._metrics.attempts.labels(result="ok").inc()
         return created
 
@@ -227,7 +228,7 @@ class KubeBinder:
             attempts=1)
         if code not in (200, 201):
             raise BindError(f"creating the claim for the extended resources of pod {pod.key}: "
-                            f"HTTP {code}: {_message(answer)}")
+                            f"HTTP {code}: {_message(answer)}", BindCause.API_ERROR)
         meta = answer.get("metadata") or {}
         return _Written(pod.namespace, str(meta.get("name") or ""),
                         uid=str(meta.get("uid") or ""), created=True)
@@ -256,7 +257,7 @@ class KubeBinder:
             if allocation is not None:
                 if status.get("allocation") is not None:
                     raise BindError(f"resourceclaim {rec.key} got allocated elsewhere in the "
-                                    "meantime")
+                                    "meantime", BindCause.CLAIM_TAKEN)
                 finalizers = list(meta.get("finalizers") or [])
                 if FINALIZER not in finalizers:
                     meta["finalizers"] = [*finalizers, FINALIZER]
@@ -274,7 +275,8 @@ class KubeBinder:
                 raise BindError(f"resourceclaim {rec.key} is no longer allocated")
             if len(reserved) >= RESERVED_FOR_MAX:
                 raise BindError(f"resourceclaim {rec.key} is already reserved for "
-                                f"{RESERVED_FOR_MAX} consumers, the maximum")
+                                f"{RESERVED_FOR_MAX} consumers, the maximum",
+                                BindCause.CLAIM_TAKEN)
             status["reservedFor"] = [*reserved, _consumer(pod)]
             what = "allocation and reservation" if allocation is not None else "reservation"
             rec.allocated = allocation is not None
@@ -284,7 +286,7 @@ class KubeBinder:
                 continue
             return
         raise BindError(f"resourceclaim {rec.key}: still conflicting after "
-                        f"{self._max_attempts} attempts")
+                        f"{self._max_attempts} attempts", BindCause.CONFLICT)
 
     def _stamped(self, allocation: dict[str, Any]) -> dict[str, Any]:
         """The allocation with its allocationTimestamp. Only a new one: an allocation
@@ -300,7 +302,7 @@ class KubeBinder:
             rec.name, rec.namespace, _preload_content=False, _request_timeout=self._timeout),
             attempts=self._attempts(undo=undo))
         if code == 404:
-            raise BindError(f"resourceclaim {rec.key} not found")
+            raise BindError(f"resourceclaim {rec.key} not found", BindCause.CLAIM_NOT_FOUND)
         _expect_ok(code, claim, f"reading resourceclaim {rec.key}")
         uid = str((claim.get("metadata") or {}).get("uid") or "")
         if rec.uid and uid != rec.uid:
@@ -331,12 +333,12 @@ class KubeBinder:
         failure = f"{what}: HTTP {code}: {_message(answer)}" if code else \
             f"{what}: {_message(answer)}"
         if code != 409 and code not in TRANSIENT_STATUS and code != 0:
-            raise BindError(failure)  # refused outright: nothing was applied
+            raise BindError(failure, BindCause.API_ERROR)  # refused outright: nothing applied
         # A 409 may be an earlier attempt whose answer was lost; a timeout or a
         # 5xx may have been applied: the pod itself says which.
         if await self._bound_to(pod, node, failure=failure):
             return
-        raise BindError(failure)
+        raise BindError(failure, BindCause.API_ERROR)
 
     async def _bound_to(self, pod: Pod, node: str, *, failure: str) -> bool:
         """Whether the pod is on `node`; _BindingUnknown if that cannot be read."""
@@ -411,7 +413,7 @@ class KubeBinder:
                     continue
             return
         raise BindError(f"resourceclaim {rec.key}: still conflicting after "
-                        f"{self._max_attempts} attempts")
+                        f"{self._max_attempts} attempts", BindCause.CONFLICT)
 
     async def _delete_created(self, rec: _Written) -> None:
         """Remove the special claim this bind created: finalizer off, then delete."""
@@ -432,10 +434,10 @@ class KubeBinder:
                 _request_timeout=self._timeout), attempts=self._attempts(undo=True))
             if code not in (200, 202, 404):
                 raise BindError(f"deleting resourceclaim {rec.key}: HTTP {code}: "
-                                f"{_message(answer)}")
+                                f"{_message(answer)}", BindCause.API_ERROR)
             return
         raise BindError(f"resourceclaim {rec.key}: still conflicting after "
-                        f"{self._max_attempts} attempts")
+                        f"{self._max_attempts} attempts", BindCause.CONFLICT)
 
     async def _put_claim(self, rec: _Written, claim: dict[str, Any], *, status: bool,
                          what: str, undo: bool = False) -> dict[str, Any] | None:
@@ -519,7 +521,7 @@ def _remember(written: list[_Written], rec: _Written) -> None:
 
 def _expect_ok(code: int, body: dict[str, Any], what: str) -> None:
     if code != 200:
-        raise BindError(f"{what}: HTTP {code}: {_message(body)}")
+        raise BindError(f"{what}: HTTP {code}: {_message(body)}", BindCause.API_ERROR)
 
 
 def _message(body: dict[str, Any]) -> str:

@@ -4,9 +4,9 @@ The HTTP server and `drax allocate` both call `Extender`, so what the CLI
 prints is what the scheduler is told.
 """
 
-from app.extender.binder import Binder, BindError, MemoryBinder
+from app.extender.binder import BindCause, Binder, BindError, BindFailure, MemoryBinder
 from app.extender.claims import ClaimResolver, PodClaims
 from app.extender.verbs import Extender, FilterResult, NodeEvaluation
 
-__all__ = ["BindError", "Binder", "ClaimResolver", "Extender", "FilterResult", "MemoryBinder",
-           "NodeEvaluation", "PodClaims"]
+__all__ = ["BindCause", "BindError", "BindFailure", "Binder", "ClaimResolver", "Extender",
+           "FilterResult", "MemoryBinder", "NodeEvaluation", "PodClaims"]

@@ -12,13 +12,18 @@ the binder creates it as the scheduler does (a generated name, the
 extended-resource annotation, the pod as controller owner, the allocation and
 the pod in `reservedFor`) and records it in the pod's
 `status.extendedResourceClaimStatus`; `bind` returns the created name.
+
+A failed bind carries its category (`BindCause`) from where its message is
+written, as filter's reasons carry a `Rejection`: the metric label of a bind
+failure never depends on the wording.
 """
 
 from __future__ import annotations
 
 import secrets
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from enum import StrEnum
 from typing import Protocol
 
 from app.allocator.types import ClaimAllocation
@@ -31,8 +36,43 @@ from app.model.objects import ExtendedResourceClaimStatus, ResourceClaimConsumer
 _SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 
 
+class BindCause(StrEnum):
+    """Why bind answered with an error, as a small fixed set (the metric label of
+    `drax_bind_failures_total`, docs/metrics.md)."""
+
+    POD_UNKNOWN = "pod_unknown"
+    NODE_UNKNOWN = "node_unknown"
+    OUTSIDE_POOL = "outside_pool"
+    NO_LONGER_FITS = "no_longer_fits"
+    ALLOCATION_ERROR = "allocation_error"
+    CLAIM_NOT_FOUND = "claim_not_found"
+    CLAIM_TAKEN = "claim_taken"
+    CONFLICT = "conflict"
+    API_ERROR = "api_error"
+    NOT_SYNCED = "not_synced"
+    NOT_SERVED = "not_served"
+    OTHER = "other"
+
+
+@dataclass(slots=True, frozen=True)
+class BindFailure:
+    """A bind that did not happen: `message` goes to kube-scheduler as the bind
+    error, `cause` to the metrics."""
+
+    message: str
+    cause: BindCause
+
+
 class BindError(Exception):
     """Bind failed; the message is returned to kube-scheduler as the bind error."""
+
+    def __init__(self, message: str, cause: BindCause = BindCause.OTHER) -> None:
+        super().__init__(message)
+        self.cause = cause
+
+    @property
+    def failure(self) -> BindFailure:
+        return BindFailure(str(self), self.cause)
 
 
 class Binder(Protocol):
@@ -67,7 +107,8 @@ class MemoryBinder:
                 raise BindError(f"ResourceClaim {claim.key} has no allocation to reserve")
             if (claim.key in by_claim and current.allocation is not None
                     and current.allocation != allocation):
-                raise BindError(f"ResourceClaim {claim.key} was allocated by someone else")
+                raise BindError(f"ResourceClaim {claim.key} was allocated by someone else",
+                                BindCause.CLAIM_TAKEN)
             reference = pod_reference(pod)
             reserved = current.reserved_for if any(
                 r.name == pod.name and r.uid == pod.uid for r in current.reserved_for

@@ -49,7 +49,7 @@ from app.extender.answers import (
     with_claim_keys,
     wording,
 )
-from app.extender.binder import Binder, BindError, MemoryBinder
+from app.extender.binder import BindCause, Binder, BindError, BindFailure, MemoryBinder
 from app.extender.claims import ClaimResolver, PodClaims
 from app.extender.extended import ExtendedClaim
 from app.extender.pending import PendingBinds
@@ -67,6 +67,14 @@ log = logging.getLogger(__name__)
 
 DEFAULT_ASSUME_TTL_SECONDS: Final = 120.0
 NOT_SYNCED: Final = "inventory not synced yet"
+# The bind cause of a claim problem filter would reject with; the rest are `other`.
+_BIND_CAUSES: Final = {
+    Rejection.CLAIM_NOT_FOUND: BindCause.CLAIM_NOT_FOUND,
+    Rejection.ALLOCATED_ELSEWHERE: BindCause.CLAIM_TAKEN,
+    Rejection.UNKNOWN_NODE: BindCause.NODE_UNKNOWN,
+    Rejection.OUTSIDE_POOL: BindCause.OUTSIDE_POOL,
+    Rejection.NOT_SYNCED: BindCause.NOT_SYNCED,
+}
 
 
 
@@ -331,26 +339,30 @@ class Extender:
         answers = self._book.current(request)
         return answers, wording(tuple(c.key for c in request.pending)), request
 
-    async def bind(self, *, namespace: str, name: str, uid: str, node: str) -> str | None:
+    async def bind(self, *, namespace: str, name: str, uid: str, node: str
+                   ) -> BindFailure | None:
         """Allocate on `node` (see the module doc), assume it, and write it; None or
-        the error text."""
+        the error with its cause."""
         bound_at = self._warmer.note_request()
         # Cleared before anything below yields, so a waiting filter resumes only
         # after this bind has assumed its devices (or refused).
         self._pending.arrived(f"{namespace}/{name}")
         pod = self._pod(namespace=namespace, name=name, uid=uid)
         if pod is None:
-            return (f"pod {namespace}/{name} (uid {uid or '-'}) is unknown to drax: it was "
-                    "not seen in filter or prioritize recently")
+            return BindFailure(f"pod {namespace}/{name} (uid {uid or '-'}) is unknown to "
+                               "drax: it was not seen in filter or prioritize recently",
+                               BindCause.POD_UNKNOWN)
         if self._binder is None:
-            return "bind is not served: drax runs without a binder"
+            return BindFailure("bind is not served: drax runs without a binder",
+                               BindCause.NOT_SERVED)
         if not self._inventory.in_pool(node):
-            return f"node {node}: {self._outside_pool_reason()}"
+            return BindFailure(f"node {node}: {self._outside_pool_reason()}",
+                               BindCause.OUTSIDE_POOL)
         # Devices held for a preemptor count as free only for it and for pods of
         # higher priority; nothing below yields until they are assumed.
         with self._inventory.holds_lifted_for(pod):
             placed = self._place(pod, node)
-        if isinstance(placed, str):
+        if isinstance(placed, BindFailure):
             return placed
         claims, allocations, special = placed
         try:
@@ -358,7 +370,7 @@ class Extender:
                                               reserve=claims.claims, extended=special)
         except BindError as exc:
             self._inventory.forget_assumed(pod=pod)
-            return str(exc)
+            return exc.failure
         except BaseException:
             self._inventory.forget_assumed(pod=pod)
             raise
@@ -373,33 +385,37 @@ class Extender:
             task.add_done_callback(self._catching_up.discard)
         return None
 
-    def _place(self, pod: Pod, node: str
-               ) -> str | tuple[PodClaims, tuple[ClaimAllocation, ...], ExtendedClaim | None]:
+    def _place(self, pod: Pod, node: str) -> (
+            BindFailure | tuple[PodClaims, tuple[ClaimAllocation, ...], ExtendedClaim | None]):
         """Bind's allocation on `node`, assumed; or why there is none."""
         claims = self._resolver.resolve(pod)
         if claims.problem is not None:
-            return claims.problem
+            return BindFailure(claims.problem, _BIND_CAUSES.get(
+                claims.rejection or Rejection.OTHER, BindCause.OTHER))
         state = self._inventory.node_state(node)
         if (claims.claims or claims.extended) and state is None:
-            return f"node {node} is unknown to drax"
+            return BindFailure(f"node {node} is unknown to drax", BindCause.NODE_UNKNOWN)
         allocations: tuple[ClaimAllocation, ...] = ()
         special: ExtendedClaim | None = None
         if state is not None:
             elsewhere = allocated_elsewhere(claims, state)
             if elsewhere is not None:
-                return elsewhere
+                return BindFailure(elsewhere, BindCause.CLAIM_TAKEN)
             pending = claims.pending
             if claims.extended is not None:
                 variant = self._book.variant(request_of(claims, pod=pod), state.view.node)
                 if isinstance(variant, str):
-                    return variant
+                    return BindFailure(variant, BindCause.OTHER)
                 pending, special = variant.pending, variant.special
             outcome = (self._book.answered(claims, node, state, pending=pending)
                        or self._book.allocate(pending, state, state.allocated))
             if outcome.error is not None:
-                return f"cannot allocate on node {node}: {outcome.error}"
+                return BindFailure(f"cannot allocate on node {node}: {outcome.error}",
+                                   BindCause.ALLOCATION_ERROR)
             if not outcome.feasible:
-                return f"node {node} can no longer hold the pod's claims: {outcome.reason}"
+                return BindFailure(
+                    f"node {node} can no longer hold the pod's claims: {outcome.reason}",
+                    BindCause.NO_LONGER_FITS)
             allocations = outcome.claims
         self._inventory.assume(pod=pod, allocations=allocations, ttl=self._assume_ttl)
         return claims, allocations, special

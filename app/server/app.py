@@ -33,9 +33,8 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from app import __version__
-from app.extender import Extender
+from app.extender import BindCause, BindFailure, Extender
 from app.model import Pod
-from app.observability.reasons import bind_cause
 from app.preemption import Offer, VictimSearch, choose_victims
 from app.server import metrics, wire
 from app.server.wire import BadRequest
@@ -72,7 +71,8 @@ class Verbs(Protocol):
 
     async def wait_for_binds(self, pod: Pod) -> float | None: ...
 
-    async def bind(self, *, namespace: str, name: str, uid: str, node: str) -> str | None: ...
+    async def bind(self, *, namespace: str, name: str, uid: str, node: str
+                   ) -> BindFailure | None: ...
 
 
 class InternalError(Exception):
@@ -266,27 +266,28 @@ class ExtenderEdge:
         # Every bind leaves one line at the default level: it is the one verb that
         # writes to the cluster, and an operator retraces a pod's devices from it.
         if not self.ready():
-            metrics.BIND_FAILURES.labels(cause="not_synced").inc()
+            metrics.BIND_FAILURES.labels(cause=BindCause.NOT_SYNCED).inc()
             log.warning("bind of pod %s/%s to node %s refused: %s", args.namespace,
                         args.name, args.node, NOT_SYNCED)
             return wire.binding_result(NOT_SYNCED)
         start = time.perf_counter()
         try:
-            error = await self.verbs.bind(namespace=args.namespace, name=args.name,
-                                          uid=args.uid, node=args.node)
+            failure = await self.verbs.bind(namespace=args.namespace, name=args.name,
+                                            uid=args.uid, node=args.node)
         except Exception as exc:
             log.exception("bind failed for pod %s/%s", args.namespace, args.name)
-            error = f"drax bind failed: {exc}"
+            failure = BindFailure(f"drax bind failed: {exc}", BindCause.OTHER)
         elapsed_ms = (time.perf_counter() - start) * 1e3
-        if error is None:
+        if failure is None:
             self._bound.inc()
             log.info("bound pod %s/%s (uid %s) to node %s in %.1f ms", args.namespace,
                      args.name, args.uid, args.node, elapsed_ms)
         else:
-            metrics.BIND_FAILURES.labels(cause=bind_cause(error)).inc()
+            metrics.BIND_FAILURES.labels(cause=failure.cause).inc()
             log.warning("bind of pod %s/%s (uid %s) to node %s failed after %.1f ms: %s",
-                        args.namespace, args.name, args.uid, args.node, elapsed_ms, error)
-        return wire.binding_result(error)
+                        args.namespace, args.name, args.uid, args.node, elapsed_ms,
+                        failure.message)
+        return wire.binding_result(None if failure is None else failure.message)
 
     async def _preempt(self, doc: Any) -> Any:
         pod, victims = wire.parse_preemption_args(doc)

@@ -56,7 +56,7 @@ async def test_prioritize_marks_the_pod_too_and_a_refused_bind_also_ends_the_wai
     await asyncio.sleep(0.01)
     assert not waiting.done()
     error = await ext.bind(namespace="default", name="p", uid="u1", node="n2")
-    assert error is not None and "n2" in error
+    assert error is not None and "n2" in error.message
     assert await asyncio.wait_for(waiting, timeout=5) is not None
 
 

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from app.allocator.types import ClaimAllocation
-from app.extender import BindError
+from app.extender import BindCause, BindError, BindFailure
 from app.model import Pod, ResourceClaim
 from tests.extender.cluster import GPU_CLASS, NIC_CLASS, extender, gpu_node, load, the_pod
 from tests.inventory.objects import claim, exactly, pod, result, template
@@ -208,7 +208,7 @@ async def test_bind_failure_forgets_the_assumption() -> None:
     ext = extender(inv, binder=binder)
     ext.filter(the_pod(inv), ["n1"])
     error = await ext.bind(namespace="default", name="p", uid="u", node="n1")
-    assert error == "conflict writing claim status"
+    assert error == BindFailure("conflict writing claim status", BindCause.OTHER)
     assert binder.calls == [("n1", ["default/c"])]
     assert inv.assumed_claims() == []
 
@@ -229,9 +229,11 @@ async def test_bind_of_an_unknown_pod_or_a_full_node_is_an_error() -> None:
                pod("p", uid="u", claims={"g": "c"}))
     ext = extender(inv, file_mode=True)
     error = await ext.bind(namespace="default", name="ghost", uid="x", node="n1")
-    assert error is not None and "unknown" in error
+    assert error is not None and "unknown" in error.message
+    assert error.cause == BindCause.POD_UNKNOWN
     error = await ext.bind(namespace="default", name="p", uid="u", node="n1")
-    assert error is not None and "n1" in error
+    assert error is not None and "n1" in error.message
+    assert error.cause == BindCause.NO_LONGER_FITS
 
 
 async def test_bind_uses_pods_remembered_from_filter_by_uid() -> None:
@@ -271,11 +273,11 @@ async def test_a_bound_pod_is_forgotten_and_a_failed_bind_keeps_it() -> None:
     ext = extender(inv, binder=binder)
     assert ext.filter(seen, ["n1"]).passed == ["n1"]
     assert await ext.bind(namespace="default", name="p", uid="u", node="n1") == \
-        "conflict writing claim status"
+        BindFailure("conflict writing claim status", BindCause.OTHER)
     assert await ext.bind(namespace="default", name="p", uid="u", node="n1") is None
     assert binder.bound == ["u"]
     error = await ext.bind(namespace="default", name="p", uid="u", node="n1")
-    assert error is not None and "unknown to drax" in error
+    assert error is not None and "unknown to drax" in error.message
 
 
 def test_constraint_that_no_device_meets_gives_a_reason() -> None:

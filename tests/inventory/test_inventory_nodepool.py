@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from app.config import ConfigError, load_settings, parse_node_selector
+from app.extender import BindCause
 from app.inventory import KINDS, Inventory, NodePool
 from app.runtime import load_files
 from tests.extender.cluster import GPU_CLASS, extender, gpu_node, the_pod
@@ -136,7 +137,8 @@ async def test_bind_outside_the_pool_is_refused() -> None:
     ext = extender(inv, file_mode=True)
     ext.filter(the_pod(inv, "default/plain"), ["a1", "b1"])
     error = await ext.bind(namespace="default", name="plain", uid="u2", node="b1")
-    assert error is not None and "outside this drax's node pool" in error
+    assert error is not None and "outside this drax's node pool" in error.message
+    assert error.cause == BindCause.OUTSIDE_POOL
     assert await ext.bind(namespace="default", name="plain", uid="u2", node="a1") is None
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from app.binder import FINALIZER, BindMetrics, KubeBinder
-from app.extender import Extender
+from app.extender import BindCause, BindFailure, Extender
 from app.features import FeatureGates
 from app.model import Pod, parse_object
 from tests.kube.harness import KubeHarness, claim, device_class, gpu_slice, node, pod
@@ -46,7 +46,7 @@ def reserved_uids(obj: dict[str, Any]) -> set[str]:
     return {r["uid"] for r in (obj.get("status") or {}).get("reservedFor") or []}
 
 
-def assert_consistent(h: KubeHarness, pods: list[Pod], results: list[str | None],
+def assert_consistent(h: KubeHarness, pods: list[Pod], results: list[BindFailure | None],
                       chosen: list[str]) -> None:
     claims = claims_by_name(h)
     holders = Counter(d for obj in claims.values() for d in devices_of(obj))
@@ -110,7 +110,7 @@ async def test_a_thousand_concurrent_binds_under_write_faults_stay_consistent(
         await asyncio.sleep(faults.stall_seconds)  # lost replies still on their way
         # A bind whose Binding may have gone through leaves the claims reserved;
         # the scheduler's retry of the pod (filter, then bind) completes it.
-        unknown = [i for i, r in enumerate(results) if r is not None and "unknown" in r]
+        unknown = [i for i, r in enumerate(results) if r is not None and "unknown" in r.message]
         for i in unknown:
             p = pods[i]
             assert ext.filter(p, [chosen[i]]).passed == [chosen[i]], results[i]
@@ -140,12 +140,12 @@ async def test_a_thousand_concurrent_binds_under_write_faults_stay_consistent(
         assert {d for name in nodes for d in _allocated(h, name)} == taken
 
 
-def _cause(error: str) -> str:
-    if "can no longer hold" in error or "allocated elsewhere" in error:
+def _cause(error: BindFailure) -> str:
+    if error.cause in (BindCause.NO_LONGER_FITS, BindCause.CLAIM_TAKEN):
         return "capacity"
-    if any(s in error for s in ("HTTP", "API request failed", "Error", "conflicting")):
+    if error.cause in (BindCause.API_ERROR, BindCause.CONFLICT):
         return "api"
-    return error
+    return f"{error.cause}: {error.message}"
 
 
 def _allocated(h: KubeHarness, node_name: str) -> set[str]:

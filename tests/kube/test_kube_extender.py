@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from app.binder import BindMetrics, KubeBinder
-from app.extender import Extender
+from app.extender import BindCause, Extender
 from app.features import FeatureGates
 from app.model import Pod, parse_object
 from tests.kube.harness import (
@@ -249,7 +249,8 @@ async def test_two_pods_racing_for_the_last_device_only_one_gets_it(tmp_path: Pa
             for p in pods))
         assert sorted(e is None for e in errors) == [False, True]
         loser = next(e for e in errors if e is not None)
-        assert "can no longer hold" in loser
+        assert "can no longer hold" in loser.message
+        assert loser.cause == BindCause.NO_LONGER_FITS
         assert [allocated_to(h, f"{p.name}-gpu") is not None for p in pods].count(True) == 1
         assert len(h.server.bindings) == 1
 
@@ -260,7 +261,8 @@ async def test_failed_binding_rolls_the_claim_back_and_frees_the_device(tmp_path
         ext, p1 = await one_gpu_passing_pod(h)
         h.server.faults.binding_failures = 5  # every attempt
         error = await ext.bind(namespace="default", name="p1", uid="uid-p1", node="node-a")
-        assert error is not None and "HTTP 500" in error and "undone" in error
+        assert error is not None and "HTTP 500" in error.message and "undone" in error.message
+        assert error.cause == BindCause.API_ERROR
         rolled_back = h.server.get("resourceclaims", "c1", "default")
         assert not rolled_back.get("status")
         assert "finalizers" not in rolled_back["metadata"]
@@ -305,6 +307,6 @@ async def test_a_shared_claim_is_allocated_once_then_only_reserved(tmp_path: Pat
         result = ext.filter(p3, ["node-a"])
         assert result.passed == [] and "256" in result.unresolvable["node-a"]
         error = await ext.bind(namespace="default", name="p3", uid="uid-p3", node="node-a")
-        assert error is not None and "256" in error
+        assert error is not None and "256" in error.message
         assert len(h.server.get("resourceclaims", "shared", "default")["status"][
             "reservedFor"]) == 256

@@ -87,7 +87,7 @@ async def test_bind_gives_the_preemptor_its_held_devices_and_refuses_a_lower_pod
     inv, ext, _ = nominated
     assert passes(ext, inv, "lower") is False
     refused = await ext.bind(namespace="default", name="lower", uid="uid-lower", node="n1")
-    assert refused is not None and "can no longer hold" in refused
+    assert refused is not None and "can no longer hold" in refused.message
     assert passes(ext, inv, "p")
     assert await ext.bind(namespace="default", name="p", uid="uid-p", node="n1") is None
 

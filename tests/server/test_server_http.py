@@ -7,14 +7,16 @@ import logging
 import re
 import socket
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import httpx
 import pytest
 
-from app.extender import Extender
+from app.extender import BindCause, BindFailure, Extender
 from app.features import FeatureGates
 from app.inventory import Inventory
+from app.model import Pod
 from app.runtime import SAMPLE_DIR
 from app.server import create_app
 from app.server.app import create_probe_app
@@ -197,6 +199,46 @@ def test_every_bind_is_logged_at_the_default_level(fresh_server: str,
     assert any(level == logging.WARNING and text.startswith(
         "bind of pod default/nobody (uid x) to node h100-node-2 failed after ")
         and text.endswith(failed.json()["Error"]) for level, text in lines), lines
+
+
+class WordedBinds:
+    """Verbs whose every bind fails with the next of `failures`."""
+
+    def __init__(self, failures: list[BindFailure]) -> None:
+        self.failures = failures
+
+    def filter(self, pod: Pod, node_names: Sequence[str]) -> Any:
+        raise AssertionError("only bind is called")
+
+    def prioritize(self, pod: Pod, node_names: Sequence[str]) -> list[tuple[str, int]]:
+        raise AssertionError("only bind is called")
+
+    async def wait_for_binds(self, pod: Pod) -> float | None:
+        return None
+
+    async def bind(self, *, namespace: str, name: str, uid: str, node: str
+                   ) -> BindFailure | None:
+        return self.failures.pop(0)
+
+
+def test_a_reworded_bind_error_keeps_its_cause_label() -> None:
+    # The second wording shares no words with the first: the label comes from
+    # the cause the error was raised with, and the scheduler gets the text as is.
+    worded = [BindFailure("resourceclaim default/c got allocated elsewhere in the meantime",
+                          BindCause.CLAIM_TAKEN),
+              BindFailure("resourceclaim default/c now belongs to another pod (HTTP 409)",
+                          BindCause.CLAIM_TAKEN)]
+    app = create_app(verbs=WordedBinds(list(worded)), ready=lambda: True, max_body_bytes=4096)
+    binding = {"PodName": "p", "PodNamespace": "default", "PodUID": "u", "Node": "n1"}
+    with running(app) as url, httpx.Client(base_url=url, timeout=30) as c:
+        taken = metric(c, "drax_bind_failures_total", cause="claim_taken")
+        other = {cause: metric(c, "drax_bind_failures_total", cause=cause)
+                 for cause in ("api_error", "conflict", "other")}
+        answers = [c.post("/bind", json=binding).json() for _ in worded]
+        assert answers == [{"Error": f.message} for f in worded]
+        assert metric(c, "drax_bind_failures_total", cause="claim_taken") == taken + 2
+        assert {cause: metric(c, "drax_bind_failures_total", cause=cause)
+                for cause in other} == other
 
 
 # ------------------------------------------------------------------ preempt
