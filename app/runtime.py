@@ -54,8 +54,8 @@ from app.observability.inventory import InventoryObserver
 from app.observability.placement import PlacementMetrics, PlacementRecorder
 from app.observability.search import SearchMetrics
 from app.preemption import Actor, Driver, PreemptionMetrics, VictimSearch
-from app.server import metrics
 from app.server.app import Lifespan, create_app, create_probe_app
+from app.server.metrics import ServerMetrics
 from app.sources.files import Sourced, iter_sourced
 from app.sources.kube import (
     WATCHED_KINDS,
@@ -87,6 +87,8 @@ class Runtime:
     inventory: Inventory
     app: FastAPI
     probes: FastAPI  # health, readiness, metrics alone, for `metrics_port`
+    # The runtime's own registry: every metric of this runtime, served at /metrics.
+    metrics: ServerMetrics
     # Whether this replica's kube-scheduler holds the leader-election Lease
     # (always, without one); kube mode follows the Lease in the lifespan.
     leadership: Leadership
@@ -248,25 +250,15 @@ def capacity_shapes(settings: Settings) -> tuple[CapacityShape, ...]:
         raise ConfigError(str(exc)) from None
 
 
-# Collectors a previous `build_runtime` put on a registry: a process (a test
-# run) may build several runtimes over the one default registry.
-_installed: dict[int, list[Collector]] = {}
-
-
-def _install(registry: CollectorRegistry, collectors: list[Collector]) -> None:
-    for old in _installed.pop(id(registry), []):
-        registry.unregister(old)
-    for collector in collectors:
-        registry.register(collector)
-    _installed[id(registry)] = collectors
-
-
-def build_runtime(settings: Settings, *,
-                  registry: CollectorRegistry = metrics.REGISTRY) -> Runtime:
+def build_runtime(settings: Settings, *, registry: CollectorRegistry | None = None) -> Runtime:
     """Everything `drax serve` runs; file sources are fully loaded on return.
 
-    Raises ConfigError for unusable settings and SourceError for unreadable files.
+    Every metric of the runtime goes on `registry` (a new one when not given),
+    which its apps serve at `/metrics`. Raises ConfigError for unusable
+    settings and SourceError for unreadable files.
     """
+    server_metrics = ServerMetrics(registry)
+    registry = server_metrics.registry
     source = choose_source(settings)
     topology = topology_config(settings)
     shapes = capacity_shapes(settings)
@@ -312,17 +304,19 @@ def build_runtime(settings: Settings, *,
     extra: list[Collector] = [observer, SearchMetrics(extender.stats), placements]
     if source != "kube":
         extra.append(InventorySizes(inventory))  # kube mode registers its own
-    _install(registry, extra)
+    for collector in extra:
+        registry.register(collector)
     lifespan = _observing(observer, extender, lifespan)
     app = create_app(verbs=extender, ready=lambda: inventory.synced,
                      max_body_bytes=settings.max_body_bytes, url_prefix=settings.url_prefix,
                      body_read_timeout=settings.body_read_timeout,
                      mode=settings.mode, info={"source": source},
-                     lifespan=_warming(extender, lifespan), on_request=extender.note_request)
-    probes = create_probe_app(ready=lambda: inventory.synced, mode=settings.mode,
-                              info={"source": source})
+                     lifespan=_warming(extender, lifespan), on_request=extender.note_request,
+                     metrics=server_metrics)
+    probes = create_probe_app(ready=lambda: inventory.synced, metrics=server_metrics,
+                              mode=settings.mode, info={"source": source})
     return Runtime(settings=settings, source=source, inventory=inventory, app=app,
-                   probes=probes, leadership=leadership)
+                   probes=probes, metrics=server_metrics, leadership=leadership)
 
 
 def _observing(observer: InventoryObserver, extender: Extender,

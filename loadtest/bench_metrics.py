@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
+import collections
 import statistics
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
@@ -30,9 +30,8 @@ from app.extender import Extender
 from app.features import FeatureGates
 from app.inventory import KINDS, Inventory
 from app.runtime import warm_fully
-from app.server import app as edge_module
-from app.server import metrics
 from app.server.app import ExtenderEdge
+from app.server.metrics import ServerMetrics
 from loadtest import generator
 
 
@@ -52,24 +51,18 @@ class _Null:
         return None
 
 
-_EDGE_METRICS = ("REQUEST_SECONDS", "REQUESTS", "FILTERED_NODES", "IN_FLIGHT", "REQUEST_BYTES",
-                 "RESPONSE_BYTES", "FILTER_REJECTIONS", "PRIORITIZE_SCORES", "PODS_BOUND",
-                 "BIND_FAILURES", "ANSWER_CACHE_HITS")
+_EDGE_METRICS = ("request_seconds", "requests", "filtered_nodes", "in_flight", "request_bytes",
+                 "response_bytes", "filter_rejections", "prioritize_scores", "pods_bound",
+                 "bind_failures", "bind_wait_seconds", "answer_cache_hits")
 
 
-@contextlib.contextmanager
-def uninstrumented() -> Iterator[None]:
-    saved = {name: getattr(metrics, name) for name in _EDGE_METRICS}
-    count_rejections = edge_module._count_rejections
-    try:
-        for name in _EDGE_METRICS:
-            setattr(metrics, name, _Null())
-        edge_module._count_rejections = lambda *by_node: None
-        yield
-    finally:
-        for name, value in saved.items():
-            setattr(metrics, name, value)
-        edge_module._count_rejections = count_rejections
+def uninstrumented() -> ServerMetrics:
+    """Edge metrics whose every call does nothing."""
+    null = ServerMetrics()
+    for name in _EDGE_METRICS:
+        setattr(null, name, _Null())
+    null.rejections_by_reason = collections.defaultdict(_Null)
+    return null
 
 
 def _request(path: str, body: bytes) -> Request:
@@ -104,8 +97,9 @@ def _cluster(nodes: int) -> tuple[Extender, list[str], dict[str, Any]]:
     return extender, [generator.node_name(i) for i in range(nodes)], pod
 
 
-def _edge(extender: Extender) -> ExtenderEdge:
-    return ExtenderEdge(verbs=extender, ready=lambda: True, max_body_bytes=16 << 20)
+def _edge(extender: Extender, metrics: ServerMetrics) -> ExtenderEdge:
+    return ExtenderEdge(verbs=extender, ready=lambda: True, max_body_bytes=16 << 20,
+                        metrics=metrics)
 
 
 async def _round(edges: dict[str, ExtenderEdge], bodies: dict[str, bytes]) -> dict[str, float]:
@@ -126,21 +120,16 @@ async def measure(*, nodes: int, rounds: int) -> dict[str, Any]:
               "prioritize": orjson.dumps({"Pod": pod, "Nodes": None, "NodeNames": names})}
     with_metrics: dict[str, list[float]] = {v: [] for v in bodies}
     without: dict[str, list[float]] = {v: [] for v in bodies}
-    edge = _edge(extender)
+    edge = _edge(extender, ServerMetrics())
     shipped = {v: edge.endpoint(v) for v in bodies}
-    with uninstrumented():
-        bare_edge = _edge(extender)
-        bare = {v: bare_edge.endpoint(v) for v in bodies}
+    bare_edge = _edge(extender, uninstrumented())
+    bare = {v: bare_edge.endpoint(v) for v in bodies}
     for _ in range(20):  # warm-up: caches, first-call costs
         await _round(shipped, bodies)
     for i in range(rounds):
         order = ((shipped, with_metrics), (bare, without))
         for endpoints, sink in (order if i % 2 == 0 else order[::-1]):
-            if endpoints is bare:
-                with uninstrumented():
-                    times = await _round(endpoints, bodies)
-            else:
-                times = await _round(endpoints, bodies)
+            times = await _round(endpoints, bodies)
             for verb, t in times.items():
                 sink[verb].append(t)
     result: dict[str, Any] = {"nodes": nodes, "rounds": rounds, "verbs": {}}

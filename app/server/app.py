@@ -36,7 +36,8 @@ from app import __version__
 from app.extender import BindCause, BindFailure, Extender
 from app.model import Pod
 from app.preemption import Offer, VictimSearch, choose_victims
-from app.server import metrics, wire
+from app.server import wire
+from app.server.metrics import OUTCOMES, SCORES, ServerMetrics
 from app.server.wire import BadRequest
 
 log = logging.getLogger(__name__)
@@ -130,19 +131,20 @@ class ExtenderEdge:
     """The four verbs bound to one extender, with limits, metrics and error policy."""
 
     def __init__(self, *, verbs: Verbs, ready: Callable[[], bool], max_body_bytes: int,
-                 on_request: Callable[[], None] | None = None,
+                 metrics: ServerMetrics, on_request: Callable[[], None] | None = None,
                  body_read_timeout: float = 10.0) -> None:
         self.verbs = verbs
+        self.metrics = metrics
         self.body_read_timeout = body_read_timeout
         self.on_request = on_request
         self.ready = ready
         self.max_body_bytes = max_body_bytes
-        self._passed = metrics.FILTERED_NODES.labels(result="passed")
-        self._failed = metrics.FILTERED_NODES.labels(result="failed")
-        self._unresolvable = metrics.FILTERED_NODES.labels(result="unresolvable")
-        self._scores = {int(s): metrics.PRIORITIZE_SCORES.labels(score=s)
-                        for s in metrics.SCORES}
-        self._bound = metrics.PODS_BOUND
+        self._passed = metrics.filtered_nodes.labels(result="passed")
+        self._failed = metrics.filtered_nodes.labels(result="failed")
+        self._unresolvable = metrics.filtered_nodes.labels(result="unresolvable")
+        self._scores = {int(s): metrics.prioritize_scores.labels(score=s) for s in SCORES}
+        self._rejections = metrics.rejections_by_reason
+        self._bound = metrics.pods_bound
         self._stats = getattr(verbs, "stats", None)
         # The victim search runs on the extender's own allocator and answers; a
         # stand-in without them (the loadtest floor) forwards the scheduler's victims.
@@ -150,11 +152,12 @@ class ExtenderEdge:
 
     def endpoint(self, verb: str) -> Callable[[Request], Awaitable[Response]]:
         handler: Handler = getattr(self, f"_{verb}")
-        latency = metrics.REQUEST_SECONDS.labels(verb=verb)
-        counts = {o: metrics.REQUESTS.labels(verb=verb, outcome=o) for o in metrics.OUTCOMES}
-        in_flight = metrics.IN_FLIGHT.labels(verb=verb)
-        request_bytes = metrics.REQUEST_BYTES.labels(verb=verb)
-        response_bytes = metrics.RESPONSE_BYTES.labels(verb=verb)
+        metrics = self.metrics
+        latency = metrics.request_seconds.labels(verb=verb)
+        counts = {o: metrics.requests.labels(verb=verb, outcome=o) for o in OUTCOMES}
+        in_flight = metrics.in_flight.labels(verb=verb)
+        request_bytes = metrics.request_bytes.labels(verb=verb)
+        response_bytes = metrics.response_bytes.labels(verb=verb)
 
         async def serve(request: Request) -> Response:
             start = time.perf_counter()
@@ -213,7 +216,7 @@ class ExtenderEdge:
             return wire.error_filter_result(NOT_SYNCED)
         waited = await self.verbs.wait_for_binds(args.pod)
         if waited is not None:
-            metrics.BIND_WAIT_SECONDS.observe(waited)
+            self.metrics.bind_wait_seconds.observe(waited)
         computed = self._computed()
         try:
             result = self.verbs.filter(args.pod, args.node_names)
@@ -223,7 +226,8 @@ class ExtenderEdge:
         self._passed.inc(len(result.passed))
         self._failed.inc(len(result.failed))
         self._unresolvable.inc(len(result.unresolvable))
-        _count_rejections(result.rejections)
+        for category, n in result.rejections.items():
+            self._rejections[category].inc(n)
         self._count_hits(len(args.node_names), since=computed)
         return wire.filter_result(args, passed=result.passed, failed=result.failed,
                                   unresolvable=result.unresolvable, error=result.error)
@@ -259,14 +263,14 @@ class ExtenderEdge:
         # was computed for this call: the other nodes were answered from cache.
         hits = nodes - (self._computed() - since)
         if hits > 0:
-            metrics.ANSWER_CACHE_HITS.inc(hits)
+            self.metrics.answer_cache_hits.inc(hits)
 
     async def _bind(self, doc: Any) -> Any:
         args = wire.parse_binding_args(doc)
         # Every bind leaves one line at the default level: it is the one verb that
         # writes to the cluster, and an operator retraces a pod's devices from it.
         if not self.ready():
-            metrics.BIND_FAILURES.labels(cause=BindCause.NOT_SYNCED).inc()
+            self.metrics.bind_failures.labels(cause=BindCause.NOT_SYNCED).inc()
             log.warning("bind of pod %s/%s to node %s refused: %s", args.namespace,
                         args.name, args.node, NOT_SYNCED)
             return wire.binding_result(NOT_SYNCED)
@@ -283,7 +287,7 @@ class ExtenderEdge:
             log.info("bound pod %s/%s (uid %s) to node %s in %.1f ms", args.namespace,
                      args.name, args.uid, args.node, elapsed_ms)
         else:
-            metrics.BIND_FAILURES.labels(cause=failure.cause).inc()
+            self.metrics.bind_failures.labels(cause=failure.cause).inc()
             log.warning("bind of pod %s/%s (uid %s) to node %s failed after %.1f ms: %s",
                         args.namespace, args.name, args.uid, args.node, elapsed_ms,
                         failure.message)
@@ -312,12 +316,6 @@ class ExtenderEdge:
 _second: Final = operator.itemgetter(1)
 
 
-def _count_rejections(rejections: Mapping[str, int]) -> None:
-    children = metrics.REJECTIONS_BY_REASON
-    for category, n in rejections.items():
-        children[category].inc(n)
-
-
 VERBS: Final = ("filter", "prioritize", "bind", "preempt")
 
 
@@ -325,37 +323,42 @@ def create_app(*, verbs: Verbs, ready: Callable[[], bool], max_body_bytes: int,
                url_prefix: str = "/scheduler", mode: str = "allocator",
                info: Mapping[str, Any] | None = None, lifespan: Lifespan | None = None,
                on_request: Callable[[], None] | None = None,
-               body_read_timeout: float = 10.0) -> FastAPI:
+               body_read_timeout: float = 10.0,
+               metrics: ServerMetrics | None = None) -> FastAPI:
     """The ASGI app: verbs at `/<verb>` and `<url_prefix>/<verb>`, plus the probes.
 
     `lifespan` runs around serving (the kube source starts its watches there);
     `on_request` is called as each verb request arrives, before its body is
-    read (background work steps aside for it).
+    read (background work steps aside for it). The app counts on `metrics`
+    (its own, when not given) and serves their registry at `/metrics`.
     """
+    metrics = metrics if metrics is not None else ServerMetrics()
     app = FastAPI(title="drax", version=__version__, docs_url=None, redoc_url=None,
                   openapi_url=None, lifespan=lifespan)
     edge = ExtenderEdge(verbs=verbs, ready=ready, max_body_bytes=max_body_bytes,
-                        on_request=on_request, body_read_timeout=body_read_timeout)
-    # The newest app in the process answers for readiness (tests build several).
-    metrics.READY.set_function(lambda: 1.0 if ready() else 0.0)
+                        metrics=metrics, on_request=on_request,
+                        body_read_timeout=body_read_timeout)
+    metrics.ready.set_function(lambda: 1.0 if ready() else 0.0)
     prefixes = [""] + ([url_prefix.rstrip("/")] if url_prefix.strip("/") else [])
     for verb in VERBS:
         endpoint = edge.endpoint(verb)
         for prefix in prefixes:
             app.router.add_route(f"{prefix}/{verb}", endpoint, methods=["POST"])
 
-    add_probes(app, ready=ready, version={"version": __version__, "mode": mode, **(info or {})})
+    add_probes(app, ready=ready, metrics=metrics,
+               version={"version": __version__, "mode": mode, **(info or {})})
     add_error_shape(app)
     return app
 
 
-def create_probe_app(*, ready: Callable[[], bool], mode: str = "allocator",
-                     info: Mapping[str, Any] | None = None) -> FastAPI:
+def create_probe_app(*, ready: Callable[[], bool], metrics: ServerMetrics,
+                     mode: str = "allocator", info: Mapping[str, Any] | None = None) -> FastAPI:
     """Health, readiness, metrics and version alone, for the plain-HTTP `metrics_port`:
     kubelet probes and Prometheus hold no client certificate."""
     app = FastAPI(title="drax probes", version=__version__, docs_url=None, redoc_url=None,
                   openapi_url=None)
-    add_probes(app, ready=ready, version={"version": __version__, "mode": mode, **(info or {})})
+    add_probes(app, ready=ready, metrics=metrics,
+               version={"version": __version__, "mode": mode, **(info or {})})
     add_error_shape(app)
     return app
 
@@ -373,7 +376,8 @@ def add_error_shape(app: FastAPI) -> None:
     app.add_exception_handler(HTTPException, http_error)
 
 
-def add_probes(app: FastAPI, *, ready: Callable[[], bool], version: Mapping[str, Any]) -> None:
+def add_probes(app: FastAPI, *, ready: Callable[[], bool], metrics: ServerMetrics,
+               version: Mapping[str, Any]) -> None:
     async def healthz(request: Request) -> Response:
         return _json({"status": "ok"})
 

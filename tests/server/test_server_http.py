@@ -20,6 +20,7 @@ from app.model import Pod
 from app.runtime import SAMPLE_DIR
 from app.server import create_app
 from app.server.app import create_probe_app
+from app.server.metrics import ServerMetrics
 from app.sources.files import load_objects
 from tests.server.conftest import TEST_BODY_LIMIT
 from tests.server.harness import running, sample_runtime
@@ -363,7 +364,7 @@ def test_wrong_method_and_path(client: httpx.Client) -> None:
 
 
 def test_the_probe_listener_answers_unknown_paths_in_the_same_shape() -> None:
-    with running(create_probe_app(ready=lambda: True)) as url:
+    with running(create_probe_app(ready=lambda: True, metrics=ServerMetrics())) as url:
         r = httpx.get(f"{url}/nope")
         assert r.status_code == 404 and r.json() == {"error": "GET /nope: Not Found"}
         r = httpx.post(f"{url}/healthz")
@@ -389,6 +390,25 @@ def test_metrics_move(client: httpx.Client) -> None:
     assert 'drax_request_duration_seconds_bucket{le="0.0001",verb="filter"}' in text
     assert metric(client, "process_resident_memory_bytes") > 0
     assert "python_gc_collections_total" in text
+
+
+def test_two_runtimes_in_one_process_count_apart() -> None:
+    first, second = sample_runtime(), sample_runtime()
+    assert first.metrics.registry is not second.metrics.registry
+    with running(first.app) as one, running(second.app) as two, \
+            httpx.Client(base_url=one, timeout=30) as a, \
+            httpx.Client(base_url=two, timeout=30) as b, \
+            running(second.probes) as probes, httpx.Client(base_url=probes, timeout=30) as p:
+        a.post("/filter", json=names_args(pod("infer-0"), GPU_NODES))
+        a.post("/filter", json=names_args(pod("infer-0"), GPU_NODES))
+        b.post("/filter", json=names_args(pod("infer-0"), GPU_NODES))
+        assert metric(a, "drax_requests_total", verb="filter", outcome="ok") == 2
+        assert metric(b, "drax_requests_total", verb="filter", outcome="ok") == 1
+        # The probe listener serves its runtime's registry, the same series.
+        assert metric(p, "drax_requests_total", verb="filter", outcome="ok") == 1
+        assert metric(p, "drax_ready") == 1
+        text = b.get("/metrics").text
+        assert "drax_inventory_devices" in text and "drax_gc_pause_seconds_count" in text
 
 
 # ------------------------------------------------------------------ not ready
