@@ -164,8 +164,11 @@ class Driver:
             reason = self._refusal(pod, plan.problem)
             self._tried[pod.key] = _Tried(pod.uid, sequence, now, reason)
             self._metrics.refused.labels(reason=reason).inc()
-            log.info("no preemption for pod %s: %s", pod.key,
-                     plan.problem or _refusals(plan.refused))
+            # Said once per pod and reason; the searches repeated as the cluster
+            # changes say it at debug level.
+            again = tried is not None and tried.uid == pod.uid and tried.reason == reason
+            log.log(logging.DEBUG if again else logging.INFO, "no preemption for pod %s: %s",
+                    pod.key, plan.problem or _refusals(plan.refused))
             return False
         if not best.victims:
             # It fits once the pods already going are gone: the scheduler's retry
