@@ -12,6 +12,12 @@ benchmark measures, in one run and on one generated cluster
 - `files`: file mode over the cluster written as JSON (`write_cluster`): the
   whole cluster, then the quarter.
 
+In the same run, in this process, the kube source's two ways of reading a
+slice list page for a pool are timed over the cluster's slices in pages of
+500 (`list_decode`): decoding the whole page (orjson), then dropping the
+items of other nodes (`Inventory.admits`), against `skim_page`, which finds
+each item's `spec.nodeName` without building it and decodes only the pool's.
+
 Each start is timed from process start to `/readyz` = 200, with RSS then
 (VmRSS) and the peak (VmHWM), and the nodes and devices drax holds
 (`drax_inventory_nodes` / `_devices`). The cluster carries no claims, so file
@@ -36,6 +42,9 @@ from typing import Any, Final
 
 import orjson
 
+from app import garbage_collector
+from app.inventory import Inventory, NodePool
+from app.sources.kube.watch import skim_page
 from loadtest import bench, generator, report
 from loadtest.bench import serving
 from loadtest.bench_scale import metric, scrape
@@ -74,9 +83,55 @@ def start_once(source: list[str], *, pool: bool, log: Path, timeout: float) -> d
             "devices": int(metric(samples, "drax_inventory_devices"))}
 
 
+def list_decode(nodes: int, seed: int, *, repeat: int = 3) -> dict[str, Any]:
+    """Seconds to read every slice list page for the pool: whole decode then
+    `admits`, against `skim_page`; the best of `repeat` passes each."""
+    label, _, value = POOL.partition("=")
+    inventory = Inventory(pool=NodePool({label: value}))
+    slices: list[dict[str, Any]] = []
+    for obj in generator.iter_cluster(nodes=nodes, seed=seed):
+        if obj["kind"] == "Node":
+            inventory.apply("Node", "ADDED", obj)
+        elif obj["kind"] == "ResourceSlice":
+            slices.append(obj)
+    pages = [orjson.dumps({"metadata": {"resourceVersion": "1"}, "items": slices[i:i + 500]})
+             for i in range(0, len(slices), 500)]
+    del slices
+    assert inventory.pool is not None
+    keeps = inventory.pool.members.__contains__
+
+    def whole() -> int:
+        return sum(1 for page in pages for item in orjson.loads(page)["items"]
+                   if inventory.admits("ResourceSlice", item))
+
+    def skimmed() -> int:
+        return sum(len(skim_page(page, keeps)["items"]) for page in pages)
+
+    timings: dict[str, float] = {}
+    kept: dict[str, int] = {}
+    with garbage_collector.paused():
+        for name, read in (("decode_then_admit", whole), ("skim", skimmed)):
+            best = float("inf")
+            for _ in range(repeat):
+                began = time.perf_counter()
+                kept[name] = read()
+                best = min(best, time.perf_counter() - began)
+            timings[name] = round(best, 3)
+    if kept["skim"] != kept["decode_then_admit"]:
+        raise RuntimeError(f"skim kept {kept['skim']} items, the whole decode "
+                           f"{kept['decode_then_admit']}")
+    return {"pages": len(pages), "bytes": sum(map(len, pages)), "items_kept": kept["skim"],
+            "seconds": timings}
+
+
 def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     result: dict[str, Any] = {"nodes": args.nodes, "pool": POOL, "runs": []}
     runs: list[dict[str, Any]] = result["runs"]
+    if "api" in args.sources:
+        result["list_decode"] = decode = list_decode(args.nodes, args.seed)
+        print(f"[{args.nodes} nodes] slice list pages for the pool: whole decode "
+              f"{decode['seconds']['decode_then_admit']} s, skim {decode['seconds']['skim']} s",
+              file=sys.stderr)
     if "api" in args.sources:
         loop = asyncio.new_event_loop()
         child = Child()
@@ -183,6 +238,15 @@ def markdown(result: Mapping[str, Any]) -> str:
                     f"| {r['nodes']:,} | {r['devices']:,} | {r['ready_s']:.1f} s "
                     f"| {r['rss_bytes'] / MB:,.0f} MB | {r['peak_bytes'] / MB:,.0f} MB "
                     f"| {ratio} |")
+    decode = result.get("list_decode")
+    if decode:
+        s = decode["seconds"]
+        rows += ["", f"Reading the {decode['pages']:,} slice list pages "
+                 f"({decode['bytes'] / MB:,.0f} MB of JSON) for the pool, in-process, same run: "
+                 f"decoding each page whole, then dropping other nodes' items, "
+                 f"{s['decode_then_admit']:.2f} s; skimming (`skim_page`: only the pool's "
+                 f"{decode['items_kept']:,} items decoded) {s['skim']:.2f} s "
+                 f"({s['decode_then_admit'] / s['skim']:.1f}x)."]
     for source in ("api", "files"):
         size = sizing(result, source)
         if size is not None:

@@ -5,9 +5,14 @@ from __future__ import annotations
 import asyncio
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import orjson
+import pytest
 
 from app.inventory import NodePool
-from app.sources.kube import WATCHED_KINDS, WatchSettings
+from app.sources.kube import WATCHED_KINDS, WatchSettings, watch
 from app.sources.kube.watch import RELIST_SLICE_SECONDS, Backoff
 from app.timeslice import run_in_slices
 from tests.kube.harness import (
@@ -349,3 +354,42 @@ async def test_a_node_pool_watches_its_nodes_by_label_and_follows_relabelling(
         h.server.update("resourceslices", gpu_slice("c1", 3, generation=2))
         await eventually(lambda: inv.counts().devices == 3, "c1's new slice")
         assert inv.node_names() == ["c1"]
+
+
+async def test_a_node_pools_slice_list_never_decodes_other_nodes_slices(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    decoded: list[bytes] = []
+
+    def recording(data: Any) -> Any:
+        decoded.append(bytes(data))
+        return orjson.loads(data)
+
+    # The source's own decoding only (the double decodes with orjson too).
+    monkeypatch.setattr(watch, "orjson", SimpleNamespace(
+        loads=recording, JSONDecodeError=orjson.JSONDecodeError))
+    async with KubeHarness(tmp_path, pool=NodePool({"pool": "a"})) as h:
+        h.server.create("nodes", node("a1", pool="a"))
+        h.server.create("nodes", node("b1", pool="b"))
+        h.server.create("resourceslices", gpu_slice("a1", 2))
+        h.server.create("resourceslices", gpu_slice("b1", 2, name="slice-of-b1"))
+        broken = gpu_slice("c1", 1, name="unreadable")
+        broken["spec"]["nodeName"] = 7  # not skimmed: decoded whole, then rejected
+        h.server.create("resourceslices", broken)
+        h.watch()
+        await h.synced()
+        assert h.inventory.counts().devices == 2
+        assert any(b"a1-gpus" in d for d in decoded)
+        assert any(b"unreadable" in d for d in decoded)
+        assert not any(b"slice-of-b1" in d for d in decoded)
+        assert h.metric("drax_watch_invalid_objects_total", kind="ResourceSlice") == 1
+
+
+def test_a_skimmed_page_is_the_decoded_page_without_other_nodes_items() -> None:
+    page = {"kind": "ResourceSliceList", "metadata": {"resourceVersion": "7", "continue": "t"},
+            "items": [gpu_slice("a1", 1), gpu_slice("b1", 1),
+                      {"metadata": {"name": "shared"}, "spec": {"allNodes": True}}]}
+    skimmed = watch.skim_page(orjson.dumps(page), {"a1"}.__contains__)
+    assert skimmed == {"metadata": {"resourceVersion": "7", "continue": "t"},
+                       "items": [page["items"][0], page["items"][2]]}
+    with pytest.raises(watch.WatchError):
+        watch.skim_page(b"[1]", {"a1"}.__contains__)

@@ -38,7 +38,11 @@ DELETED for a Node whose labels stop matching). Slices cannot be selected by
 their node's labels: the slice informer lists only once the Nodes are in,
 the inventory drops node-local slices of other nodes before parsing them
 (`Inventory.admits`), and a Node that joins the pool later makes the slice
-informer relist, since its slices were dropped while it was outside.
+informer relist, since its slices were dropped while it was outside. A slice
+list page is skimmed (`skim_page`): msgspec finds each item's bounds and its
+`spec.nodeName` without building it, and only the pool's items are decoded,
+since building every slice of a large cluster as dicts costs more than
+parsing the pool's.
 
 An object the inventory rejects (`InvalidObject`) is logged, counted and
 skipped; the watch carries on and nothing already held is lost.
@@ -57,6 +61,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
 import aiohttp
+import msgspec
 import orjson
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -201,7 +206,8 @@ class Informer:
     def __init__(self, api_client: client.ApiClient, sink: EventSink, watched: WatchedKind, *,
                  metrics: WatchMetrics, settings: WatchSettings,
                  after: asyncio.Event | None = None,
-                 on_change: OnChange | None = None) -> None:
+                 on_change: OnChange | None = None,
+                 keeps_node: Callable[[str], bool] | None = None) -> None:
         self.kind = watched.kind
         self._on_change = on_change
         self._list_call = getattr(watched.api(api_client), watched.list_method)
@@ -214,6 +220,8 @@ class Informer:
         # before this one lists.
         self.listed = asyncio.Event()
         self._after = after
+        # With it, a list page's node-local items of other nodes are never decoded.
+        self._keeps_node = keeps_node
         self._listing_started = False
         self._relist_wanted = False
         self._response: aiohttp.ClientResponse | None = None
@@ -368,6 +376,8 @@ class Informer:
             raise ResourceExpired(_status_message(body))
         if resp.status != 200:
             raise WatchError(f"list: HTTP {resp.status}: {_status_message(body)}")
+        if self._keeps_node is not None:
+            return skim_page(body, self._keeps_node)
         decoded = orjson.loads(body)
         if not isinstance(decoded, dict):
             raise WatchError("list: the response is not an object")
@@ -510,8 +520,10 @@ class KubeSource:
         for w in kinds:
             after = nodes.listed if (pool is not None and nodes is not None
                                      and w.kind == "ResourceSlice") else None
+            keeps_node = (pool.members.__contains__
+                          if pool is not None and w.kind == "ResourceSlice" else None)
             informer = Informer(api_client, sink, w, metrics=metrics, settings=settings,
-                                after=after, on_change=on_change)
+                                after=after, on_change=on_change, keeps_node=keeps_node)
             self.informers.append(informer)
             if w.kind == "Node":
                 nodes = informer
@@ -536,6 +548,55 @@ class KubeSource:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks = []
+
+
+class _SkimSpec(msgspec.Struct):
+    nodeName: str | None = None
+
+
+class _SkimItem(msgspec.Struct):
+    spec: _SkimSpec | None = None
+
+
+class _SkimMeta(msgspec.Struct):
+    resourceVersion: str | None = None
+    # `continue` is a keyword: renamed to the API's name.
+    token: str | None = msgspec.field(default=None, name="continue")
+
+
+class _SkimPage(msgspec.Struct):
+    metadata: _SkimMeta | None = None
+    items: list[msgspec.Raw] | None = None
+
+
+_PAGE = msgspec.json.Decoder(_SkimPage)
+_ITEM = msgspec.json.Decoder(_SkimItem)
+
+
+def skim_page(body: bytes, keeps_node: Callable[[str], bool]) -> dict[str, Any]:
+    """A list page as `orjson.loads` gives it, without the node-local items whose
+    node `keeps_node` refuses: those are scanned, never built. An item whose
+    shape the skim cannot read is decoded whole, for the parse to judge."""
+    try:
+        page = _PAGE.decode(body)
+    except msgspec.DecodeError:
+        decoded = orjson.loads(body)  # the caller's checks word what is wrong
+        if not isinstance(decoded, dict):
+            raise WatchError("list: the response is not an object") from None
+        return decoded
+    items: list[Any] = []
+    for raw in page.items or ():
+        view = memoryview(raw)
+        try:
+            spec = _ITEM.decode(view).spec
+        except msgspec.DecodeError:
+            spec = None
+        if spec is not None and spec.nodeName and not keeps_node(spec.nodeName):
+            continue
+        items.append(orjson.loads(view))
+    meta = page.metadata or _SkimMeta()
+    return {"metadata": {"resourceVersion": meta.resourceVersion, "continue": meta.token},
+            "items": items}
 
 
 class ListError(Exception):
