@@ -531,6 +531,17 @@ SECTIONS: Final = (
             "(to every victim claim deallocated) and the scheduler's requeue (to the bind), "
             "with the scheduling attempts that requeue took (drax `filter` requests). The "
             "same pod through `default-scheduler` on the same full pool is the baseline."),
+    Section("failover", "Warm standby takeover and requeue on the real control plane",
+            "python -m loadtest.failover --rounds 3 --json loadtest/results/failover.json",
+            figures,
+            "The real 1.37 control plane of `tests/e2e/cluster.py` with two drax replicas "
+            "(`--replicas 2`: kube-scheduler + drax each, own hostname, the Lease "
+            "kube-system/drax-scheduler) and manifests/deployment.yaml's kube-scheduler flags. "
+            "Failover: 48 one-GPU pods on 8 nodes, the leader's kube-scheduler and drax killed "
+            "with SIGKILL once 12 are bound; seconds to the standby holding the Lease, to its "
+            "first bind and to every pod bound. Requeue: a pod drax rejected (its node has no "
+            "devices yet), the node's ResourceSlices published 8 s later; seconds to the pod "
+            "bound (how: `loadtest/failover.py`)."),
     Section("soak", "Soak", "python -m loadtest --soak 600 --json loadtest/results/soak.json",
             _soak,
             "`drax serve` in kube mode (allocator) against the API-server double: 100 nodes x "
