@@ -475,6 +475,9 @@ def _start_replica(cluster: Cluster, bins: dict[str, Path], replica: int, *,
     if cluster.replicas > 1:
         pod = f"pod-{replica}"
         host = cluster.hostname(replica)
+        if not _can_unshare_uts():
+            raise RuntimeError("--replicas > 1 gives each replica its own hostname with "
+                               "`unshare --uts`, which needs root (CAP_SYS_ADMIN)")
         cluster.spawn(pod, ["unshare", "--uts", "sh", "-c",
                             f"hostname {host} && exec sleep infinity"])
         uts = f"/proc/{cluster.pids[pod]}/ns/uts"
@@ -488,6 +491,13 @@ def _start_replica(cluster: Cluster, bins: dict[str, Path], replica: int, *,
     cluster.spawn(name, [*enter, *kube_scheduler_argv(
         cluster, bins, name, config=path, kubeconfig=kubeconfig,
         flags=drax_scheduler_flags())])
+
+
+def _can_unshare_uts() -> bool:
+    try:
+        return subprocess.run(["unshare", "--uts", "true"], capture_output=True).returncode == 0
+    except OSError:
+        return False
 
 
 def _drax_identity(cluster: Cluster, kube: Kube) -> Path:
