@@ -163,7 +163,7 @@ def _schedule(state: _State, pod: dict[str, Any], claim: dict[str, Any], shape: 
     error = state.runner.run(state.extender.bind(namespace=meta["namespace"], name=meta["name"],
                                             uid=meta["uid"], node=node))
     if error is not None:
-        state.violations.append(f"bind {meta['name']} on {node}: {error}")
+        state.violations.append(f"bind {meta['name']} on {node}: {error.message}")
         return
     key = f"{claim['metadata']['namespace']}/{claim['metadata']['name']}"
     devices = _allocated_devices(state, key)

@@ -181,7 +181,7 @@ class Simulation:
         error = await self._extender.bind(namespace=pod.namespace, name=pod.name, uid=pod.uid,
                                           node=node)
         if error is not None:
-            result.reason = f"bind to {node} failed: {error}"
+            result.reason = f"bind to {node} failed: {error.message}"
             return result
         result.node = node
         result.alignment = alignment

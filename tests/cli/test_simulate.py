@@ -3,6 +3,7 @@ first-fit on alignment and on keeping whole nodes for 8-GPU pods, bad input."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 from pathlib import Path
@@ -12,8 +13,14 @@ import pytest
 from PIL import Image
 
 from app.cli import build_parser
+from app.cli.simulate import Simulation
+from app.extender import BindCause, BindFailure
+from app.features import FeatureGates
+from app.topology import TopologyConfig
 from app.topology.plot import FREE, MIN_WIDTH, PALETTE
 from loadtest.generator import generate_cluster, write_objects
+from tests.extender import cluster
+from tests.inventory import objects
 
 GPU_CLASS = "gpu.nvidia.com"
 
@@ -162,3 +169,18 @@ def test_plot_to_an_unwritable_path_is_an_error(tmp_path: Path) -> None:
     code, _, err = simulate("--objects", str(cluster), "--workload", str(workload),
                             "--plot", str(tmp_path / "missing" / "plot.png"), "-o", "json")
     assert code == 1 and "cannot write" in err
+
+
+def test_a_failed_bind_is_reported_with_its_message() -> None:
+    inv = cluster.load(cluster.GPU_CLASS, cluster.gpu_node("n1"),
+                       objects.claim("c", requests=[objects.exactly("gpu", "gpu", count=2)]),
+                       objects.pod("p", uid="u", claims={"g": "c"}))
+    sim = Simulation(inv, features=FeatureGates(), config=TopologyConfig(), policy="drax", seed=1)
+
+    async def refuse(**kwargs: Any) -> BindFailure:
+        return BindFailure("the claim went elsewhere", BindCause.CLAIM_TAKEN)
+
+    sim._extender.bind = refuse  # type: ignore[method-assign]
+    [placed] = asyncio.run(sim.run([cluster.the_pod(inv)]))
+    assert placed.node is None
+    assert placed.reason == "bind to n1 failed: the claim went elsewhere"
