@@ -50,10 +50,13 @@ from app.model import (
     ResourceSlice,
     qualify,
 )
-from app.model.objects import ALLOCATION_MODE_ALL, ALLOCATION_MODE_EXACT_COUNT
+from app.model.objects import (
+    ALLOCATION_MODE_ALL,
+    ALLOCATION_MODE_EXACT_COUNT,
+    untolerated_taint,
+)
 
 RESULTS_MAX: Final = 32  # resourceapi.AllocationResultsMaxSize
-_BLOCKING_EFFECTS: Final = frozenset({"NoSchedule", "NoExecute"})
 
 # Return codes of one search step (upstream: done / not done / "max size exceeded").
 FAIL: Final = 0
@@ -425,11 +428,8 @@ class Search:
                 used[key] = used.get(key, 0) + sign * quantity.value
 
     def tolerated(self, request: Request, device: Device) -> bool:
-        for taint in device.taints:
-            if taint.effect in _BLOCKING_EFFECTS and not any(
-                    t.tolerates(taint) for t in request.spec.tolerations):
-                return False
-        return True
+        return not device.taints or untolerated_taint(device.taints,
+                                                      request.spec.tolerations) is None
 
     def in_use(self, request: Request, index: int, claim_index: int) -> bool:
         if request.admin:

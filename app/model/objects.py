@@ -25,6 +25,12 @@ ALLOCATION_MODE_ALL: Final = "All"
 POD_TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
 PREEMPT_NEVER: Final = "Never"
 PREEMPT_LOWER_PRIORITY: Final = "PreemptLowerPriority"
+# The taint effects that keep a pod (or a claim) off a node (or a device);
+# PreferNoSchedule only weighs on scoring.
+SCHEDULING_EFFECTS: Final = frozenset({"NoSchedule", "NoExecute"})
+# What a pod tolerates to be placed on a node with spec.unschedulable (the
+# scheduler's NodeUnschedulable plugin).
+UNSCHEDULABLE_TAINT_KEY: Final = "node.kubernetes.io/unschedulable"
 
 
 class InvalidObject(ValueError):
@@ -118,6 +124,9 @@ class Node:
     # status.allocatable of extended resources (device plugins), rounded up as
     # the scheduler's scalar resources are; other resources are not kept.
     allocatable: Mapping[str, int] = field(default_factory=dict)
+    # spec.taints and spec.unschedulable: which pods may be placed here at all.
+    taints: tuple[DeviceTaint, ...] = ()
+    unschedulable: bool = False
 
 
 @dataclass(slots=True, frozen=True)
@@ -196,12 +205,27 @@ class Pod:
     # for this pod may free devices on.
     node_selector: Mapping[str, str] = field(default_factory=dict)
     node_affinity: NodeSelector | None = None
+    # spec.tolerations: with the above, whether a node may take the pod at all.
+    tolerations: tuple[DeviceToleration, ...] = ()
 
     def may_run_on(self, node: Node) -> bool:
         """The pod's nodeSelector and required node affinity accept `node`."""
         if any(node.labels.get(k) != v for k, v in self.node_selector.items()):
             return False
         return self.node_affinity is None or self.node_affinity.matches(node)
+
+    def refusal_on(self, node: Node) -> str | None:
+        """Why `node` can never take this pod, whatever runs there (None: it
+        may): kube-scheduler's NodeAffinity, NodeUnschedulable and
+        TaintToleration filters, which no preemption can change."""
+        if not self.may_run_on(node):
+            return "node does not match the pod's nodeSelector or required node affinity"
+        if node.unschedulable and untolerated_taint(_UNSCHEDULABLE, self.tolerations) is not None:
+            return "node is unschedulable (cordoned) and the pod does not tolerate it"
+        taint = untolerated_taint(node.taints, self.tolerations)
+        if taint is not None:
+            return f"node has taint {{{taint}}} the pod does not tolerate"
+        return None
 
     @property
     def key(self) -> str:
@@ -328,10 +352,18 @@ class DeviceCounterConsumption:
 
 @dataclass(slots=True, frozen=True)
 class DeviceTaint:
+    """A resource.k8s.io DeviceTaint; a core/v1 node Taint has the same fields
+    and meaning, and is kept as one too."""
+
     key: str
     effect: str
     value: str = ""
     time_added: str | None = None
+
+    def __str__(self) -> str:
+        """`key=value:effect` (`key:effect` without a value), as kubectl writes it."""
+        value = f"={self.value}" if self.value else ""
+        return f"{self.key}{value}:{self.effect}"
 
 
 @dataclass(slots=True, frozen=True)
@@ -403,6 +435,9 @@ class DeviceClass:
 
 @dataclass(slots=True, frozen=True)
 class DeviceToleration:
+    """A resource.k8s.io DeviceToleration; a core/v1 pod Toleration has the
+    same fields and matching rule, and is kept as one too."""
+
     key: str = ""
     operator: str = "Equal"
     value: str = ""
@@ -410,13 +445,15 @@ class DeviceToleration:
     toleration_seconds: int | None = None
 
     def tolerates(self, taint: DeviceTaint) -> bool:
+        """An empty effect matches every effect, an empty key with Exists every
+        taint; an operator other than Equal and Exists tolerates nothing."""
         if self.effect and self.effect != taint.effect:
             return False
         if self.key and self.key != taint.key:
             return False
         if self.operator == "Exists":
             return True
-        return self.value == taint.value
+        return self.operator in ("Equal", "") and self.value == taint.value
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"operator": self.operator}
@@ -429,6 +466,19 @@ class DeviceToleration:
         if self.toleration_seconds is not None:
             out["tolerationSeconds"] = self.toleration_seconds
         return out
+
+
+def untolerated_taint(taints: tuple[DeviceTaint, ...],
+                      tolerations: tuple[DeviceToleration, ...]) -> DeviceTaint | None:
+    """The first NoSchedule or NoExecute taint no toleration tolerates."""
+    for taint in taints:
+        if taint.effect in SCHEDULING_EFFECTS and not any(
+                t.tolerates(taint) for t in tolerations):
+            return taint
+    return None
+
+
+_UNSCHEDULABLE: Final = (DeviceTaint(key=UNSCHEDULABLE_TAINT_KEY, effect="NoSchedule"),)
 
 
 @dataclass(slots=True, frozen=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from types import MappingProxyType
 from typing import Any, Final, cast
@@ -173,10 +173,13 @@ def parse_node(obj: Mapping[str, Any]) -> Node:
         if is_extended_resource_name(str(resource)):
             amount = _quantity(value, f"Node {name} status.allocatable[{resource}]").value
             allocatable[str(resource)] = math.ceil(amount)
+    spec = _map(obj.get("spec"), f"Node {name} spec")
     return Node(name=name, labels={str(k): str(v) for k, v in labels.items()},
                 uid=str(meta.get("uid") or ""),
                 resource_version=str(meta.get("resourceVersion") or ""),
-                allocatable=allocatable)
+                allocatable=allocatable,
+                taints=_shared("taints", spec.get("taints"), f"Node {name} spec.taints", _taints),
+                unschedulable=spec.get("unschedulable") is True)
 
 
 def _containers(spec: Mapping[str, Any], where: str) -> tuple[ContainerResources, ...]:
@@ -267,7 +270,28 @@ def parse_pod(obj: Mapping[str, Any]) -> Pod:
                labels=shared_labels(meta.get("labels"), f"{where} metadata.labels"),
                unschedulable=_unschedulable(status, where),
                node_selector=_node_selector(spec, where),
-               node_affinity=_required_node_affinity(spec, where))
+               node_affinity=_required_node_affinity(spec, where),
+               tolerations=_shared("tolerations", spec.get("tolerations"),
+                                   f"{where} spec.tolerations", _tolerations))
+
+
+def _shared(kind: str, raw: Any, what: str, parse: Callable[[Any, str], tuple[Any, ...]]
+            ) -> tuple[Any, ...]:
+    """Node taints and pod tolerations, one tuple per distinct list: admission
+    gives nearly every pod the same not-ready/unreachable tolerations."""
+    if raw is None or raw == []:
+        return ()
+    key: tuple[Any, ...] | None
+    try:  # the type is part of the key because `True == 1`
+        key = (kind, tuple(tuple(sorted((k, v, type(v)) for k, v in m.items())) for m in raw))
+        hit = SHARED.get(key)
+    except (AttributeError, TypeError):  # not a list of flat maps: parse says why
+        key, hit = None, None
+    if hit is not None:
+        return cast(tuple[Any, ...], hit)
+    parsed = parse(raw, what)
+    remember(key, parsed)
+    return parsed
 
 
 def _node_selector(spec: Mapping[str, Any], where: str) -> Mapping[str, str]:
@@ -426,9 +450,10 @@ def _taints(raw: Any, what: str) -> tuple[DeviceTaint, ...]:
     out = []
     for i, t in enumerate(_list(raw, what)):
         m = _map(t, f"{what}[{i}]")
-        out.append(DeviceTaint(key=_str(m.get("key"), f"{what}[{i}].key", required=True),
+        out.append(DeviceTaint(key=sys.intern(_str(m.get("key"), f"{what}[{i}].key",
+                                                   required=True)),
                                value=_str(m.get("value"), f"{what}[{i}].value"),
-                               effect=_str(m.get("effect"), f"{what}[{i}].effect"),
+                               effect=sys.intern(_str(m.get("effect"), f"{what}[{i}].effect")),
                                time_added=m.get("timeAdded")))
     return tuple(out)
 
@@ -557,10 +582,10 @@ def _tolerations(raw: Any, what: str) -> tuple[DeviceToleration, ...]:
         m = _map(t, f"{what}[{i}]")
         seconds = m.get("tolerationSeconds")
         out.append(DeviceToleration(
-            key=_str(m.get("key"), f"{what}[{i}].key"),
-            operator=_str(m.get("operator"), f"{what}[{i}].operator") or "Equal",
+            key=sys.intern(_str(m.get("key"), f"{what}[{i}].key")),
+            operator=sys.intern(_str(m.get("operator"), f"{what}[{i}].operator") or "Equal"),
             value=_str(m.get("value"), f"{what}[{i}].value"),
-            effect=_str(m.get("effect"), f"{what}[{i}].effect"),
+            effect=sys.intern(_str(m.get("effect"), f"{what}[{i}].effect")),
             toleration_seconds=_int(seconds, f"{what}[{i}].tolerationSeconds")
             if seconds is not None else None))
     return tuple(out)

@@ -18,11 +18,12 @@ driver:
 2. takes the candidates highest priority first and, for each, skips it while
    its earlier victims are pending (no cascading), or when nothing changed in
    the inventory since its last fruitless search; else runs the victim search
-   with the pod's own holds lifted, over the nodes its nodeSelector and
-   required node affinity accept. A best node without victims means the pod
-   already fits (it waits for the scheduler's retry); otherwise the actor
-   carries out the best node's preemption, and the pass ends there: the next
-   search then sees this one's victims as going.
+   with the pod's own holds lifted, over every node (the search refuses the
+   nodes the pod can never run on: nodeSelector, required node affinity,
+   taints, cordon). A best node without victims means the pod already fits
+   (it waits for the scheduler's retry); otherwise the actor carries out the
+   best node's preemption, and the pass ends there: the next search then sees
+   this one's victims as going.
 """
 
 from __future__ import annotations
@@ -157,7 +158,7 @@ class Driver:
             return False
         self._metrics.attempted.inc()
         with self._inventory.holds_lifted_for(pod):
-            plan = self._search.search(pod, self._nodes_for(pod))
+            plan = self._search.search(pod)
         sequence = self._inventory.sequence  # lifting a hold stamps versions
         best = plan.best
         if plan.problem is not None or best is None:
@@ -191,16 +192,6 @@ class Driver:
             self._metrics.devices_freed.inc(len(best.freed_devices))
             self._waiting[pod.key] = (pod.uid, self._clock())
         return outcome.refused is None or bool(outcome.deleted)
-
-    def _nodes_for(self, pod: Pod) -> list[str]:
-        """The nodes the pod's nodeSelector and required node affinity accept:
-        freeing devices anywhere else cannot help it."""
-        out = []
-        for name in self._inventory.node_names():
-            state = self._inventory.node_state(name)
-            if state is not None and pod.may_run_on(state.view.node):
-                out.append(name)
-        return out
 
     def _refusal(self, pod: Pod, problem: str | None) -> str:
         if problem is None:

@@ -1,7 +1,13 @@
 """Device-aware victim search: which running pods must go so a pod's claims fit.
 
-For a preemptor P of priority p and each candidate node, the search finds the
-smallest set of running pods of priority below p whose release lets an
+A node the preemptor can never run on is refused with the reason before any
+search, as kube-scheduler's preemption skips nodes that fail a filter no
+victim can change: nodeSelector and required node affinity,
+`spec.unschedulable` (unless tolerated), and NoSchedule/NoExecute taints it
+does not tolerate (`Pod.refusal_on`).
+
+For a preemptor P of priority p and each other candidate node, the search
+finds the smallest set of running pods of priority below p whose release lets an
 allocation of all of P's claims exist there, asking the same allocator the
 filter asks (`AnswerBook.allocate`: CEL, constraints, counters, taints,
 extended resources, the topology objective). Releasing a pod releases the
@@ -406,6 +412,9 @@ class VictimSearch:
         state = inv.node_state(name)
         if state is None:
             return f"node {name} is unknown to drax"
+        never = pod.refusal_on(state.view.node)
+        if never is not None:
+            return never
         elsewhere = allocated_elsewhere(request.claims, state)
         if elsewhere is not None:
             return elsewhere

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from app.cli import main
 from app.cli.preempt import run
@@ -89,3 +92,20 @@ def test_registered_as_a_subcommand() -> None:
         main(["preempt", "--help"])
     except SystemExit as exc:
         assert exc.code == 0
+
+
+def test_a_tainted_node_is_refused_and_the_next_one_chosen(tmp_path: Path) -> None:
+    sample = tmp_path / "sample"
+    shutil.copytree(ROOT / "app" / "sample", sample)
+    nodes = list(yaml.safe_load_all((sample / "10-nodes.yaml").read_text()))
+    for obj in nodes:
+        if obj["metadata"]["name"] == "h100-mig-node-1":
+            obj["spec"] = {"taints": [{"key": "mig", "value": "reserved",
+                                       "effect": "NoSchedule"}]}
+    (sample / "10-nodes.yaml").write_text(yaml.safe_dump_all(nodes))
+    code, doc = as_json("--objects", str(sample), SAMPLE[1], "--pod",
+                        "default/prod-train-8gpu-0")
+    assert code == 0
+    assert [n["node"] for n in doc["nodes"]] == ["h100-node-1", "h100-node-2"]
+    assert doc["refused"]["h100-mig-node-1"] == (
+        "node has taint {mig=reserved:NoSchedule} the pod does not tolerate")

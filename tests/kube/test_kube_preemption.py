@@ -19,14 +19,15 @@ from app.preemption.actor import DISRUPTION_TARGET, PREEMPTION_BY_SCHEDULER
 from tests.kube.harness import DRIVER, KubeHarness, claim, device_class, eventually, gpu_slice, node
 
 
-def victim(name: str, index: int, *, priority: int = 0) -> tuple[dict[str, Any], dict[str, Any]]:
-    """A running pod on node-a holding GPU `index` through its own claim."""
+def victim(name: str, index: int, *, priority: int = 0, on: str = "node-a"
+           ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A running pod on node `on` holding GPU `index` through its own claim."""
     c = claim(f"{name}-gpu")
     c["status"] = {"allocation": {"devices": {"results": [
-        {"request": "gpus", "driver": DRIVER, "pool": "node-a", "device": f"gpu-{index}"}]}},
+        {"request": "gpus", "driver": DRIVER, "pool": on, "device": f"gpu-{index}"}]}},
         "reservedFor": [{"resource": "pods", "name": name, "uid": f"uid-{name}"}]}
     p = {"metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"},
-         "spec": {"schedulerName": "drax", "nodeName": "node-a", "priority": priority,
+         "spec": {"schedulerName": "drax", "nodeName": on, "priority": priority,
                   "resourceClaims": [{"name": "gpu", "resourceClaimName": f"{name}-gpu"}],
                   "containers": [{"name": "main", "image": "busybox"}]},
          "status": {"phase": "Running", "startTime": "2026-12-04T10:00:00Z"}}
@@ -69,6 +70,14 @@ def conditions(h: KubeHarness, name: str) -> list[dict[str, Any]]:
     return [] if pod is None else list((pod.get("status") or {}).get("conditions") or [])
 
 
+async def start_with_preemptor(h: KubeHarness) -> None:
+    c, p = preemptor()
+    h.server.create("resourceclaims", c)
+    h.server.create("pods", p)
+    h.watch()
+    await h.synced()
+
+
 def driver_of(h: KubeHarness, registry: CollectorRegistry) -> Driver:
     assert h.client is not None
     ext = Extender(h.inventory, features=FeatureGates(), mode="allocator")
@@ -82,15 +91,33 @@ def metric(registry: CollectorRegistry, name: str, **labels: str) -> float:
     return registry.get_sample_value(name, labels) or 0.0
 
 
+async def test_the_driver_skips_a_node_whose_taint_the_preemptor_does_not_tolerate(
+        tmp_path: Path) -> None:
+    async with KubeHarness(tmp_path) as h:
+        full_cluster(h)
+        tainted = h.server.get("nodes", "node-a")
+        tainted["spec"] = {"taints": [{"key": "team", "value": "infra",
+                                       "effect": "NoExecute"}]}
+        h.server.update("nodes", tainted)
+        h.server.create("nodes", node("node-b"))
+        h.server.create("resourceslices", gpu_slice("node-b", 4))
+        for i, prio in enumerate((30, 40, 50, 60)):
+            for obj, plural in zip(victim(f"b{i}", i, priority=prio, on="node-b"),
+                                   ("resourceclaims", "pods"), strict=True):
+                h.server.create(plural, obj)
+        await start_with_preemptor(h)
+        registry = CollectorRegistry()
+        assert await driver_of(h, registry).run_once()
+        # node-a's victims are cheaper, but p could never run there.
+        assert pods_deleted(h) == ["b0", "b1"]
+        assert h.server.get("pods", "p", "default")["status"]["nominatedNodeName"] == "node-b"
+
+
 async def test_the_driver_preempts_the_two_lowest_once_and_holds_their_gpus(
         tmp_path: Path) -> None:
     async with KubeHarness(tmp_path) as h:
         full_cluster(h)
-        c, p = preemptor()
-        h.server.create("resourceclaims", c)
-        h.server.create("pods", p)
-        h.watch()
-        await h.synced()
+        await start_with_preemptor(h)
         registry = CollectorRegistry()
         driver = driver_of(h, registry)
         assert [pod.key for pod in driver.candidates()] == ["default/p"]

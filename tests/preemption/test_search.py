@@ -295,3 +295,31 @@ def test_counting_rules_out_sets_that_free_too_few_devices() -> None:
     assert best is not None and len(best.victims) == 3
     # only the 4 sets of three: counting rules out the rest
     assert search.trials == 4
+
+
+def test_a_node_the_pod_cannot_run_on_is_refused_with_the_reason() -> None:
+    # "cheap" has the cheapest victims, but a taint p does not tolerate; "cordoned"
+    # is next cheapest but unschedulable; p gets "dear" unless it tolerates both.
+    tainted = node("cheap")
+    tainted["spec"] = {"taints": [{"key": "team", "value": "infra", "effect": "NoSchedule"}]}
+    cordoned = node("cordoned")
+    cordoned["spec"] = {"unschedulable": True}
+    objs: list[Any] = [GPU_CLASS, want(1), tainted, cordoned, node("dear")]
+    for name, prio in (("cheap", 1), ("cordoned", 2), ("dear", 5)):
+        objs += [*gpu_node(name, roots=("r0",)),
+                 *holder(f"{name}-0", name, [f"{GPU}/{name}/gpu-0"], priority=prio)]
+    inv = load(*objs, preemptor())
+    _, search = searcher(inv)
+    plan = search.search(inv.pod("default/p"))
+    assert [n.node for n in plan.nodes] == ["dear"] and victims(plan) == ["dear-0"]
+    assert plan.refused == {
+        "cheap": "node has taint {team=infra:NoSchedule} the pod does not tolerate",
+        "cordoned": "node is unschedulable (cordoned) and the pod does not tolerate it"}
+    tolerant = preemptor("q")
+    tolerant["spec"]["tolerations"] = [
+        {"key": "team", "operator": "Equal", "value": "infra", "effect": "NoSchedule"},
+        {"key": "node.kubernetes.io/unschedulable", "operator": "Exists"}]
+    inv = load(*objs, tolerant)
+    _, search = searcher(inv)
+    plan = search.search(inv.pod("default/q"))
+    assert [n.node for n in plan.nodes] == ["cheap", "cordoned", "dear"] and not plan.refused
