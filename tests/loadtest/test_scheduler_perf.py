@@ -211,6 +211,11 @@ def test_targets_compare_averages_to_in_tree_within_the_record() -> None:
     assert not any("X/fast" in name for name in got)  # too short to have a rate
     every = got["every pod in-tree schedules, drax schedules"]
     assert every["met"] is False and "Y/w (drax-allocator: 9/10)" in every["note"]
+    # A run that failed before creating pods (0/0) is a miss too.
+    doc["runs"].append(_run("Z/w", "drax-allocator", None, 0, 0))
+    doc["details"] = [{"workload": "Z/w", "scheduler": "drax-allocator", "ok": False}]
+    every = {t["target"]: t for t in targets(doc)}["every pod in-tree schedules, drax schedules"]
+    assert "Z/w (drax-allocator: 0/0)" in every["note"]
 
 
 def test_record_merges_runs_by_workload_and_scheduler(tmp_path) -> None:
