@@ -35,11 +35,11 @@ from collections.abc import Callable
 from typing import Any, Final
 
 import aiohttp
-import orjson
 from kubernetes_asyncio import client
 from prometheus_client import CollectorRegistry, Counter
 
 from app.binder.kube import FINALIZER
+from app.sources.kube.client import ApiReadError, read_object
 from app.sources.kube.lease import Leadership
 
 log = logging.getLogger(__name__)
@@ -74,9 +74,9 @@ async def release_half_written(api_client: client.ApiClient, *, metrics: RepairM
     released = 0
     token = ""
     while True:
-        page = await _read(claims.list_resource_claim_for_all_namespaces(
+        page = await read_object(claims.list_resource_claim_for_all_namespaces(
             limit=PAGE_SIZE, _continue=token or None, _preload_content=False,
-            _request_timeout=timeout))
+            _request_timeout=timeout), what="listing resourceclaims")
         for claim in page.get("items") or []:
             if not half_written(claim):
                 continue
@@ -107,7 +107,7 @@ async def _release_in_term(api_client: client.ApiClient, *, metrics: RepairMetri
         try:
             released = await release_half_written(
                 api_client, metrics=metrics, may_write=lambda: leadership.still_leading(term))
-        except (aiohttp.ClientError, TimeoutError, OSError, RepairError) as exc:
+        except (aiohttp.ClientError, TimeoutError, OSError, RepairError, ApiReadError) as exc:
             if not leadership.still_leading(term):
                 return
             log.warning("releasing half-written claims failed, retrying in %.0f s: %s",
@@ -142,15 +142,3 @@ async def _release(claims: Any, claim: dict[str, Any], *,
         log.warning("releasing resourceclaim %s/%s: HTTP %d", meta["namespace"], meta["name"],
                     resp.status)
     return False
-
-
-async def _read(request: Any) -> dict[str, Any]:
-    resp = await request
-    try:
-        raw = await resp.read()
-    finally:
-        resp.release()
-    if resp.status != 200:
-        raise RepairError(f"listing resourceclaims: HTTP {resp.status}: {raw[:200]!r}")
-    body: dict[str, Any] = orjson.loads(raw)
-    return body

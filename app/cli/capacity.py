@@ -28,8 +28,8 @@ from app.capacity import MAX_COPIES, FitCount, PodShape, count_nodes, fresh_clai
 from app.cli.common import (
     InputError,
     add_feature_gates_argument,
-    add_objects_argument,
     add_output_argument,
+    add_source_arguments,
     command,
     feature_gates,
     inventory_from,
@@ -52,9 +52,7 @@ def register(subparsers: Any) -> None:
                     "guess), and their total. `~` marks a count that is a lower bound.",
         epilog="Exit status: 0 every node counted; 1 some nodes not counted (their errors "
                "are listed, and they count 0 in the total); 2 bad input, or no node counted.")
-    source = parser.add_mutually_exclusive_group(required=True)
-    add_objects_argument(source, required=False)
-    source.add_argument("--kubeconfig", metavar="PATH", help="list a live cluster once")
+    add_source_arguments(parser)
     shape = parser.add_mutually_exclusive_group(required=True)
     shape.add_argument("--claim", metavar="NAMESPACE/NAME", help="a ResourceClaim's spec")
     shape.add_argument("--template", metavar="NAMESPACE/NAME",

@@ -64,6 +64,14 @@ def add_objects_argument(parser: Any, *, required: bool = True,
     parser.add_argument("--objects", nargs="+", required=required, metavar="PATH", help=help)
 
 
+def add_source_arguments(parser: argparse.ArgumentParser) -> None:
+    """`--objects PATH...` or `--kubeconfig PATH`, exactly one: files, or a live
+    cluster listed once (`list_cluster`)."""
+    source = parser.add_mutually_exclusive_group(required=True)
+    add_objects_argument(source, required=False)
+    source.add_argument("--kubeconfig", metavar="PATH", help="list a live cluster once")
+
+
 def add_output_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", choices=("json", "table"), default=None,
                         help="default: table on a terminal, JSON otherwise")

@@ -21,8 +21,8 @@ from typing import Any, Final, TextIO
 from app.cli.common import (
     InputError,
     add_feature_gates_argument,
-    add_objects_argument,
     add_output_argument,
+    add_source_arguments,
     command,
     feature_gates,
     inventory_from,
@@ -50,9 +50,7 @@ def register(subparsers: Any) -> None:
                "may not preempt); 2 bad input.")
     parser.add_argument("--pod", required=True, metavar="FILE|NAMESPACE/NAME",
                         help="a Pod among the objects, or a file holding one")
-    source = parser.add_mutually_exclusive_group(required=True)
-    add_objects_argument(source, required=False)
-    source.add_argument("--kubeconfig", metavar="PATH", help="list a live cluster once")
+    add_source_arguments(parser)
     parser.add_argument("--node", action="append", default=[], metavar="NAME",
                         help="consider only this node (repeatable)")
     parser.add_argument("--mode", choices=("allocator", "advisor"), default="allocator",

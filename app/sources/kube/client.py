@@ -10,13 +10,19 @@ instead of serving a cluster it cannot see.
 from __future__ import annotations
 
 import os
+from typing import Any
 
+import orjson
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.config import ConfigException
 
 
 class KubeConfigError(Exception):
     """The cluster connection cannot be configured."""
+
+
+class ApiReadError(Exception):
+    """A raw GET did not answer 200 with a JSON object."""
 
 
 def in_cluster() -> bool:
@@ -40,3 +46,26 @@ async def api_client(*, kubeconfig: str | None = None, context: str | None = Non
         where = kubeconfig or "in-cluster service account"
         raise KubeConfigError(f"{where}: {exc}") from None
     return client.ApiClient(configuration=cfg)
+
+
+async def read_object(request: Any, *, what: str) -> dict[str, Any]:
+    """The JSON object a raw (`_preload_content=False`) GET answers.
+
+    The response is released whether or not it could be read, so a failed
+    read never holds a pooled connection; anything but a 200 with a JSON
+    object raises `ApiReadError` naming `what` was read.
+    """
+    resp = await request
+    try:
+        raw = await resp.read()
+    finally:
+        resp.release()
+    if resp.status != 200:
+        raise ApiReadError(f"{what}: HTTP {resp.status}: {raw[:200]!r}")
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise ApiReadError(f"{what}: not JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise ApiReadError(f"{what}: the answer is not an object")
+    return body

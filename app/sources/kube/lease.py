@@ -39,6 +39,7 @@ import orjson
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from app.sources.kube.client import ApiReadError, read_object
 from app.sources.kube.watch import Backoff
 
 log = logging.getLogger(__name__)
@@ -186,17 +187,18 @@ class Leadership:
         try:
             while True:
                 try:
-                    listed = await _json(leases.list_namespaced_lease(
+                    listed = await read_object(leases.list_namespaced_lease(
                         namespace, field_selector=selector, _preload_content=False,
-                        _request_timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT)))
+                        _request_timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT)),
+                        what="list")
                     items = listed.get("items") or []
                     self.observe(items[0] if items else None)
                     backoff.reset()
                     rv = str((listed.get("metadata") or {}).get("resourceVersion") or "")
                     await self._watch(leases, namespace, selector, rv, timeout)
                     continue
-                except (_LeaseError, ApiException, aiohttp.ClientError, TimeoutError, OSError,
-                        orjson.JSONDecodeError) as exc:
+                except (_LeaseError, ApiReadError, ApiException, aiohttp.ClientError,
+                        TimeoutError, OSError, orjson.JSONDecodeError) as exc:
                     log.warning("reading Lease %s/%s failed: %s", namespace, name, exc)
                 await asyncio.sleep(backoff.next())
         finally:
@@ -238,17 +240,3 @@ class Leadership:
 
 class _LeaseError(Exception):
     pass
-
-
-async def _json(request: Any) -> dict[str, Any]:
-    resp = await request
-    try:
-        raw = await resp.read()
-    finally:
-        resp.release()
-    if resp.status != 200:
-        raise _LeaseError(f"list: HTTP {resp.status}: {raw[:200]!r}")
-    body = orjson.loads(raw)
-    if not isinstance(body, dict):
-        raise _LeaseError("list: the answer is not an object")
-    return body
