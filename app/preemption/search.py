@@ -62,6 +62,7 @@ from app.model import (
     DeviceRequestAllocationResult,
     Pod,
     PodDisruptionBudget,
+    PriorityClass,
     ResourceClaim,
 )
 from app.model.objects import (
@@ -193,17 +194,21 @@ def priority_of(pod: Pod, occupants: Occupants) -> int:
     else 0."""
     if pod.priority is not None:
         return pod.priority
-    pc = (occupants.priority_class(pod.priority_class_name) if pod.priority_class_name
-          else occupants.default_priority_class)
+    pc = _priority_class(pod, occupants)
     return pc.value if pc is not None else 0
 
 
 def preemption_policy_of(pod: Pod, occupants: Occupants) -> str:
     if pod.preemption_policy:
         return pod.preemption_policy
-    pc = (occupants.priority_class(pod.priority_class_name) if pod.priority_class_name
-          else occupants.default_priority_class)
+    pc = _priority_class(pod, occupants)
     return pc.preemption_policy if pc is not None else PREEMPT_LOWER_PRIORITY
+
+
+def _priority_class(pod: Pod, occupants: Occupants) -> PriorityClass | None:
+    """The pod's named PriorityClass, else the global default."""
+    return (occupants.priority_class(pod.priority_class_name) if pod.priority_class_name
+            else occupants.default_priority_class)
 
 
 def pdb_violations(victims: Iterable[Victim], pdbs: Mapping[str, Sequence[PodDisruptionBudget]]
