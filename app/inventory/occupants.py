@@ -42,8 +42,8 @@ class Holder:
 class Occupants:
     """Pods by node and UID, PDBs by namespace, PriorityClasses by name."""
 
-    __slots__ = ("_by_uid", "_claim", "_classes", "_default_class", "_generation",
-                 "_occupancy", "_on_node", "_pdbs", "_pod")
+    __slots__ = ("_by_uid", "_claim", "_classes", "_default_class", "_occupancy",
+                 "_on_node", "_pdbs", "_pod")
 
     def __init__(self, *, claim: Callable[[str], ResourceClaim | None],
                  pod: Callable[[str], Pod | None]) -> None:
@@ -55,10 +55,8 @@ class Occupants:
         self._pdbs: dict[str, dict[str, PodDisruptionBudget]] = {}  # namespace -> name -> PDB
         self._classes: dict[str, PriorityClass] = {}
         self._default_class: PriorityClass | None = None
-        # node -> a count moved by every change to its pods or their claims, and
-        # the node's `occupancy` as of a count
-        self._generation: dict[str, int] = {}
-        self._occupancy: dict[str, tuple[int, tuple[Holder, ...]]] = {}
+        # node -> its `occupancy`, dropped by every change to its pods or their claims
+        self._occupancy: dict[str, tuple[Holder, ...]] = {}
 
     # ------------------------------------------------------------------ updates (the store)
 
@@ -93,7 +91,6 @@ class Occupants:
                     self._changed(pod.node_name)
 
     def _changed(self, node_name: str) -> None:
-        self._generation[node_name] = self._generation.get(node_name, 0) + 1
         self._occupancy.pop(node_name, None)
 
     def put_pdb(self, pdb: PodDisruptionBudget) -> None:
@@ -139,10 +136,9 @@ class Occupants:
         """The pods on the node that hold claims, each with its claims and, per
         claim, who else it is reserved for; kept until the node's pods or their
         claims change (every preemption search reads every candidate's)."""
-        generation = self._generation.get(node_name, 0)
         hit = self._occupancy.get(node_name)
-        if hit is not None and hit[0] == generation:
-            return hit[1]
+        if hit is not None:
+            return hit
         out = []
         for pod in self.pods_on(node_name):
             claims = self.holdings(pod)
@@ -153,7 +149,7 @@ class Occupants:
                                   devices=tuple(tuple(r.device_id for r in c.allocation.results)
                                                 if c.allocation else () for c in claims)))
         held = tuple(out)
-        self._occupancy[node_name] = (generation, held)
+        self._occupancy[node_name] = held
         return held
 
     def pod_by_uid(self, uid: str) -> Pod | None:
