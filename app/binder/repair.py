@@ -120,7 +120,7 @@ async def _release_in_term(api_client: client.ApiClient, *, metrics: RepairMetri
 
 
 class RepairError(Exception):
-    """The API server refused a list."""
+    """A pass stopped before its end: this replica no longer leads."""
 
 
 async def _release(claims: Any, claim: dict[str, Any], *,
