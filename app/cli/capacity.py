@@ -32,9 +32,7 @@ from app.cli.common import (
     add_source_arguments,
     command,
     feature_gates,
-    inventory_from,
-    list_cluster,
-    read_objects,
+    source_inventory,
     write_output,
 )
 from app.extender import ClaimResolver
@@ -75,7 +73,7 @@ def register(subparsers: Any) -> None:
 @command("capacity")
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     features = feature_gates(args.feature_gates)
-    inventory = _inventory(args)
+    inventory = source_inventory(args)
     shape = shape_of(args, inventory)
     nodes = list(args.node) or inventory.node_names()
     unknown = [n for n in nodes if inventory.node_state(n) is None]
@@ -151,12 +149,6 @@ def _key(text: str, flag: str) -> str:
     if not sep or not namespace or not name:
         raise InputError(f"{flag}: expected NAMESPACE/NAME, got {text!r}")
     return text
-
-
-def _inventory(args: argparse.Namespace) -> Inventory:
-    if args.objects:
-        return inventory_from(read_objects(args.objects))
-    return list_cluster(args.kubeconfig)
 
 
 def render_table(counts: Mapping[str, FitCount]) -> str:

@@ -133,6 +133,13 @@ def write_output(out: TextIO, choice: str | None, *, document: Any,
         out.write(table())
 
 
+def source_inventory(args: argparse.Namespace) -> Inventory:
+    """The inventory `add_source_arguments` chose: the files, or the cluster listed once."""
+    if args.objects:
+        return inventory_from(read_objects(args.objects))
+    return list_cluster(args.kubeconfig)
+
+
 def list_cluster(kubeconfig: str) -> Inventory:
     """`--kubeconfig`: the cluster's objects, listed once (`_listed`)."""
     return asyncio.run(_listed(kubeconfig))

@@ -25,10 +25,9 @@ from app.cli.common import (
     add_source_arguments,
     command,
     feature_gates,
-    inventory_from,
-    list_cluster,
     parse_sourced,
     read_objects,
+    source_inventory,
     write_output,
 )
 from app.extender import Extender
@@ -64,8 +63,7 @@ def register(subparsers: Any) -> None:
 @command("preempt")
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     features = feature_gates(args.feature_gates)
-    inventory = (inventory_from(read_objects(args.objects)) if args.objects
-                 else list_cluster(args.kubeconfig))
+    inventory = source_inventory(args)
     pod = _pod(args.pod, inventory)
     extender = Extender(inventory, features=features, mode=args.mode,
                         file_mode=bool(args.objects))
