@@ -20,6 +20,7 @@ from app.cli.common import (
     command,
     feature_gates,
     inventory_from,
+    namespaced_key,
     read_objects,
     write_output,
 )
@@ -73,13 +74,11 @@ def _topologies(inventory: Inventory, evaluations: Sequence[NodeEvaluation]
 
 def _load(args: argparse.Namespace) -> tuple[Extender, Any, list[str], Inventory]:
     features = feature_gates(args.feature_gates)
-    namespace, sep, name = args.pod.partition("/")
-    if not sep or not namespace or not name:
-        raise InputError(f"--pod: expected NAMESPACE/NAME, got {args.pod!r}")
+    key = namespaced_key(args.pod, "--pod")
     inventory = inventory_from(read_objects(args.objects))
-    pod = inventory.pod(f"{namespace}/{name}")
+    pod = inventory.pod(key)
     if pod is None:
-        raise InputError(f"pod {namespace}/{name} is not among the objects")
+        raise InputError(f"pod {key} is not among the objects")
     nodes = list(args.node) or inventory.node_names()
     extender = Extender(inventory, features=features, mode=args.mode, file_mode=True)
     return extender, pod, nodes, inventory

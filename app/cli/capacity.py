@@ -32,6 +32,7 @@ from app.cli.common import (
     add_source_arguments,
     command,
     feature_gates,
+    namespaced_key,
     source_inventory,
     write_output,
 )
@@ -122,19 +123,19 @@ def shape_of(args: argparse.Namespace, inventory: Inventory) -> PodShape:
     if args.nics or args.same_root:
         raise InputError("--nics and --same-root go with --gpus")
     if args.claim:
-        claim = inventory.claim(_key(args.claim, "--claim"))
+        claim = inventory.claim(namespaced_key(args.claim, "--claim"))
         if claim is None:
             raise InputError(f"ResourceClaim {args.claim} is not among the objects")
         return PodShape(claims=(fresh_claim(claim),))
     if args.template:
-        key = _key(args.template, "--template")
+        key = namespaced_key(args.template, "--template")
         template = next((t for t in inventory.templates() if f"{t.namespace}/{t.name}" == key),
                         None)
         if template is None:
             raise InputError(f"ResourceClaimTemplate {args.template} is not among the objects")
         return PodShape(claims=(ResourceClaim(namespace=template.namespace, name=template.name,
                                            spec=template.spec),))
-    pod = inventory.pod(_key(args.pod, "--pod"))
+    pod = inventory.pod(namespaced_key(args.pod, "--pod"))
     if pod is None:
         raise InputError(f"pod {args.pod} is not among the objects")
     claims = ClaimResolver(inventory, generate=True).resolve(pod)
@@ -142,13 +143,6 @@ def shape_of(args: argparse.Namespace, inventory: Inventory) -> PodShape:
         raise InputError(f"pod {args.pod}: {claims.problem}")
     return PodShape(claims=tuple(fresh_claim(c) for c in claims.claims), pod=pod,
                  extended=claims.extended)
-
-
-def _key(text: str, flag: str) -> str:
-    namespace, sep, name = text.partition("/")
-    if not sep or not namespace or not name:
-        raise InputError(f"{flag}: expected NAMESPACE/NAME, got {text!r}")
-    return text
 
 
 def render_table(counts: Mapping[str, FitCount]) -> str:

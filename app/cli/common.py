@@ -133,6 +133,14 @@ def write_output(out: TextIO, choice: str | None, *, document: Any,
         out.write(table())
 
 
+def namespaced_key(text: str, flag: str) -> str:
+    """`text` when it is NAMESPACE/NAME; an input error naming `flag` otherwise."""
+    namespace, sep, name = text.partition("/")
+    if not sep or not namespace or not name:
+        raise InputError(f"{flag}: expected NAMESPACE/NAME, got {text!r}")
+    return text
+
+
 def source_inventory(args: argparse.Namespace) -> Inventory:
     """The inventory `add_source_arguments` chose: the files, or the cluster listed once."""
     if args.objects:
