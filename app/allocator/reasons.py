@@ -16,6 +16,11 @@ from dataclasses import dataclass, field
 from app.allocator.search import AllocationError, Request, Search
 from app.allocator.types import Rejection
 
+# What holds a device, as `_blocker` words it and `_shortage` categorizes it.
+_TAINTED = "with untolerated taints"
+_NO_COUNTERS = "without enough shared counters left"
+_NO_CAPACITY = "without enough capacity left"
+
 
 @dataclass(slots=True)
 class RequestStats:
@@ -92,12 +97,12 @@ def _blocker(search: Search, request: Request, index: int) -> str | None:
     if device.consumes_counters and not features.partitionable_devices:
         return "partitionable (DRAPartitionableDevices off)"
     if features.device_taints and not search.tolerated(request, device):
-        return "with untolerated taints"
+        return _TAINTED
     if device.consumes_counters and not (multi and search.multi_static[index]) \
             and not search.counters_fit(index):
-        return "without enough shared counters left"
+        return _NO_COUNTERS
     if features.consumable_capacity and not search.capacity_fits(request, index):
-        return "without enough capacity left"
+        return _NO_CAPACITY
     return None
 
 
@@ -128,10 +133,9 @@ def _shortage(request: Request, st: RequestStats) -> Rejection:
         return Rejection.NO_DEVICE_OF_CLASS
     if st.passed_selectors == 0:
         return Rejection.SELECTORS
-    if "with untolerated taints" in st.blocked:
+    if _TAINTED in st.blocked:
         return Rejection.TAINT
-    if st.blocked.keys() & {"without enough shared counters left",
-                            "without enough capacity left"}:
+    if st.blocked.keys() & {_NO_COUNTERS, _NO_CAPACITY}:
         return Rejection.COUNTERS_CAPACITY
     return Rejection.NOT_ENOUGH_FREE
 
