@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -11,10 +12,11 @@ from typing import Any
 import pytest
 
 from app.config import ConfigError, load_settings
-from app.sources.kube.lease import Leadership
+from app.sources.kube.lease import LEASE_WATCH, Leadership
 from tests.kube.harness import KubeHarness, eventually
 
 LEASE = ("kube-system", "drax-scheduler")
+FAST = dataclasses.replace(LEASE_WATCH, backoff_initial=0.02, backoff_max=0.1)
 
 
 def lease(holder: str, *, renew: int = 0, duration: int = 15,
@@ -27,7 +29,7 @@ def lease(holder: str, *, renew: int = 0, duration: int = 15,
 @contextlib.asynccontextmanager
 async def following(h: KubeHarness, leadership: Leadership) -> AsyncIterator[Leadership]:
     assert h.client is not None
-    task = asyncio.create_task(leadership.run(h.client, backoff_initial=0.02, backoff_max=0.1))
+    task = asyncio.create_task(leadership.run(h.client, settings=FAST))
     try:
         yield leadership
     finally:
@@ -68,6 +70,32 @@ async def test_leads_while_its_kube_scheduler_holds_the_lease(tmp_path: Path) ->
         # Only the named Lease was read, never the whole namespace.
         assert all(q.get("fieldSelector") == "metadata.name=drax-scheduler"
                    for q in h.server.watch_queries("leases"))
+
+
+async def test_a_takeover_is_seen_from_the_watch_without_a_relist(tmp_path: Path) -> None:
+    async with KubeHarness(tmp_path) as h:
+        h.server.create("leases", lease("pod-a_1"))
+        leadership = Leadership(lease=LEASE, identity="pod-b")
+        # Watches the server closes after a second, and one dropped mid-stream.
+        settings = dataclasses.replace(FAST, watch_timeout=1.0, min_watch=0.0)
+        task = asyncio.create_task(leadership.run(h.client, settings=settings))
+        try:
+            await eventually(lambda: leadership.holder == "pod-a_1", "the Lease read")
+            await eventually(lambda: len(h.server.watch_queries("leases")) >= 3,
+                             "a watch renewed after the server closed it")
+            h.server.drop_watches()
+            h.server.update("leases", lease("pod-b_2", renew=1))  # while no watch is open
+            await asyncio.wait_for(leadership.wait(True), 5)
+            h.server.update("leases", lease("pod-a_3", renew=2))
+            await asyncio.wait_for(leadership.wait(False), 5)
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        queries = h.server.watch_queries("leases")
+        # One list; every later request is a watch resumed from where the last one was.
+        assert [q.get("watch", "").lower() for q in queries] == ["", *["true"] * (len(queries) - 1)]
+        assert all(q.get("resourceVersion") for q in queries[1:])
 
 
 async def test_a_lease_not_renewed_expires_without_any_event(tmp_path: Path) -> None:

@@ -18,11 +18,15 @@ one, or one another replica holds means following.
 
 Without a Lease configured (one replica, file mode) this replica always leads.
 
-The Lease is read with a list and watch of that one name (RBAC: get, list,
-watch on `coordination.k8s.io` leases named like it); a failed request is
-retried with the watch source's backoff, and while nothing can be read the
-last view stands until it expires, so a replica cut off from the API server
-stops leading once its kube-scheduler must have stopped too.
+The Lease is read by the kube source's `Informer`, listing and watching that
+one name (RBAC: get, list, watch on `coordination.k8s.io` leases named like
+it): one list, then watches resumed from the last resourceVersion, a new list
+only after 410 Gone. Every write to the Lease arrives as a watch event, so a
+takeover is seen as soon as it is written and no periodic resync is needed;
+silence is what the expiry covers. A failed request is retried with the
+informer's backoff, and while nothing can be read the last view stands until
+it expires, so a replica cut off from the API server stops leading once its
+kube-scheduler must have stopped too.
 """
 
 from __future__ import annotations
@@ -30,25 +34,28 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-import aiohttp
-import orjson
 from kubernetes_asyncio import client
-from kubernetes_asyncio.client.exceptions import ApiException
+from prometheus_client import CollectorRegistry
 
-from app.sources.kube.client import ApiReadError, read_object
-from app.sources.kube.watch import Backoff
+from app.model import InvalidObject
+from app.sources.kube.metrics import WatchMetrics
+from app.sources.kube.watch import Informer, WatchedKind, WatchSettings
 
 log = logging.getLogger(__name__)
 
-# How long one watch of the Lease runs before it is renewed.
-WATCH_SECONDS: Final = 60
-REQUEST_TIMEOUT: Final = 10.0
 # kube-scheduler's leaderElection.retryPeriod default: how often it tries the Lease.
 RETRY_PERIOD: Final = 2.0
+# The informer's loop: a failed request is retried within kube-scheduler's own
+# retry period, so a standby never learns of its takeover a backoff later than
+# its kube-scheduler; a watch is renewed (from its resourceVersion) within a
+# minute, so a connection that died without a word is replaced soon.
+LEASE_WATCH: Final = WatchSettings(watch_timeout=30.0, list_timeout=10.0,
+                                   connect_timeout=10.0, backoff_initial=0.4,
+                                   backoff_max=RETRY_PERIOD)
 
 
 @dataclass(slots=True, frozen=True)
@@ -60,11 +67,18 @@ class LeaseRecord:
     renew_time: str  # as written; compared for change, never against this clock
 
     @classmethod
-    def of(cls, lease: dict[str, Any] | None) -> LeaseRecord:
+    def of(cls, lease: Mapping[str, Any] | None) -> LeaseRecord:
+        """Raises InvalidObject for a Lease whose spec cannot be read."""
         spec = (lease or {}).get("spec") or {}
-        return cls(holder=str(spec.get("holderIdentity") or ""),
-                   duration=float(spec.get("leaseDurationSeconds") or 0),
-                   renew_time=str(spec.get("renewTime") or ""))
+        try:
+            return cls(holder=str(spec.get("holderIdentity") or ""),
+                       duration=float(spec.get("leaseDurationSeconds") or 0),
+                       renew_time=str(spec.get("renewTime") or ""))
+        except (AttributeError, TypeError, ValueError) as exc:
+            raise InvalidObject(f"Lease: unreadable spec ({exc})") from None
+
+
+NO_LEASE: Final = LeaseRecord(holder="", duration=0.0, renew_time="")
 
 
 class Leadership:
@@ -80,7 +94,7 @@ class Leadership:
         self.lease = lease
         self.identity = identity or socket.gethostname()
         self._clock = clock
-        self._record = LeaseRecord(holder="", duration=0.0, renew_time="")
+        self._record = NO_LEASE
         self._observed_at = float("-inf")
         self._leading = lease is None
         self.term = 1 if self._leading else 0
@@ -132,9 +146,13 @@ class Leadership:
     def ours(self, holder: str) -> bool:
         return holder == self.identity or holder.startswith(self.identity + "_")
 
-    def observe(self, lease: dict[str, Any] | None) -> None:
+    def observe(self, lease: Mapping[str, Any] | None) -> None:
         """Take in the Lease as just read (None: it does not exist)."""
-        record = LeaseRecord.of(lease)
+        self.take(LeaseRecord.of(lease))
+
+    def take(self, record: LeaseRecord | None) -> None:
+        """Take in the Lease's record as just read (None: it does not exist)."""
+        record = record or NO_LEASE
         if record != self._record:
             self._record = record
             self._observed_at = self._now()
@@ -171,72 +189,45 @@ class Leadership:
             except Exception:
                 log.exception("a leadership subscriber failed")
 
-    async def run(self, api_client: client.ApiClient, *, backoff_initial: float = 0.4,
-                  backoff_max: float = RETRY_PERIOD) -> None:
-        """Follow the Lease until cancelled (returns at once without one). A failed
-        read is retried within kube-scheduler's own retry period, so a standby
-        never learns of its takeover a backoff later than its kube-scheduler."""
+    async def run(self, api_client: client.ApiClient, *,
+                  settings: WatchSettings = LEASE_WATCH) -> None:
+        """Follow the Lease until cancelled (returns at once without one)."""
         if self.lease is None:
             return
         namespace, name = self.lease
-        leases: Any = client.CoordinationV1Api(api_client)
-        backoff = Backoff(initial=backoff_initial, maximum=backoff_max)
-        selector = f"metadata.name={name}"
-        timeout = aiohttp.ClientTimeout(sock_connect=REQUEST_TIMEOUT,
-                                        sock_read=WATCH_SECONDS + REQUEST_TIMEOUT)
+        watched = WatchedKind("Lease", client.CoordinationV1Api, "list_namespaced_lease",
+                              namespace=namespace, field_selector=f"metadata.name={name}",
+                              parse=_parse_lease)
+        # Its own registry: the Lease is not part of the inventory's watch metrics.
+        metrics = WatchMetrics(CollectorRegistry(), kinds=(watched.kind,))
+        informer = Informer(api_client, _LeaseSink(self), watched, metrics=metrics,
+                            settings=settings)
         try:
-            while True:
-                try:
-                    listed = await read_object(leases.list_namespaced_lease(
-                        namespace, field_selector=selector, _preload_content=False,
-                        _request_timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT)),
-                        what="list")
-                    items = listed.get("items") or []
-                    self.observe(items[0] if items else None)
-                    backoff.reset()
-                    rv = str((listed.get("metadata") or {}).get("resourceVersion") or "")
-                    await self._watch(leases, namespace, selector, rv, timeout)
-                    continue
-                except (_LeaseError, ApiReadError, ApiException, aiohttp.ClientError,
-                        TimeoutError, OSError, orjson.JSONDecodeError) as exc:
-                    log.warning("reading Lease %s/%s failed: %s", namespace, name, exc)
-                await asyncio.sleep(backoff.next())
+            await informer.run()
         finally:
             if self._expiry is not None:
                 self._expiry.cancel()
 
-    async def _watch(self, leases: Any, namespace: str, selector: str, rv: str,
-                     timeout: aiohttp.ClientTimeout) -> None:
-        resp = await leases.list_namespaced_lease(
-            namespace, field_selector=selector, watch=True, resource_version=rv,
-            allow_watch_bookmarks=True, timeout_seconds=WATCH_SECONDS,
-            _preload_content=False, _request_timeout=timeout)
-        try:
-            if resp.status != 200:
-                raise _LeaseError(f"watch: HTTP {resp.status}")
-            buf = bytearray()
-            async for chunk in resp.content.iter_any():
-                buf += chunk
-                while (end := buf.find(b"\n")) >= 0:
-                    line = bytes(buf[:end])
-                    del buf[:end + 1]
-                    if line.strip():
-                        self._event(orjson.loads(line))
-        finally:
-            resp.release()
 
-    def _event(self, event: Any) -> None:
-        if not isinstance(event, dict) or not isinstance(event.get("object"), dict):
-            raise _LeaseError("watch: a line that is not an event")
-        kind = event.get("type")
-        if kind == "ERROR":
-            raise _LeaseError(f"watch: {event['object'].get('message')}")
-        if kind in ("ADDED", "MODIFIED"):
-            self.observe(event["object"])
-        elif kind == "DELETED" and self.lease is not None and (
-                event["object"].get("metadata") or {}).get("name") == self.lease[1]:
-            self.observe(None)
+def _parse_lease(_kind: str, lease: Any) -> LeaseRecord:
+    return LeaseRecord.of(lease)
 
 
-class _LeaseError(Exception):
-    pass
+class _LeaseSink:
+    """The informer's sink for the one Lease: every list and event is observed."""
+
+    def __init__(self, leadership: Leadership) -> None:
+        self._leadership = leadership
+
+    def apply(self, kind: str, event_type: str, obj: Mapping[str, Any]) -> None:
+        self._leadership.take(None if event_type == "DELETED" else LeaseRecord.of(obj))
+
+    def replacing_parsed(self, kind: str, parsed: list[LeaseRecord]) -> Iterator[None]:
+        self._leadership.take(parsed[0] if parsed else None)
+        yield
+
+    def admits(self, kind: str, obj: Mapping[str, Any]) -> bool:
+        return True
+
+    def mark_synced(self, kind: str) -> None:
+        pass

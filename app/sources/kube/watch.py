@@ -53,6 +53,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import logging
 import random
 import time
@@ -118,6 +119,10 @@ class WatchedKind:
     # Objects the inventory has no use for: skipped in a list, and a watch event
     # carrying one removes what was held under its key (it may have been kept before).
     wanted: Callable[[Mapping[str, Any]], bool] | None = None
+    # Set: the list and watch of that one namespace (`list_method` is namespaced).
+    namespace: str | None = None
+    # Turns a listed item into what `EventSink.replacing_parsed` takes.
+    parse: Callable[[str, Any], Any] = parse_object
 
 
 # Terminal pods hold no devices (the resourceclaim controller drops them from
@@ -210,7 +215,11 @@ class Informer:
                  keeps_node: Callable[[str], bool] | None = None) -> None:
         self.kind = watched.kind
         self._on_change = on_change
-        self._list_call = getattr(watched.api(api_client), watched.list_method)
+        list_call = getattr(watched.api(api_client), watched.list_method)
+        if watched.namespace is not None:
+            list_call = functools.partial(list_call, watched.namespace)
+        self._list_call = list_call
+        self._parse_item = watched.parse
         self._selecting: dict[str, str] = {}
         if watched.field_selector is not None:
             self._selecting["field_selector"] = watched.field_selector
@@ -388,6 +397,7 @@ class Informer:
         counted and skipped, so one broken object cannot keep the whole kind stale."""
         wanted = self._wanted
         admits = self._sink.admits
+        parse = self._parse_item
         kind = self.kind
         for item in raw:
             if wanted is not None and not wanted(item):
@@ -395,7 +405,7 @@ class Informer:
             if not admits(kind, item):
                 continue
             try:
-                into.append(parse_object(self.kind, item))
+                into.append(parse(self.kind, item))
             except InvalidObject as exc:
                 self._metrics.invalid.labels(kind=self.kind).inc()
                 log.warning("%s: rejected from the list: %s", self.kind, exc)
