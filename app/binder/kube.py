@@ -66,7 +66,6 @@ import logging
 import random
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, Final
 
 import aiohttp
@@ -78,6 +77,7 @@ from app.allocator.types import ClaimAllocation
 from app.extender import BindCause, BindError
 from app.extender.extended import ExtendedClaim
 from app.model import Pod, ResourceClaim
+from app.model.times import format_time
 
 log = logging.getLogger(__name__)
 
@@ -294,8 +294,7 @@ class KubeBinder:
         one, which validation would refuse)."""
         if not self._allocation_timestamp or allocation.get("allocationTimestamp"):
             return allocation
-        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        return {**allocation, "allocationTimestamp": now}
+        return {**allocation, "allocationTimestamp": format_time()}
 
     async def _read_claim(self, rec: _Written, *, undo: bool = False) -> dict[str, Any]:
         code, claim = await self._call(lambda: self._claims.read_namespaced_resource_claim(

@@ -39,6 +39,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from app.binder.kube import call_with_retries
 from app.extender.waiting import WaitingPod, WaitingPods
+from app.model.times import format_time
 from app.sources.kube.lease import Leadership
 
 log = logging.getLogger(__name__)
@@ -121,7 +122,7 @@ class Requeuer:
                  "appeared", len(pods))
 
     async def _nudge(self, pod: WaitingPod, now: datetime) -> None:
-        stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+        stamp = format_time(now)
         condition = {"type": CONDITION, "status": "True", "reason": "DevicesChanged",
                      "message": f"devices may have appeared at {now.isoformat()}; "
                                 "drax asked the scheduler to try this pod again",

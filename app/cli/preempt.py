@@ -13,7 +13,6 @@ why. Nothing is deleted or written: it doubles as defragmentation advice
 from __future__ import annotations
 
 import argparse
-import datetime
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final, TextIO
@@ -33,6 +32,7 @@ from app.cli.common import (
 from app.extender import Extender
 from app.inventory import Inventory
 from app.model import Pod
+from app.model.times import format_time
 from app.preemption import NodePreemption, PreemptionPlan, VictimSearch
 
 EXIT_NO_NODE: Final = 1
@@ -126,7 +126,7 @@ def _node_document(found: NodePreemption) -> dict[str, Any]:
 def _time(epoch: float | None) -> str | None:
     if epoch is None:
         return None
-    return datetime.datetime.fromtimestamp(epoch, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return format_time(epoch)
 
 
 def render_table(plan: PreemptionPlan, inventory: Inventory) -> str:

@@ -2,7 +2,7 @@
 
 Everything past the parsing edge (`parse`) works on these types (`objects`);
 `interning` shares the values that repeat across objects, `quantity` holds
-exact quantities.
+exact quantities, `times` writes and reads RFC 3339 times as the API does.
 """
 
 from app.model.objects import (

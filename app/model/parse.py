@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Callable, Mapping
-from datetime import datetime
 from types import MappingProxyType
 from typing import Any, Final, cast
 
@@ -72,6 +71,7 @@ from app.model.objects import (
     is_extended_resource_name,
 )
 from app.model.quantity import Quantity, QuantityError, parse_quantity
+from app.model.times import parse_time
 from app.model.versions import READ_AS_V1, as_v1
 
 # --------------------------------------------------------------------------- parsing
@@ -337,7 +337,7 @@ def _timestamp(value: Any, what: str) -> float | None:
         return None
     text = _str(value, what)
     try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+        return parse_time(text)
     except ValueError:
         raise InvalidObject(f"{what}: {text!r} is not an RFC 3339 time") from None
 

@@ -36,7 +36,6 @@ import socket
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
 from typing import Any, Final
 
 import aiohttp
@@ -46,6 +45,7 @@ from app.allocator.types import ClaimAllocation
 from app.binder import call_with_retries
 from app.inventory import Inventory, Nomination
 from app.model import Pod
+from app.model.times import format_micro_time, format_time
 
 log = logging.getLogger(__name__)
 
@@ -189,7 +189,7 @@ class Actor:
             "type": DISRUPTION_TARGET, "status": "True", "reason": PREEMPTION_BY_SCHEDULER,
             "message": f"{self._scheduler}: preempting to accommodate a higher priority pod "
                        f"{pod.key} (devices {devices})",
-            "lastTransitionTime": _now()}
+            "lastTransitionTime": format_time()}
         for _ in range(self._attempts):
             current = await self._read(victim)
             if current is None:
@@ -250,7 +250,7 @@ class Actor:
             # generateName ending in ".".
             "metadata": {"name": f"{pod.name[:230]}.{time.time_ns():x}",
                          "namespace": pod.namespace},
-            "eventTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+            "eventTime": format_micro_time(),
             "reportingController": REPORTING_CONTROLLER,
             "reportingInstance": self._instance[:128],
             "action": action, "reason": reason, "type": "Normal", "note": note[:1024],
@@ -288,7 +288,3 @@ def _expect(code: int, body: dict[str, Any], what: str, *,
 def _reference(pod: Pod) -> dict[str, str]:
     return {"apiVersion": "v1", "kind": "Pod", "namespace": pod.namespace, "name": pod.name,
             "uid": pod.uid}
-
-
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
