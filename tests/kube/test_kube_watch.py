@@ -17,6 +17,7 @@ from app.sources.kube.watch import RELIST_SLICE_SECONDS, Backoff
 from app.timeslice import run_in_slices
 from tests.kube.harness import (
     FAST,
+    WATCHED_PLURALS,
     KubeHarness,
     claim,
     device_class,
@@ -53,13 +54,22 @@ async def test_initial_lists_fill_the_inventory_and_mark_it_synced(tmp_path: Pat
 
 async def test_not_synced_while_an_initial_list_fails(tmp_path: Path) -> None:
     async with KubeHarness(tmp_path) as h:
-        h.server.faults.list_errors = 3
+        h.server.create("nodes", node("node-a"))
+        h.server.create("resourceslices", gpu_slice("node-a", 8))
+        h.server.faults.only_plural, h.server.faults.list_errors = "resourceslices", 10**6
         h.watch()
-        await eventually(lambda: h.server.faults.list_errors == 0, "the failing lists")
-        # The server has sent the last error; the client counts it once it reads it.
-        await eventually(lambda: sum(h.metric("drax_watch_errors_total", kind=w.kind)
-                                     for w in WATCHED_KINDS) == 3, "three failed lists counted")
+        # Every other kind is listed and watched; the slices' list keeps failing.
+        await eventually(lambda: all(h.server.open_watches(p) == 1 for p in WATCHED_PLURALS
+                                     if p != "resourceslices"), "the other kinds watched")
+        await eventually(lambda: h.metric("drax_watch_errors_total", kind="ResourceSlice") >= 3,
+                         "three failed slice lists")
+        assert not h.inventory.synced
+        assert h.inventory.counts().nodes == 1 and h.inventory.counts().devices == 0
+        assert h.metric("drax_watch_errors_total", kind="Node") == 0
+        # The API server recovers: the retried list fills the slices in.
+        h.server.faults.list_errors = 0
         await h.synced()
+        assert h.inventory.counts().devices == 8
 
 
 async def test_watch_events_add_update_and_delete_each_kind(tmp_path: Path) -> None:
