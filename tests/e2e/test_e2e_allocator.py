@@ -70,6 +70,24 @@ def test_every_shape_is_bound_with_a_valid_allocation(pool: list[str], kube: Kub
     check_workload(kube, pods, nodes=pool)
 
 
+def test_a_template_pod_is_first_tried_once_its_claim_exists(pool: list[str], kube: Kube
+                                                             ) -> None:
+    """The profile keeps DynamicResources' PreEnqueue: kube-scheduler holds a template
+    pod back until the resourceclaim controller has created its claim. With the
+    whole plugin disabled, the first attempt came first and drax rejected every
+    node ("is not created yet"): a FailedScheduling event and a requeue per pod."""
+    names = [f"{POOL}-gated-{i}" for i in range(6)]
+    for name in names:
+        kube.create(pod(name, scheduler="drax", template=f"{POOL}-1gpu",
+                        node_selector={"e2e/pool": POOL}))
+    wait_bound(kube, names, timeout=60)
+    failed = [(e["involvedObject"]["name"], e.get("message"))
+              for e in kube.list("Event", "default")
+              if e.get("involvedObject", {}).get("name") in names
+              and e.get("reason") == "FailedScheduling"]
+    assert failed == [], failed
+
+
 def test_a_pod_that_cannot_fit_stays_pending_with_drax_reason(pool: list[str], kube: Kube
                                                               ) -> None:
     name = f"{POOL}-too-big"
