@@ -107,7 +107,12 @@ def test_schedule_against_the_floor_mirrored_to_a_second_floor(tmp_path):
                      "floor_overall": report.overall(phases, "floor")}]}
     doc["targets"] = report.evaluate_targets(doc)
     by_name = {t["target"]: t for t in doc["targets"]}
-    assert by_name["cycle time vs floor, 500 nodes"]["met"] is True
+    # Both servers are the floor, so the ratio is only noise around 1: a target is
+    # judged on the run's own figures (test_report pins the threshold).
+    ratio = (doc["runs"][0]["drax_overall"]["mean_cycle_ms"]
+             / doc["runs"][0]["floor_overall"]["mean_cycle_ms"])
+    vs_floor = by_name["cycle time vs floor, 500 nodes"]
+    assert (vs_floor["measured"], vs_floor["met"]) == (round(ratio, 2), ratio <= 3)
     assert by_name["RSS holding 5,000 nodes"]["met"] is None
     text = report.markdown(doc)
     assert "| mixed | drax | filter | 4 |" in text and "not measured" in text

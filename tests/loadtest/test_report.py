@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import orjson
+import pytest
 
 from loadtest import profile, report
 from loadtest.bench import Run, Sample
@@ -62,6 +63,15 @@ def test_targets_are_met_or_missed_by_the_measured_figures():
         "apply one inventory event (p99)": True,
         "RSS holding 5,000 nodes x 16 devices": True,
     }
+
+
+@pytest.mark.parametrize(("floor_ms", "measured", "met"), [(0.7, 2.86, True), (0.6, 3.33, False)])
+def test_cycle_time_against_the_floor_is_met_up_to_three_times(floor_ms, measured, met):
+    doc = _doc(p99_500=4.0, p99_5000=20.0, rss_16_mb=300)
+    doc["runs"][0]["floor_overall"]["mean_cycle_ms"] = floor_ms  # drax: 2.0 ms
+    target = {t["target"]: t for t in report.evaluate_targets(doc)}[
+        "cycle time vs floor, 500 nodes"]
+    assert (target["measured"], target["met"]) == (measured, met)
 
 
 def test_profile_summary_charges_samples_to_drax_packages():
