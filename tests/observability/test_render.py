@@ -10,6 +10,7 @@ from PIL import Image
 from app.topology.plot import WHITE
 from tests.observability.render import (
     HEADER,
+    LEGEND_W,
     PAD,
     UNIT_H,
     UNIT_W,
@@ -58,6 +59,14 @@ def test_every_panel_has_its_title_axes_and_legend() -> None:
         assert inked(picture, (left + 4, top + 4, left + 200, top + 26)) > 100, panel
         right, bottom = left + g["w"] * UNIT_W - 10, top + g["h"] * UNIT_H - 10
         assert inked(picture, (left + 4, top + 30, right, bottom)) > 200, panel
+    # The time series: a legend right of the plot, value labels left of it and
+    # the time axis under it, each in its own strip.
+    g = DASHBOARD["panels"][0]["gridPos"]  # type: ignore[index]
+    left, top = PAD + g["x"] * UNIT_W, HEADER + g["y"] * UNIT_H
+    right, bottom = left + g["w"] * UNIT_W - 14, top + g["h"] * UNIT_H - 14
+    assert inked(picture, (right - LEGEND_W + 10, top + 30, right, bottom)) > 100
+    assert inked(picture, (left + 8, top + 30, left + 24, bottom - 30)) > 50
+    assert inked(picture, (left + 60, bottom - 28, right - LEGEND_W - 10, bottom)) > 100
 
 
 def test_ticks_cover_the_data_in_round_steps() -> None:
