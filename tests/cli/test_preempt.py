@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from app.cli import main
@@ -87,11 +88,11 @@ def test_bad_input_exits_2() -> None:
     assert code == 2 and "unknown node" in err
 
 
-def test_registered_as_a_subcommand() -> None:
-    try:
+def test_registered_as_a_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
         main(["preempt", "--help"])
-    except SystemExit as exc:
-        assert exc.code == 0
+    assert exited.value.code == 0
+    assert "usage: drax preempt" in capsys.readouterr().out
 
 
 def test_a_tainted_node_is_refused_and_the_next_one_chosen(tmp_path: Path) -> None:
