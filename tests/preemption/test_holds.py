@@ -77,8 +77,6 @@ def test_held_devices_go_to_the_preemptor_and_higher_priorities_only(nominated: 
     assert passes(ext, inv, "high")
     assert not passes(ext, inv, "low")  # equal priority
     assert not passes(ext, inv, "lower")
-    # What filter saw for p is not left free for the others.
-    assert not passes(ext, inv, "lower")
     assert [n.pod_key for n in inv.nominations()] == ["default/p"]
 
 
@@ -100,6 +98,15 @@ def test_the_hold_ends_when_the_preemptor_is_bound_or_goes(nominated: Any) -> No
     inv.apply("Pod", "MODIFIED", p)
     assert inv.nominations() == []
     assert ext.filter(low, ["n1"]).passed == ["n1"]
+
+
+def test_the_preemptors_nominated_node_coming_back_keeps_the_hold(nominated: Any) -> None:
+    inv, ext, _ = nominated
+    p = pending("p", 1000)
+    p["status"] = {"nominatedNodeName": "n1"}
+    inv.apply("Pod", "MODIFIED", p)
+    assert inv.nomination("default/p") is not None
+    assert not passes(ext, inv, "lower")
 
 
 @pytest.mark.parametrize("change", ["bound", "deleted", "replaced"])
