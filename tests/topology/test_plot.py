@@ -77,9 +77,14 @@ def test_the_picture_has_text_a_title_labels_and_a_legend() -> None:
 
 
 def test_many_pods_get_distinct_colours_and_a_capped_legend() -> None:
-    pods = [f"ns/p{i}" for i in range(LEGEND_MAX + 5)]
+    pods = [f"ns/p{i:03d}" for i in range(LEGEND_MAX + 5)]  # listed in name order
     colours = palette(pods)
     assert len(set(list(colours.values())[:len(PALETTE)])) == len(PALETTE)
     row = NodeRow("big", [gpu(0, f"r{i}", pod) for i, pod in enumerate(pods)])
     plot = HolderPlot([row], "many")
-    assert picture(plot).height == plot.height
+    image = picture(plot)
+    below = image.crop((0, max(p.box[3] for p in plot.cells) + 30, image.width, image.height))
+    legend = {colour for _, colour in below.getcolors(1_000_000) or []}
+    # The legend names the first LEGEND_MAX pods by name, the others only by count.
+    assert {colours[p] for p in pods[:LEGEND_MAX]} <= legend
+    assert not {colours[p] for p in pods[LEGEND_MAX:]} & legend
