@@ -86,7 +86,8 @@ def test_never_policy_from_the_priority_class() -> None:
     inv = load(GPU_CLASS, gpus("n1", 0, 0, 0, 0), want(1), pod, pc)
     _, search = searcher(inv)
     plan = search.search(inv.pod("default/p"))
-    assert plan.priority == 500 and plan.problem is not None
+    assert plan.priority == 500 and not plan.nodes
+    assert plan.problem == "the pod's preemptionPolicy is Never"
 
 
 def test_priority_from_class_and_global_default() -> None:
