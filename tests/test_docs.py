@@ -48,3 +48,14 @@ def test_every_module_path_a_document_names_exists(doc: Path) -> None:
     missing = sorted({path for path in APP_PATH.findall(doc.read_text())
                       if not (REPO / path).exists() and not (REPO / f"{path}.py").exists()})
     assert not missing, f"{doc.relative_to(REPO)} names paths that do not exist: {missing}"
+
+
+def test_the_checks_find_what_they_look_for() -> None:
+    text = ("see `tests/kube/test_kube_lease.py::test_a` and `::test_b` in "
+            "`app/sources/kube/lease.py`; fixed for issue #22 in stop 4")
+    assert CITED.findall(text) == [("tests/kube/test_kube_lease.py", "test_a"), ("", "test_b")]
+    assert APP_PATH.findall(text) == ["app/sources/kube/lease.py"]
+    assert [m.group(0) for m in NARRATION.finditer(text)] == ["issue #22", "stop 4"]
+    # The documents cite tests and name paths: the checks above are not vacuous.
+    assert all(sum(len(pattern.findall(doc.read_text())) for doc in DOCUMENTS) > 20
+               for pattern in (CITED, APP_PATH))
