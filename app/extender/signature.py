@@ -134,7 +134,7 @@ class StaticSignatures:
             return hit[1]
         hardware = self._hardware_of(state.view)
         signature = NodeSignature(hardware=hardware,
-                                  full=HashedKey((hardware, self._intern(_usage(state)))))
+                                  full=HashedKey((hardware, self._intern(usage_signature(state)))))
         self._nodes[name] = (version, signature)
         return signature
 
@@ -205,8 +205,9 @@ def _consumptions(consumes: Sequence[Any]) -> Hashable:
     return tuple((u.counter_set, _quantities(u.counters)) for u in consumes)
 
 
-def _usage(state: NodeState) -> Hashable:
-    """Per device in order: taken, shared, capacity consumed; per pool: counters used."""
+def usage_signature(state: NodeState) -> Hashable:
+    """Per device in order: taken, shared, capacity consumed; per pool: counters used
+    (the usage part of `NodeSignature.full`)."""
     allocated = state.allocated
     usage: list[Hashable] = []
     for pool in state.view.pools:

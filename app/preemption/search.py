@@ -22,13 +22,19 @@ lowest priorities, as a user would prefer. Only pods holding devices P could
 use (devices its requests match, or devices drawing on the same shared
 counters as those) are tried; a set that frees fewer matching devices than
 P's requests take is ruled out by counting, without the allocator; a set
-that releases the same claims as one already tried is not tried again. Past
+that releases the same claims as one already tried is not tried again. When
+P's one claim keeps all its devices to one value of an attribute
+(matchAttribute over every request, e.g. one PCIe root), victim sets are
+enumerated per such part of the node, among the pods holding its devices
+(`_parts` says why no smallest set is missed). Past
 a budget of allocator runs a node settles for a minimal set (no victim can be
 spared), reprieving pods highest priority first as kube-scheduler does.
 Nodes whose problem is equal up to renaming (hardware, usage, which claims
 hold which devices and whom they need to go) share one search: 500 full
 nodes of one kind cost one search and 499 choices among its answers, whatever
-their pods' priorities.
+their pods' priorities. Allocator runs are shared too, between any nodes and
+problems that leave the node in the same state once their victims are gone
+(hardware, usage, claim shape and matches, as the filter shares its answers).
 
 Across nodes the answer is ranked as kube-scheduler's
 `pickOneNodeForPreemption` ranks (`NodePreemption.rank_key`), then by
@@ -45,6 +51,7 @@ from typing import Any, Final
 
 from cachetools import LRUCache
 
+from app.allocator.constraints import SCALAR_KINDS, lookup_attribute
 from app.allocator.types import AllocationOutcome, ClaimAllocation, NodeView
 from app.extender.answers import (
     AnswerBook,
@@ -54,7 +61,7 @@ from app.extender.answers import (
     with_claim_keys,
 )
 from app.extender.claims import ClaimResolver
-from app.extender.signature import HashedKey, flat_devices, map_outcome
+from app.extender.signature import HashedKey, flat_devices, map_outcome, usage_signature
 from app.extender.verbs import Extender
 from app.inventory import Inventory, NodeState, Occupants
 from app.model import (
@@ -80,6 +87,7 @@ DEFAULT_TRIAL_BUDGET: Final = 512
 _ENUMERATED_PER_TRIAL: Final = 16
 _SHARED_SEARCHES: Final = 4096
 _NODE_FACTS: Final = 16384
+_SHARED_RUNS: Final = 16384
 _NOT_ENOUGH: Final = "too few devices the pod's requests match are free"
 
 
@@ -241,7 +249,6 @@ def _importance(victim: Victim) -> tuple[float, float, str]:
 # --------------------------------------------------------------------------- the search
 
 _Released = Callable[[Collection[int]], tuple[int, ...]]
-_Attempt = Callable[[tuple[int, ...]], AllocationOutcome]
 
 
 @dataclass(slots=True)
@@ -276,6 +283,10 @@ class _Problem:
     facts: _NodeFacts
     kinds: tuple[Hashable, ...] = ()  # the request kinds, in the facts' column order
     key: Hashable | None = None
+    # What an allocator run reads besides the node's usage (claim shape, request
+    # kinds' matches, hardware, mode): with the usage once victims are gone, it
+    # keys runs shared between nodes and problems.
+    base: Hashable | None = None
     freeable: list[frozenset[str]] = field(default_factory=list)  # per claim, when searched
 
 
@@ -286,6 +297,7 @@ class _NodeFacts:
     view: NodeView
     kinds: HashedKey  # the match columns of the shape's request kinds
     signature: Hashable  # hardware and usage (`StaticSignatures`)
+    hardware: Hashable  # hardware alone
     position: Mapping[str, int]  # device id -> index in the view
     relevant: frozenset[str]
     matched: frozenset[str]
@@ -295,7 +307,9 @@ class _NodeFacts:
     shared: bool  # some matched device takes several allocations: no counting
 
     def attribute(self, device_id: str, name: str) -> Any:
-        value = self.devices[device_id].attributes.get(name)
+        """(kind, value) of the attribute as a constraint reads it (a name
+        without a domain is the driver's), None when the device lacks it."""
+        value = lookup_attribute(self.devices[device_id], name)
         return None if value is None else (value.kind, value.value)
 
 
@@ -327,11 +341,29 @@ def _first_two(entry: tuple[Any, ...]) -> tuple[Any, Any]:
 @dataclass(slots=True, frozen=True)
 class _Option:
     """One smallest victim set (candidate indexes), the claims it releases, and
-    the allocation then."""
+    the allocation then, in the names of the node it was found on (`source`)."""
 
     victims: tuple[int, ...]
     released: tuple[int, ...]
     outcome: AllocationOutcome
+    source: NodeView
+
+
+@dataclass(slots=True, frozen=True)
+class _Run:
+    """An allocator run's outcome, in the names of the node it ran on (`source`)."""
+
+    outcome: AllocationOutcome
+    source: NodeView
+
+    def option(self, victims: tuple[int, ...], released: tuple[int, ...]) -> _Option:
+        return _Option(victims, released, self.outcome, self.source)
+
+    def text(self, view: NodeView) -> str:
+        """Why it failed, in `view`'s names."""
+        outcome = self.outcome
+        text = outcome.error or outcome.reason or "cannot allocate all claims"
+        return text if self.source is view else _renamed(text, self.source, view)
 
 
 @dataclass(slots=True, frozen=True)
@@ -362,6 +394,8 @@ class VictimSearch:
         self._solved: LRUCache[Hashable, _Solved] = LRUCache(maxsize=_SHARED_SEARCHES)
         self._node_facts: LRUCache[tuple[str, int, Hashable], _NodeFacts] = LRUCache(
             maxsize=_NODE_FACTS)
+        self._runs: LRUCache[Hashable, _Run] = LRUCache(
+            maxsize=_SHARED_RUNS)
         self.trials = 0  # allocator runs so far (for benchmarks and tests)
 
     @property
@@ -509,12 +543,14 @@ class VictimSearch:
         # but not the candidates' priorities or PDBs: those only choose among the
         # smallest sets, which each node does for itself (`_choose`).
         key: Hashable | None = None
+        base: Hashable | None = None
         if request.special is None:
             key = HashedKey((request.claims.shape, facts.signature, facts.kinds,
                              self._first_fit, len(candidates), tuple(shape)))
+            base = (request.claims.shape, facts.kinds, facts.hardware, self._first_fit)
         return _Problem(state=state, pending=request.pending, pods=candidates, claims=claims,
                         terminating=tuple(terminating), facts=facts, kinds=request.kinds,
-                        key=key)
+                        key=key, base=base)
 
     def _facts(self, state: NodeState, request: CallState) -> _NodeFacts:
         """What one node's problems read of its devices for a shape's request
@@ -537,7 +573,9 @@ class VictimSearch:
             ids = frozenset(() if column is None else (
                 d.id for d, m in zip(devices, column, strict=True) if m is True))
             by_kind.append((ids - taken, ids & taken))
-        facts = _NodeFacts(view=view, kinds=kinds, signature=self._book.static.of(state).full,
+        static = self._book.static.of(state)
+        facts = _NodeFacts(view=view, kinds=kinds, signature=static.full,
+                           hardware=static.hardware,
                            position={d.id: i for i, d in enumerate(devices)},
                            relevant=frozenset(relevant), matched=frozenset(matched),
                            by_kind=tuple(by_kind), devices={d.id: d for d in devices},
@@ -579,74 +617,91 @@ class VictimSearch:
         needs = None if problem.facts.shared else _needs(problem.pending, problem.kinds)
         base = released(())
         if needs is not None and not _plausible(problem, base, needs):
-            outcome = AllocationOutcome(feasible=False, reason=_NOT_ENOUGH)
+            run = _Run(AllocationOutcome(feasible=False, reason=_NOT_ENOUGH), view)
         else:
-            outcome = attempt(base)
-        if outcome.error is not None:
+            run = attempt(base)
+        if run.outcome.error is not None:
             return _Solved(view=view, options=None,
-                           reason=f"cannot allocate the pod's claims: {outcome.error}")
-        if outcome.feasible:
-            return _Solved(view=view, options=(_Option((), base, outcome),))
+                           reason=f"cannot allocate the pod's claims: {run.text(view)}")
+        if run.outcome.feasible:
+            return _Solved(view=view, options=(run.option((), base),))
         everyone = tuple(range(len(problem.pods)))
         if not everyone:
-            outcome = attempt(base)  # for the allocator's own words on why
+            run = attempt(base)  # for the allocator's own words on why
             return _Solved(view=view, options=None, reason=(
                 "preempting cannot help: no lower-priority pod holds devices the pod could "
-                f"use ({outcome.reason or 'cannot allocate all claims'})"))
-        def nothing_works(outcome: AllocationOutcome) -> _Solved:
+                f"use ({run.text(view)})"))
+        def nothing_works(run: _Run) -> _Solved:
             return _Solved(view=view, options=None, reason=(
                 f"even with all {len(everyone)} lower-priority pods holding devices the pod "
-                "could use gone: "
-                f"{outcome.error or outcome.reason or 'cannot allocate all claims'}"))
+                f"could use gone: {run.text(view)}"))
 
         # With everyone gone is tried first only when counting cannot tell: a
         # smaller set that works proves it works, and saves that allocator run.
         if needs is None or not _plausible(problem, released(everyone), needs):
             all_gone = attempt(released(everyone))
-            if not all_gone.feasible:
+            if not all_gone.outcome.feasible:
                 return nothing_works(all_gone)
         budget = self._trial_budget
-        for size in range(1, len(everyone)):
-            if math.comb(len(everyone), size) > budget * _ENUMERATED_PER_TRIAL:
+        groups = _parts(problem, needs) or [everyone]
+        for size in range(1, max(len(g) for g in groups) + 1):
+            if sum(math.comb(len(g), size) for g in groups) > budget * _ENUMERATED_PER_TRIAL:
                 return _Solved(view=view, options=None, cut=True)
             options = []
-            for combo in itertools.combinations(everyone, size):
-                idx = released(combo)
-                if needs is not None and not _plausible(problem, idx, needs):
-                    continue  # counting rules it out: no allocator run
-                budget -= 1
-                if budget < 0:
-                    return _Solved(view=view, options=None, cut=True)
-                result = attempt(idx)
-                if result.feasible:
-                    options.append(_Option(combo, idx, result))
+            seen: set[tuple[int, ...]] = set()
+            for group in groups:
+                for combo in itertools.combinations(group, size):
+                    if combo in seen:
+                        continue
+                    seen.add(combo)
+                    idx = released(combo)
+                    if needs is not None and not _plausible(problem, idx, needs):
+                        continue  # counting rules it out: no allocator run
+                    budget -= 1
+                    if budget < 0:
+                        return _Solved(view=view, options=None, cut=True)
+                    result = attempt(idx)
+                    if result.outcome.feasible:
+                        options.append(result.option(combo, idx))
             if options:
                 return _Solved(view=view, options=tuple(options))
         all_gone = attempt(released(everyone))
-        if not all_gone.feasible:
+        if not all_gone.outcome.feasible:
             return nothing_works(all_gone)
-        return _Solved(view=view, options=(_Option(everyone, released(everyone), all_gone),))
+        return _Solved(view=view, options=(all_gone.option(everyone, released(everyone)),))
 
-    def _attempts(self, problem: _Problem
-                  ) -> tuple[Callable[[tuple[int, ...]], AllocationOutcome], _Released]:
-        """The allocator over the node with the claims of given indexes released
-        (memoised), and which claims a victim set releases."""
+    def _attempts(self, problem: _Problem) -> tuple[Callable[[tuple[int, ...]], _Run], _Released]:
+        """The allocator over the node with the claims of given indexes released,
+        and which claims a victim set releases. Runs are shared between nodes
+        and problems whose node is the same once those claims are gone (same
+        hardware, usage, claim shape and matches): a node's outcome is another's
+        up to renaming, as the filter shares its answers."""
         claims = problem.claims
-        outcomes: dict[tuple[int, ...], AllocationOutcome] = {}
+        state = problem.state
+        outcomes: dict[tuple[int, ...], _Run] = {}
 
         def released(victims: Collection[int]) -> tuple[int, ...]:
             gone = frozenset(victims)
             return tuple(i for i, c in enumerate(claims)
                          if c.needs is not None and c.needs <= gone)
 
-        def attempt(idx: tuple[int, ...]) -> AllocationOutcome:
+        def attempt(idx: tuple[int, ...]) -> _Run:
             hit = outcomes.get(idx)
+            if hit is not None:
+                return hit
+            allocated = self._inventory.allocated_without(
+                state, (claims[i].claim.key for i in idx))
+            key = None
+            if problem.base is not None:
+                key = HashedKey((problem.base, usage_signature(
+                    NodeState(view=state.view, allocated=allocated))))
+                hit = self._runs.get(key)
             if hit is None:
                 self.trials += 1
-                allocated = self._inventory.allocated_without(
-                    problem.state, (claims[i].claim.key for i in idx))
-                hit = outcomes[idx] = self._book.allocate(problem.pending, problem.state,
-                                                          allocated)
+                hit = _Run(self._book.allocate(problem.pending, state, allocated), state.view)
+                if key is not None:
+                    self._runs[key] = hit
+            outcomes[idx] = hit
             return hit
 
         return attempt, released
@@ -656,20 +711,20 @@ class VictimSearch:
         one, highest priority first (as kube-scheduler reprieves), while the pod
         still fits. The set is minimal, not necessarily the smallest."""
         attempt, released = self._attempts(problem)
+        view = problem.state.view
         victims = set(range(len(problem.pods)))
-        outcome = attempt(released(tuple(victims)))
-        if not outcome.feasible:
+        run = attempt(released(tuple(victims)))
+        if not run.outcome.feasible:
             return (f"even with all {len(victims)} lower-priority pods holding devices the "
-                    "pod could use gone: "
-                    f"{outcome.error or outcome.reason or 'cannot allocate all claims'}")
+                    f"pod could use gone: {run.text(view)}")
         for i in sorted(victims, key=lambda i: (-problem.pods[i].priority, i)):
             trial = tuple(sorted(victims - {i}))
             result = attempt(released(trial))
-            if result.feasible:
+            if result.outcome.feasible:
                 victims.discard(i)
-                outcome = result
+                run = result
         chosen = tuple(sorted(victims))
-        return _Option(chosen, released(chosen), outcome), False
+        return run.option(chosen, released(chosen)), False
 
     def _choose(self, solved: _Solved, problem: _Problem,
                 pdbs: dict[str, list[PodDisruptionBudget]]) -> tuple[_Option, bool]:
@@ -713,14 +768,12 @@ class VictimSearch:
             if isinstance(reprieved, str):
                 return reprieved
             option, exact = reprieved
-            source = view
         elif solved.options is None:
             if solved.view is view:
                 return solved.reason
             return _renamed(solved.reason, solved.view, view)
         else:
             option, exact = self._choose(solved, problem, pdbs)
-            source = solved.view
         outcome = option.outcome
         victims = tuple(sorted((problem.pods[i] for i in option.victims), key=_importance))
         released = tuple(problem.claims[i].claim for i in option.released)
@@ -731,7 +784,7 @@ class VictimSearch:
             score=outcome.score, priority=topology_priority(outcome.score),
             terminating=problem.terminating, exact=exact,
             candidates=tuple(v.pod for v in problem.pods),
-            outcome=outcome, source=source, target=view, pending=problem.pending)
+            outcome=outcome, source=option.source, target=view, pending=problem.pending)
 
 
 @dataclass(slots=True, frozen=True)
@@ -812,6 +865,62 @@ def _plausible(problem: _Problem, released: tuple[int, ...], needs: Sequence[_Ne
                    for counts in values.values()):
             return False
     return True
+
+
+def _parts(problem: _Problem, needs: Sequence[_Need] | None) -> list[tuple[int, ...]] | None:
+    """The candidates per part of the node, when every allocation of the pod
+    lies in one part: its one claim binds all its requests with a
+    matchAttribute constraint, so the devices it takes share one value of that
+    attribute (a part), and every value is a plain one (no lists, whose
+    values may overlap). A part holds the devices the requests match with
+    that value, and those drawing on the same shared counters as them; its
+    candidates are those that some releasable claim on its devices needs.
+
+    Exact: take a smallest victim set and an allocation it makes possible,
+    in part v. Its pods outside v's candidates release nothing on v's
+    devices or counters, so without them the allocation is still possible:
+    the set lies within v's candidates. Enumerating victim sets per part
+    finds every smallest set, and only those; None when the pod's claims do
+    not keep to one part."""
+    if needs is None or len(problem.pending) != 1:
+        return None
+    requests = len(problem.pending[0].spec.requests)
+    groups: dict[int, list[_Need]] = {}
+    for need in needs:
+        if need.group >= 0:
+            groups.setdefault(need.group, []).append(need)
+    attribute = next((m[0].attribute for m in groups.values() if len(m) == requests), None)
+    if attribute is None:
+        return None
+    facts = problem.facts
+    value_of: dict[str, Hashable] = {}
+    by_counters: dict[tuple[str, str, str], set[Hashable]] = {}
+    for device_id in facts.matched:
+        value = facts.attribute(device_id, attribute)
+        if value is None:
+            continue  # in no allocation: the constraint needs the attribute
+        if value[0] not in SCALAR_KINDS:
+            return None
+        value_of[device_id] = value
+        device = facts.devices[device_id]
+        for use in device.consumes_counters:
+            by_counters.setdefault((device.driver, device.pool, use.counter_set),
+                                   set()).add(value)
+    members: dict[Hashable, set[int]] = {}
+    for claim in problem.claims:
+        if not claim.needs or not claim.relevant:
+            continue
+        values: set[Hashable] = set()
+        for device_id in claim.ids:
+            if device_id in value_of:
+                values.add(value_of[device_id])
+            held = facts.devices.get(device_id)
+            if held is not None:
+                for use in held.consumes_counters:
+                    values |= by_counters.get((held.driver, held.pool, use.counter_set), set())
+        for value in values:
+            members.setdefault(value, set()).update(claim.needs)
+    return sorted({tuple(sorted(m)) for m in members.values()})
 
 
 def _renamed(text: str, source: NodeView, target: NodeView) -> str:

@@ -4,7 +4,10 @@ Random small full clusters: GPU nodes on two PCIe roots, claims holding one or
 two GPUs each, reserved by one or two pods of random priority (some already
 terminating). The preemptor wants k GPUs, on one root or anywhere. The test
 computes, for every node, the smallest victim set by trying every subset of
-the pods and counting free GPUs itself, and compares with the search.
+the pods and counting free GPUs itself, and compares with the search. Nodes
+come in identical copies, so answers shared between nodes (one search per
+problem, one allocator run per node state once victims are gone, per-root
+enumeration) are checked against the same node searched alone.
 """
 
 from __future__ import annotations
@@ -36,14 +39,16 @@ node_st = st.fixed_dictionaries({
                         min_size=4, max_size=4),
 })
 cluster_st = st.fixed_dictionaries({
-    "nodes": st.lists(node_st, min_size=1, max_size=2),
+    # each node with its number of identical copies (nodes that share one search)
+    "nodes": st.lists(st.tuples(node_st, st.integers(1, 3)), min_size=1, max_size=2),
     "count": st.integers(1, 3),
     "same_root": st.booleans(),
 })
 
 
 def build(spec: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """The objects, and per node what the brute force needs."""
+    """The objects, and per node what the brute force needs (`spec["nodes"]`:
+    node specs, one node each)."""
     requests = [exactly("gpu", "gpu", count=spec["count"])]
     constraints = ([{"requests": ["gpu"], "matchAttribute": ROOT}]
                    if spec["same_root"] else [])
@@ -110,7 +115,8 @@ def brute_minimum(node_truth: dict[str, Any], count: int, same_root: bool) -> in
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cluster_st, st.sampled_from(["allocator", "advisor"]))
 def test_victims_never_exceed_the_brute_force_minimum(spec: dict[str, Any], mode: str) -> None:
-    objs, truth = build(spec)
+    flat = [ns for ns, copies in spec["nodes"] for _ in range(copies)]
+    objs, truth = build({**spec, "nodes": flat})
     inv = load(*objs)
     _, search = searcher(inv, mode=mode)
     plan = search.search(inv.pod("default/p"))
@@ -133,3 +139,19 @@ def test_victims_never_exceed_the_brute_force_minimum(spec: dict[str, Any], mode
         assert fits(node_truth, gone, spec["count"], spec["same_root"])
         picked = {r.device for ca in chosen.allocation for r in ca.allocation.results}
         assert len(picked) == spec["count"]
+        assert all(r.pool == name for ca in chosen.allocation for r in ca.allocation.results)
+    # Each node's answer is the one it gets searched alone, shared or not.
+    for n, ns in enumerate(flat):
+        alone_objs, _ = build({**spec, "nodes": [ns]})
+        alone_inv = load(*alone_objs)
+        _, alone_search = searcher(alone_inv, mode=mode)
+        alone = alone_search.search(alone_inv.pod("default/p"))
+        name = f"n{n}"
+        assert (name in found) == bool(alone.nodes)
+        if alone.best is not None:
+            assert sorted(v.pod.name.removeprefix(f"{name}-") for v in found[name].victims) \
+                == sorted(v.pod.name.removeprefix("n0-") for v in alone.best.victims)
+            assert found[name].score == alone.best.score
+            assert sorted(r.device for ca in found[name].allocation
+                          for r in ca.allocation.results) \
+                == sorted(r.device for ca in alone.best.allocation for r in ca.allocation.results)
