@@ -59,3 +59,16 @@ def test_the_checks_find_what_they_look_for() -> None:
     # The documents cite tests and name paths: the checks above are not vacuous.
     assert all(sum(len(pattern.findall(doc.read_text())) for doc in DOCUMENTS) > 20
                for pattern in (CITED, APP_PATH))
+
+
+EXPORTED = re.compile(r"\"(drax_[a-z_]+)\"")
+DOCUMENTED = re.compile(r"`(drax_[a-z_]+)`")
+
+
+def test_docs_metrics_lists_every_metric_drax_exports_and_no_other() -> None:
+    exported = {name.removesuffix("_total") for path in (REPO / "app").rglob("*.py")
+                for name in EXPORTED.findall(path.read_text())}
+    documented = {name.removesuffix("_total")
+                  for name in DOCUMENTED.findall((REPO / "docs" / "metrics.md").read_text())}
+    assert sorted(exported - documented) == [], "exported, missing from docs/metrics.md"
+    assert sorted(documented - exported) == [], "in docs/metrics.md, not exported"
