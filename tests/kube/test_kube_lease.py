@@ -84,7 +84,7 @@ async def test_a_takeover_is_seen_from_the_watch_without_a_relist(tmp_path: Path
             await eventually(lambda: len(h.server.watch_queries("leases")) >= 3,
                              "a watch renewed after the server closed it")
             h.server.drop_watches()
-            h.server.update("leases", lease("pod-b_2", renew=1))  # while no watch is open
+            h.server.update("leases", lease("pod-b_2", renew=1))  # the watch is being resumed
             await asyncio.wait_for(leadership.wait(True), 5)
             h.server.update("leases", lease("pod-a_3", renew=2))
             await asyncio.wait_for(leadership.wait(False), 5)
