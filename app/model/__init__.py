@@ -1,6 +1,7 @@
 """Typed views of the Kubernetes objects drax reads, and exact quantities.
 
-Everything past the parsing edge (`parse`) works on these types (`objects`);
+Everything past the parsing edge (`parse`, and `typed` for ResourceSlices)
+works on these types (`objects`);
 `interning` shares the values that repeat across objects, `quantity` holds
 exact quantities, `times` writes and reads RFC 3339 times as the API does.
 """
@@ -36,8 +37,8 @@ from app.model.objects import (
     ResourceSlice,
     qualify,
 )
-from app.model.parse import parse_object
 from app.model.quantity import Quantity, QuantityError, parse_quantity
+from app.model.typed import parse_object
 
 __all__ = [
     "AllocationResult", "AttributeValue", "CounterSet", "Device", "DeviceCapacity",

@@ -1,0 +1,359 @@
+"""ResourceSlices decoded straight from JSON into the typed model.
+
+A 100,000-node cluster publishes millions of devices, and walking each one's
+raw dict tree in Python is most of drax's start-up and of a slice event's
+cost. Here msgspec decodes a slice's JSON into compact structures in C,
+checking every type on the way, and the Python left per device is a few
+cache lookups: an attribute value is a hashable structure looked up whole
+in a cache of shared `AttributeValue`s, and a capacity map or a counter
+consumption is looked up by its decoded form, so identical ones (the same
+device kind on every node) are built once and shared.
+
+The result is exactly what `app.model.parse` makes of the same object, which
+stays the one reference: anything this decoder does not take as written (a
+value of an unexpected type, an older API version, a missing field) sends
+the object to the reference parse on its plain decoded form, which accepts
+what it accepts and names the object and the field in what it refuses.
+`parse_object` here is the model's entry point: the reference parse for
+every other kind.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from collections.abc import Mapping
+from typing import Any, Final, cast
+
+import msgspec
+import orjson
+
+from app.bounded_cache import BoundedCache
+from app.model.compact import FieldMap
+from app.model.interning import SHARED_MAX, UNSUPPORTED, qualified_layout, shared_attribute
+from app.model.objects import (
+    AttributeValue,
+    CounterSet,
+    Device,
+    DeviceCapacity,
+    DeviceCounterConsumption,
+    RequestPolicy,
+    ResourcePool,
+    ResourceSlice,
+)
+from app.model.parse import _taints as parse_taints
+from app.model.parse import parse_node_selector
+from app.model.parse import parse_object as reference_parse
+from app.model.quantity import Quantity, QuantityError, parse_quantity
+from app.model.versions import READ_AS_V1
+
+
+class _Attribute(msgspec.Struct, frozen=True, gc=False):
+    """One attribute value as published; frozen so it is its own cache key
+    (field by field, so `{"int": 1}` and `{"bool": true}` never meet)."""
+
+    int_: int | None = msgspec.field(default=None, name="int")
+    bool_: bool | None = msgspec.field(default=None, name="bool")
+    string: str | None = None
+    version: str | None = None
+    ints: tuple[int, ...] | None = None
+    bools: tuple[bool, ...] | None = None
+    strings: tuple[str, ...] | None = None
+    versions: tuple[str, ...] | None = None
+
+
+class _Range(msgspec.Struct, frozen=True, gc=False):
+    min: str | None = None
+    max: str | None = None
+    step: str | None = None
+
+
+class _RequestPolicy(msgspec.Struct, frozen=True, gc=False):
+    default: str | None = None
+    validValues: tuple[str, ...] | None = None
+    validRange: _Range | None = None
+
+
+class _Capacity(msgspec.Struct, frozen=True, gc=False):
+    value: str
+    requestPolicy: _RequestPolicy | None = None
+
+
+class _Counter(msgspec.Struct, frozen=True, gc=False):
+    value: str
+
+
+class _Consumption(msgspec.Struct, gc=False):
+    counterSet: str
+    counters: dict[str, _Counter]
+
+
+class _Device(msgspec.Struct, gc=False):
+    name: str
+    attributes: dict[str, _Attribute] = {}
+    capacity: dict[str, _Capacity] = {}
+    consumesCounters: list[_Consumption] | None = None
+    nodeName: str | None = None
+    nodeSelector: Any = None
+    allNodes: bool | None = None
+    taints: Any = None
+    bindsToNode: bool | None = None
+    bindingConditions: list[str] | None = None
+    bindingFailureConditions: list[str] | None = None
+    allowMultipleAllocations: bool | None = None
+
+
+class _Pool(msgspec.Struct, gc=False):
+    name: str
+    generation: int | None = None
+    resourceSliceCount: int | None = None
+
+
+class _CounterSet(msgspec.Struct, gc=False):
+    name: str
+    counters: dict[str, _Counter]
+
+
+class _Spec(msgspec.Struct, gc=False):
+    driver: str
+    pool: _Pool
+    devices: list[_Device] | None = None
+    sharedCounters: list[_CounterSet] | None = None
+    nodeName: str | None = None
+    nodeSelector: Any = None
+    allNodes: bool | None = None
+    perDeviceNodeSelection: bool | None = None
+
+
+class _Meta(msgspec.Struct, gc=False):
+    name: str
+    uid: str | None = None
+    resourceVersion: str | None = None
+
+
+class _Slice(msgspec.Struct, gc=False):
+    metadata: _Meta
+    spec: _Spec
+    apiVersion: str | None = None
+
+
+_DECODER: Final = msgspec.json.Decoder(_Slice)
+
+
+class NotTyped(Exception):
+    """What the typed decoder leaves to `parse_object` (never leaves this module)."""
+
+
+def decode_resource_slice(data: bytes | memoryview) -> ResourceSlice:
+    """The ResourceSlice in the JSON `data`; raises InvalidObject (naming the
+    slice) like `parse_object` for anything malformed, and
+    `orjson.JSONDecodeError` for what is not JSON."""
+    try:
+        return _from_typed(_DECODER.decode(data))
+    except (msgspec.ValidationError, NotTyped):
+        return cast(ResourceSlice, reference_parse("ResourceSlice", orjson.loads(data)))
+
+
+def parse_object(kind: str, obj: Any) -> Any:
+    """`app.model.parse.parse_object`, with ResourceSlices by the typed path."""
+    if kind == "ResourceSlice":
+        return convert_resource_slice(obj)
+    return reference_parse(kind, obj)
+
+
+def convert_resource_slice(obj: Any) -> ResourceSlice:
+    """The ResourceSlice of an already decoded object (files, YAML, a test's
+    dict) by the typed path: msgspec converts the dict tree in C."""
+    try:
+        typed = msgspec.convert(obj, _Slice)
+    except msgspec.ValidationError:
+        return cast(ResourceSlice, reference_parse("ResourceSlice", obj))
+    try:
+        return _from_typed(typed)
+    except NotTyped:
+        return cast(ResourceSlice, reference_parse("ResourceSlice", obj))
+
+
+def _from_typed(s: _Slice) -> ResourceSlice:
+    if s.apiVersion is not None and s.apiVersion not in READ_AS_V1:
+        raise NotTyped
+    spec = s.spec
+    name = s.metadata.name
+    driver = spec.driver
+    pool_name = spec.pool.name
+    count = spec.pool.resourceSliceCount
+    if not name or not driver or not pool_name or (count is not None and count <= 0):
+        raise NotTyped
+    node_name = spec.nodeName or None
+    all_nodes = bool(spec.allNodes)
+    per_device = bool(spec.perDeviceNodeSelection)
+    if sum((node_name is not None, spec.nodeSelector is not None, all_nodes,
+            per_device)) != 1:
+        raise NotTyped
+    driver = sys.intern(driver)
+    devices = tuple([_device(d, driver, pool_name, name) for d in spec.devices or ()])
+    shared = tuple([CounterSet(name=c.name, counters=_counter_dict(c.counters))
+                    for c in spec.sharedCounters or ()])
+    if any(not c.name for c in shared):
+        raise NotTyped
+    return ResourceSlice(
+        name=name, driver=driver,
+        pool=ResourcePool(name=pool_name, generation=spec.pool.generation or 0,
+                          resource_slice_count=1 if count is None else count),
+        devices=devices, shared_counters=shared, node_name=node_name,
+        node_selector=None if spec.nodeSelector is None else _node_selector(spec.nodeSelector),
+        all_nodes=all_nodes, per_device_node_selection=per_device,
+        uid=s.metadata.uid or "", resource_version=s.metadata.resourceVersion or "")
+
+
+def _node_selector(raw: Any) -> Any:
+    # parse's own reading (and wording): a malformed selector raises there
+    try:
+        return parse_node_selector(raw, "")
+    except ValueError:
+        raise NotTyped from None
+
+
+# --------------------------------------------------------------------------- devices
+
+class _AttributeCache(BoundedCache[_Attribute, AttributeValue]):
+    """Decoded attribute -> its shared AttributeValue. A miss is filled by
+    `__missing__`, so a device's values are looked up by `map` in C, hits and
+    misses alike."""
+
+    __slots__ = ()
+
+    def __missing__(self, a: _Attribute) -> AttributeValue:
+        return self.put(a, _attribute(a))
+
+
+_ATTRIBUTES: Final = _AttributeCache(SHARED_MAX)
+# (driver, decoded capacity items) -> shared capacity map
+_CAPACITIES: BoundedCache[tuple[str, tuple[tuple[str, _Capacity], ...]],
+                          Mapping[str, DeviceCapacity]] = BoundedCache(SHARED_MAX)
+# decoded consumptions -> the shared tuple
+_CONSUMPTIONS: BoundedCache[tuple[Any, ...], tuple[DeviceCounterConsumption, ...]] = (
+    BoundedCache(SHARED_MAX))
+
+
+def _device(d: _Device, driver: str, pool: str, slice_name: str) -> Device:
+    name = d.name
+    if not name:
+        raise NotTyped
+    name = sys.intern(name)
+    attributes = d.attributes
+    names = qualified_layout(driver, tuple(attributes))
+    if names is None:
+        raise NotTyped  # two names qualify alike: parse keeps the last
+    values = tuple(map(_ATTRIBUTES.__getitem__, attributes.values()))
+    consumes = d.consumesCounters
+    conditions, failures = d.bindingConditions, d.bindingFailureConditions
+    device = _new(Device)
+    _set_driver(device, driver)
+    _set_pool(device, pool)
+    _set_name(device, name)
+    _set_slice_name(device, slice_name)
+    _set_attributes(device, FieldMap.from_layout(names, values))
+    _set_capacity(device, _capacity(d.capacity, driver))
+    _set_consumes_counters(device, () if consumes is None else _consumptions(consumes))
+    _set_node_name(device, d.nodeName or None)
+    _set_node_selector(device, None if d.nodeSelector is None
+                       else _node_selector(d.nodeSelector))
+    _set_all_nodes(device, bool(d.allNodes))
+    _set_taints(device, () if d.taints is None else _taints(d.taints))
+    _set_binds_to_node(device, bool(d.bindsToNode))
+    _set_binding_conditions(device, () if conditions is None else tuple(conditions))
+    _set_binding_failure_conditions(device, () if failures is None else tuple(failures))
+    _set_allow_multiple_allocations(device, bool(d.allowMultipleAllocations))
+    _set_id(device, f"{driver}/{pool}/{name}")
+    return device
+
+
+# `Device(...)` is a frozen dataclass's __init__: one `object.__setattr__` per
+# field, about 4.7 us a device, a third of the typed parse. Its slots are set
+# here directly (1 us); the field list is checked at import, so a field added
+# to Device fails loudly here instead of being left unset.
+_new: Final = object.__new__
+_DEVICE_FIELDS: Final = (
+    "driver", "pool", "name", "slice_name", "attributes", "capacity", "consumes_counters",
+    "node_name", "node_selector", "all_nodes", "taints", "binds_to_node",
+    "binding_conditions", "binding_failure_conditions", "allow_multiple_allocations", "id")
+if tuple(f.name for f in dataclasses.fields(Device)) != _DEVICE_FIELDS:
+    raise ImportError("app.model.typed sets every field of Device: update _DEVICE_FIELDS "
+                      "and _device with Device's fields")
+(_set_driver, _set_pool, _set_name, _set_slice_name, _set_attributes, _set_capacity,
+ _set_consumes_counters, _set_node_name, _set_node_selector, _set_all_nodes, _set_taints,
+ _set_binds_to_node, _set_binding_conditions, _set_binding_failure_conditions,
+ _set_allow_multiple_allocations, _set_id) = (
+    getattr(Device, field).__set__ for field in _DEVICE_FIELDS)
+
+
+def _attribute(a: _Attribute) -> AttributeValue:
+    present = [(kind, value) for kind, value in (
+        ("int", a.int_), ("bool", a.bool_), ("string", a.string), ("version", a.version),
+        ("ints", a.ints), ("bools", a.bools), ("strings", a.strings),
+        ("versions", a.versions)) if value is not None]
+    if len(present) != 1 or (present[0][0] in _LIST_KINDS and not present[0][1]):
+        return UNSUPPORTED
+    return shared_attribute(AttributeValue(*present[0]))
+
+
+_LIST_KINDS: Final = frozenset({"ints", "bools", "strings", "versions"})
+
+
+def _quantity(text: str | None) -> Quantity | None:
+    if text is None:
+        return None
+    try:
+        return parse_quantity(text)
+    except QuantityError:
+        raise NotTyped from None
+
+
+def _capacity(capacity: dict[str, _Capacity], driver: str) -> Mapping[str, DeviceCapacity]:
+    key = (driver, tuple(capacity.items()))
+    hit = _CAPACITIES.get(key)
+    if hit is not None:
+        return hit
+    layout = qualified_layout(driver, tuple(capacity))
+    if layout is None:
+        raise NotTyped
+    values = tuple([DeviceCapacity(value=cast(Quantity, _quantity(c.value)),
+                                   request_policy=_request_policy(c.requestPolicy))
+                    for c in capacity.values()])
+    return _CAPACITIES.put(key, FieldMap.from_layout(layout, values))
+
+
+def _request_policy(p: _RequestPolicy | None) -> RequestPolicy | None:
+    if p is None:
+        return None
+    r = p.validRange or _Range()
+    return RequestPolicy(
+        default=_quantity(p.default),
+        valid_values=tuple([cast(Quantity, _quantity(v)) for v in p.validValues or ()]),
+        valid_range_min=_quantity(r.min), valid_range_max=_quantity(r.max),
+        valid_range_step=_quantity(r.step))
+
+
+def _counter_dict(counters: dict[str, _Counter]) -> dict[str, Quantity]:
+    return {name: cast(Quantity, _quantity(c.value)) for name, c in counters.items()}
+
+
+def _consumptions(consumes: list[_Consumption]) -> tuple[DeviceCounterConsumption, ...]:
+    key = tuple([(c.counterSet, tuple(c.counters.items())) for c in consumes])
+    hit = _CONSUMPTIONS.get(key)
+    if hit is not None:
+        return hit
+    if any(not c.counterSet for c in consumes):
+        raise NotTyped
+    out = tuple([DeviceCounterConsumption(counter_set=c.counterSet,
+                                          counters=FieldMap(_counter_dict(c.counters)))
+                 for c in consumes])
+    return _CONSUMPTIONS.put(key, out)
+
+
+def _taints(raw: Any) -> Any:
+    try:
+        return parse_taints(raw, "")
+    except ValueError:
+        raise NotTyped from None

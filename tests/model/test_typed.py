@@ -1,0 +1,229 @@
+"""The typed ResourceSlice decoder against the reference parse.
+
+`app.model.typed` must make exactly what `parse_object` makes of the same
+object, on the sample and example objects, on generated clusters and on
+every odd input below, and refuse what it refuses with the same words.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from app.model import InvalidObject, ResourceSlice, typed
+from app.model.parse import parse_object
+from app.model.typed import convert_resource_slice, decode_resource_slice
+from app.sources.files import load_objects
+from loadtest import generator
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLES = [ROOT / "app" / "sample", ROOT / "tests" / "examples",
+           ROOT / "tests" / "cli" / "v1beta1-objects.yaml"]
+
+
+def _outcome(parse: Callable[[], ResourceSlice]) -> tuple[str, Any]:
+    try:
+        return "ok", parse()
+    except InvalidObject as exc:
+        return "invalid", str(exc)
+
+
+def _assert_same(raw: dict[str, Any]) -> None:
+    """Old and new agree on `raw`: equal objects (same field types, same device
+    ids), or the same InvalidObject message."""
+    old = _outcome(lambda: parse_object("ResourceSlice", copy.deepcopy(raw)))
+    for new in (_outcome(lambda: decode_resource_slice(orjson.dumps(raw))),
+                _outcome(lambda: convert_resource_slice(copy.deepcopy(raw)))):
+        assert new[0] == old[0], (old, new)
+        if old[0] == "invalid":
+            assert new[1] == old[1]
+            continue
+        assert new[1] == old[1]
+        assert repr(new[1]) == repr(old[1])
+        assert [d.id for d in new[1].devices] == [d.id for d in old[1].devices]
+        for a, b in zip(new[1].devices, old[1].devices, strict=True):
+            assert type(a.attributes) is type(b.attributes)
+            assert type(a.capacity) is type(b.capacity)
+
+
+def _slices(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [o for o in objects if o.get("kind") == "ResourceSlice"]
+
+
+def test_sample_and_example_slices_decode_as_parsed() -> None:
+    slices = _slices(load_objects(SAMPLES))
+    assert len(slices) >= 6
+    for raw in slices:
+        _assert_same(raw)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_generated_clusters_decode_as_parsed(seed: int) -> None:
+    slices = _slices(list(generator.iter_cluster(nodes=40, seed=seed,
+                                                 partitionable_fraction=0.3,
+                                                 shared_fraction=0.3)))
+    assert any(len(s["spec"].get("devices") or ()) >= 32 for s in slices)  # MIG placements
+    for raw in slices:
+        _assert_same(raw)
+
+
+def _slice(**spec: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {"driver": "gpu.example.com", "nodeName": "n1",
+                            "pool": {"name": "n1", "generation": 1, "resourceSliceCount": 1}}
+    base.update(spec)
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+            "metadata": {"name": "s1", "uid": "u1", "resourceVersion": "7"}, "spec": base}
+
+
+def _device(**fields: Any) -> dict[str, Any]:
+    return {"name": "d", **fields}
+
+
+ODD_SLICES = [
+    # attribute values of every kind, and every unsupported form
+    _slice(devices=[_device(attributes={
+        "i": {"int": 3}, "b": {"bool": False}, "s": {"string": ""}, "v": {"version": "1.2.3"},
+        "is": {"ints": [1, 2]}, "bs": {"bools": [True]}, "ss": {"strings": ["a"]},
+        "vs": {"versions": ["1.0.0"]}, "x.example.com/q": {"string": "qualified"}})]),
+    _slice(devices=[_device(attributes={"a": {}, "b": {"int": True}, "c": {"bool": 1},
+                                        "d": {"string": 5}, "e": {"ints": []},
+                                        "f": {"int": 1, "string": "x"}, "g": {"int": None},
+                                        "h": {"ints": [1, "x"]}, "i": {"int": 1.0},
+                                        "j": {"nope": 1}, "k": {"strings": "x"}})]),
+    _slice(devices=[_device(attributes={"a": "flat"})]),
+    _slice(devices=[_device(attributes=None)]),
+    _slice(devices=[_device(attributes=[])]),
+    _slice(devices=[_device(attributes={"m": {"string": "x"},
+                                        "gpu.example.com/m": {"string": "y"}})]),
+    # capacity: plain, numbers, policies, bad
+    _slice(devices=[_device(capacity={"memory": {"value": "80Gi"}, "cores": {"value": 8}})]),
+    _slice(devices=[_device(capacity={"memory": {"value": "80Gi", "requestPolicy": {
+        "default": "1Gi", "validValues": ["1Gi", "2Gi"],
+        "validRange": {"min": "1Gi", "max": "80Gi", "step": "1Gi"}}}})]),
+    _slice(devices=[_device(capacity={"memory": {"value": "80Gi", "requestPolicy": {
+        "validValues": None, "validRange": None, "default": None}}})]),
+    _slice(devices=[_device(capacity={"memory": {"value": "12K"}})]),
+    _slice(devices=[_device(capacity={"memory": {}})]),
+    _slice(devices=[_device(capacity={"memory": {"value": True}})]),
+    _slice(devices=[_device(capacity={"memory": {"value": "1Gi",
+                                                 "requestPolicy": {"default": "x"}}})]),
+    _slice(devices=[_device(capacity=None)]),
+    # counters
+    _slice(sharedCounters=[{"name": "cs", "counters": {"a": {"value": "1"}}}]),
+    _slice(sharedCounters=[{"name": "", "counters": {"a": {"value": "1"}}}]),
+    _slice(sharedCounters=[{"name": "cs", "counters": {"a": {}}}]),
+    _slice(devices=[_device(consumesCounters=[{"counterSet": "cs",
+                                               "counters": {"a": {"value": "1"}}}])]),
+    _slice(devices=[_device(consumesCounters=[{"counterSet": "",
+                                               "counters": {"a": {"value": "1"}}}])]),
+    _slice(devices=[_device(consumesCounters=[{"counterSet": "cs", "counters": None}])]),
+    _slice(devices=[_device(consumesCounters=[{"counterSet": "cs", "counters": {
+        "a": {"value": "x"}}}])]),
+    # device fields
+    _slice(devices=[_device(nodeName="", allNodes=False, bindsToNode=True,
+                            bindingConditions=["a"], bindingFailureConditions=["b"],
+                            allowMultipleAllocations=True)]),
+    _slice(devices=[_device(allNodes="yes", bindsToNode=1, allowMultipleAllocations=0)]),
+    _slice(devices=[_device(bindingConditions=[1, 2])]),
+    _slice(devices=[_device(bindingConditions="a")]),
+    _slice(devices=[_device(nodeName=3)]),
+    _slice(devices=[_device(taints=[{"key": "k", "value": "v", "effect": "NoSchedule",
+                                     "timeAdded": "2026-01-01T00:00:00Z"}])]),
+    _slice(devices=[_device(taints=[{"value": "v"}])]),
+    _slice(devices=[_device(taints=[])]),
+    _slice(devices=[_device(nodeSelector={"nodeSelectorTerms": [{"matchExpressions": [
+        {"key": "k", "operator": "In", "values": ["a"]}]}]})]),
+    _slice(devices=[_device(nodeSelector={"nodeSelectorTerms": [{"matchExpressions": [
+        {"operator": "In"}]}]})]),
+    _slice(devices=[{"name": ""}]),
+    _slice(devices=[{"name": 5}]),
+    _slice(devices=[{}]),
+    _slice(devices=["d"]),
+    _slice(devices=None),
+    _slice(devices="nope"),
+    # slice fields
+    _slice(nodeName=None, allNodes=True),
+    _slice(nodeName=None, perDeviceNodeSelection=True),
+    _slice(nodeName=None, nodeSelector={"nodeSelectorTerms": [{"matchFields": [
+        {"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]}),
+    _slice(nodeName=None),
+    _slice(nodeName=""),
+    _slice(allNodes=True),
+    _slice(allNodes="yes"),
+    _slice(pool={"name": "p", "resourceSliceCount": 0}),
+    _slice(pool={"name": "p", "generation": True}),
+    _slice(pool={"name": "p", "generation": None, "resourceSliceCount": None}),
+    _slice(pool={"name": ""}),
+    _slice(pool=None),
+    _slice(driver=""),
+    _slice(driver=None),
+    {"kind": "ResourceSlice", "metadata": {"name": ""}, "spec": _slice()["spec"]},
+    {"kind": "ResourceSlice", "metadata": {"name": "s1", "uid": 5}, "spec": _slice()["spec"]},
+    {"kind": "ResourceSlice", "spec": _slice()["spec"]},
+    {"kind": "ResourceSlice", "metadata": {"name": "s1"}},
+    {"kind": "ResourceSlice", "metadata": {"name": "s1"}, "spec": []},
+    {**_slice(devices=[_device(attributes={"a": {"string": "x"}})]),
+     "apiVersion": "resource.k8s.io/v1beta2"},
+]
+
+
+@pytest.mark.parametrize("raw", ODD_SLICES, ids=range(len(ODD_SLICES)))
+def test_odd_slices_decode_as_parsed(raw: dict[str, Any]) -> None:
+    _assert_same(raw)
+
+
+def test_a_bad_slice_is_refused_naming_the_slice_and_the_field() -> None:
+    raw = _slice(devices=[_device(capacity={"memory": {"value": "12K"}})])
+    with pytest.raises(InvalidObject, match=r"ResourceSlice s1 spec.devices\[0\] \(d\)"
+                                            r".capacity\[memory\].value"):
+        decode_resource_slice(orjson.dumps(raw))
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-2**63, 2**63 - 1) | st.floats(allow_nan=False)
+    | st.text(max_size=4),
+    lambda children: st.lists(children, max_size=3)
+    | st.dictionaries(st.sampled_from(["int", "bool", "string", "version", "ints", "bools",
+                                       "strings", "versions", "value", "x"]), children,
+                      max_size=3),
+    max_leaves=6)
+
+
+@settings(max_examples=300, deadline=None)
+@given(attribute=JSON, capacity=JSON, counters=JSON)
+def test_any_json_in_a_device_decodes_as_parsed(attribute: Any, capacity: Any,
+                                                counters: Any) -> None:
+    _assert_same(_slice(devices=[
+        _device(attributes={"a": attribute, "b": {"string": "x"}},
+                capacity={"c": capacity}),
+        _device(consumesCounters=[{"counterSet": "cs", "counters": {"k": counters}}])]))
+
+
+def test_well_formed_slices_never_fall_back_to_the_reference_parse(monkeypatch: Any) -> None:
+    def refuse(kind: str, obj: Any) -> Any:
+        raise AssertionError(f"fell back for {obj['metadata']['name']}")
+
+    monkeypatch.setattr(typed, "reference_parse", refuse)
+    for raw in _slices(list(generator.iter_cluster(nodes=8, partitionable_fraction=0.5))):
+        decode_resource_slice(orjson.dumps(raw))
+        convert_resource_slice(raw)
+
+
+def test_identical_device_parts_are_shared_across_nodes() -> None:
+    a, b = (decode_resource_slice(orjson.dumps(_slice(nodeName=node, devices=[_device(
+        attributes={"model": {"string": "H100"}, "uuid": {"string": f"GPU-{node}"}},
+        capacity={"memory": {"value": "80Gi"}},
+        consumesCounters=[{"counterSet": "cs", "counters": {"m": {"value": "1"}}}])])))
+        for node in ("n1", "n2"))
+    da, db = a.devices[0], b.devices[0]
+    assert da.capacity is db.capacity and da.consumes_counters is db.consumes_counters
+    assert da.attributes["gpu.example.com/model"] is db.attributes["gpu.example.com/model"]
+    assert da.attributes["gpu.example.com/uuid"].value == "GPU-n1"
+    assert db.attributes["gpu.example.com/uuid"].value == "GPU-n2"
