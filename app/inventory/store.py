@@ -106,7 +106,11 @@ class Inventory:
             # Outside the pool: never parsed, and gone if it was held.
             self._delete(kind, str(obj["metadata"]["name"]))
             return
-        parsed = parse_object(kind, obj)
+        self.apply_parsed(kind, event_type, parse_object(kind, obj))
+
+    def apply_parsed(self, kind: str, event_type: str, parsed: Any) -> None:
+        """`apply` of an object parsed already (a slice decoded straight from
+        its JSON); the pool's check is made on the parsed object (`upsert`)."""
         if event_type == "DELETED":
             self._delete(kind, object_key(kind, parsed))
         else:
@@ -135,35 +139,25 @@ class Inventory:
 
     def replacing_parsed(self, kind: str, parsed: list[Any], *,
                          step: int = 1) -> Iterator[None]:
-        """`replacing` with objects parsed already (`parse_object`): a source
-        that parses a big list page by page need not hold every raw page.
-        `parsed` is emptied as it is applied: an object equal to the one held is
-        freed in its own step, not with all the others at the end."""
-        keys = set()
-        for i, obj in enumerate(parsed):
-            keys.add(object_key(kind, obj))
-            if i % (step * 64) == step * 64 - 1:
-                yield
-        stale = []
-        for i, key in enumerate(list(self._table(kind))):
-            if key not in keys:
-                stale.append(key)
-            if i % (step * 64) == step * 64 - 1:
-                yield
-        for i, key in enumerate(stale):
-            self._delete(kind, key)
-            if i % step == step - 1:
-                yield
+        """`replacing` with objects parsed already (`parse_object`). `parsed`
+        is emptied as it is applied, so each object is freed in its own step."""
+        listing = self.listing(kind)
         for i in range(len(parsed)):
             obj, parsed[i] = parsed[i], None
-            self.upsert(kind, obj)
+            listing.put(obj)
             del obj
             if i % step == step - 1:
                 yield
         parsed.clear()
-        # Counted here, in steps: left to the next scrape, the pools of a first
-        # list of a large cluster would be one long step.
-        yield from self._objects.recounting(step=step)
+        yield from listing.finishing(step=step)
+
+    def listing(self, kind: str) -> Listing:
+        """A list applied as it is read: each object is put as it arrives, and
+        `Listing.finishing` then deletes what the list did not hold. A source
+        that parses a large list page by page never holds the parsed list
+        beside the inventory (the objects the list repeats unchanged are freed
+        as they are put), and a failed list has changed only what it read."""
+        return Listing(self, kind)
 
     def admits(self, kind: str, obj: Mapping[str, Any]) -> bool:
         """False for a raw object the pool leaves out without parsing it: a
@@ -461,3 +455,35 @@ class Inventory:
         return NodeState(view=NodeView(node=node, version=version, pools=pools),
                          allocated=self._holdings.allocated_for(pools,
                                                                 self._objects.pool_devices))
+
+
+class Listing:
+    """One list of `kind` being applied to an inventory (`Inventory.listing`)."""
+
+    def __init__(self, inventory: Inventory, kind: str) -> None:
+        self._inventory = inventory
+        self.kind = kind
+        self.keys: set[str] = set()  # of every object put
+
+    def put(self, obj: Any) -> None:
+        """Add or replace one listed, parsed object."""
+        self.keys.add(object_key(self.kind, obj))
+        self._inventory.upsert(self.kind, obj)
+
+    def finishing(self, *, step: int = 1) -> Iterator[None]:
+        """Delete every object of the kind the list did not hold, in steps of
+        `step` deletions (the held keys are compared 64 steps at a time), then
+        recount the pools in steps: left to the next scrape, the pools of a
+        first list of a large cluster would be one long step."""
+        inventory = self._inventory
+        stale = []
+        for i, key in enumerate(list(inventory._table(self.kind))):
+            if key not in self.keys:
+                stale.append(key)
+            if i % (step * 64) == step * 64 - 1:
+                yield
+        for i, key in enumerate(stale):
+            inventory._delete(self.kind, key)
+            if i % step == step - 1:
+                yield
+        yield from inventory._objects.recounting(step=step)

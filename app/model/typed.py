@@ -144,14 +144,15 @@ class NotTyped(Exception):
     """What the typed decoder leaves to `parse_object` (never leaves this module)."""
 
 
-def decode_resource_slice(data: bytes | memoryview) -> ResourceSlice:
+def decode_resource_slice(data: bytes | memoryview | msgspec.Raw) -> ResourceSlice:
     """The ResourceSlice in the JSON `data`; raises InvalidObject (naming the
-    slice) like `parse_object` for anything malformed, and
+    slice) like the reference parse for anything malformed, and
     `orjson.JSONDecodeError` for what is not JSON."""
     try:
         return _from_typed(_DECODER.decode(data))
-    except (msgspec.ValidationError, NotTyped):
-        return cast(ResourceSlice, reference_parse("ResourceSlice", orjson.loads(data)))
+    except (msgspec.DecodeError, NotTyped):  # DecodeError: ValidationError too
+        return cast(ResourceSlice,
+                    reference_parse("ResourceSlice", orjson.loads(memoryview(data))))
 
 
 def parse_object(kind: str, obj: Any) -> Any:

@@ -12,6 +12,7 @@ import orjson
 import pytest
 
 from app.inventory import NodePool
+from app.model import decode_resource_slice
 from app.sources.kube import WATCHED_KINDS, WatchSettings, watch
 from app.sources.kube.watch import RELIST_SLICE_SECONDS, Backoff
 from app.timeslice import run_in_slices
@@ -374,9 +375,14 @@ async def test_a_node_pools_slice_list_never_decodes_other_nodes_slices(
         decoded.append(bytes(data))
         return orjson.loads(data)
 
+    def typed(data: Any) -> Any:
+        decoded.append(bytes(data))
+        return decode_resource_slice(data)
+
     # The source's own decoding only (the double decodes with orjson too).
     monkeypatch.setattr(watch, "orjson", SimpleNamespace(
         loads=recording, JSONDecodeError=orjson.JSONDecodeError))
+    monkeypatch.setattr(watch, "decode_resource_slice", typed)
     async with KubeHarness(tmp_path, pool=NodePool({"pool": "a"})) as h:
         h.server.create("nodes", node("a1", pool="a"))
         h.server.create("nodes", node("b1", pool="b"))
@@ -403,3 +409,60 @@ def test_a_skimmed_page_is_the_decoded_page_without_other_nodes_items() -> None:
                        "items": [page["items"][0], page["items"][2]]}
     with pytest.raises(watch.WatchError):
         watch.skim_page(b"[1]", {"a1"}.__contains__)
+
+
+async def test_slice_events_are_decoded_straight_into_the_model(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    decoded: list[bytes] = []
+
+    def recording(data: Any) -> Any:
+        decoded.append(bytes(data))
+        return orjson.loads(data)
+
+    monkeypatch.setattr(watch, "orjson", SimpleNamespace(
+        loads=recording, JSONDecodeError=orjson.JSONDecodeError))
+    async with KubeHarness(tmp_path) as h:
+        h.server.create("resourceslices", gpu_slice("node-a", 2))
+        h.watch()
+        await h.synced()
+        await h.watching()
+        h.server.create("resourceslices", gpu_slice("node-b", 3))
+        h.server.update("resourceslices", gpu_slice("node-a", 4, generation=2))
+        h.server.delete("resourceslices", "node-b-gpus")
+        await h.caught_up()
+        assert h.inventory.node_names() == ["node-a"]
+        assert h.inventory.counts().devices == 4
+        assert h.metric("drax_watch_events_total", kind="ResourceSlice", type="DELETED") == 1
+        # No slice went through a dict tree: neither the list nor the events.
+        assert not any(b"-gpus" in d for d in decoded)
+
+
+async def test_a_list_puts_each_page_in_the_inventory_before_reading_the_next(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    async with KubeHarness(tmp_path, settings=replace(FAST, page_size=1)) as h:
+        for i in range(3):
+            h.server.create("resourceslices", gpu_slice(f"n{i}", 1))
+        inventory = h.inventory
+        opened = inventory.listing
+        pages_read_at_put: list[int] = []
+
+        def listing(kind: str) -> Any:
+            one = opened(kind)
+            if kind == "ResourceSlice":
+                put = one.put
+
+                def recording(obj: Any) -> None:
+                    pages_read_at_put.append(sum(
+                        "watch" not in q for q in h.server.watch_queries("resourceslices")))
+                    put(obj)
+
+                monkeypatch.setattr(one, "put", recording)
+            return one
+
+        monkeypatch.setattr(inventory, "listing", listing)
+        h.watch()
+        await h.synced()
+        assert inventory.node_names() == ["n0", "n1", "n2"]
+        # Each page's slice is in the inventory before the next page is read:
+        # the parsed list is never held beside the inventory.
+        assert pages_read_at_put == [1, 2, 3]

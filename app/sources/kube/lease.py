@@ -222,12 +222,30 @@ class _LeaseSink:
     def apply(self, kind: str, event_type: str, obj: Mapping[str, Any]) -> None:
         self._leadership.take(None if event_type == "DELETED" else LeaseRecord.of(obj))
 
-    def replacing_parsed(self, kind: str, parsed: list[LeaseRecord]) -> Iterator[None]:
-        self._leadership.take(parsed[0] if parsed else None)
-        yield
+    def apply_parsed(self, kind: str, event_type: str, parsed: LeaseRecord) -> None:
+        self._leadership.take(None if event_type == "DELETED" else parsed)
+
+    def listing(self, kind: str) -> _LeaseListing:
+        return _LeaseListing(self._leadership)
 
     def admits(self, kind: str, obj: Mapping[str, Any]) -> bool:
         return True
 
     def mark_synced(self, kind: str) -> None:
         pass
+
+
+class _LeaseListing:
+    """A list of the one Lease: taken once read whole (none listed: no Lease)."""
+
+    def __init__(self, leadership: Leadership) -> None:
+        self._leadership = leadership
+        self._record: LeaseRecord | None = None
+        self.keys: set[str] = set()
+
+    def put(self, obj: LeaseRecord) -> None:
+        self._record = obj
+
+    def finishing(self) -> Iterator[None]:
+        self._leadership.take(self._record)
+        yield

@@ -7,11 +7,13 @@ for `resource.k8s.io/v1`, retries a 410 on its own, and building model objects
 for thousands of devices costs more than the inventory's own parsing.
 
 The loop is client-go's reflector, reduced to what drax needs:
-- list (a consistent read, in pages of 500 like client-go's pager),
-  each page parsed as it arrives, then `inventory.replacing_parsed(kind, objects)` so the state
-  becomes exactly the list (objects deleted while away disappear), driven in
-  slices of at most RELIST_SLICE_SECONDS (and, once synced, in small pages) so
-  that a relist of a 100,000-node cluster never holds up a verb for long, and
+- list (a consistent read, in pages of 500 like client-go's pager), each
+  page parsed and put in the inventory as it arrives (`Inventory.listing`),
+  then what the list did not hold deleted, so the state becomes exactly the
+  list (objects deleted while away disappear) without the parsed list ever
+  held beside the inventory; driven in slices of at most
+  RELIST_SLICE_SECONDS (and, once synced, in small pages) so that a relist of
+  a 100,000-node cluster never holds up a verb for long, and
   `mark_synced(kind)` the first time;
 - watch from the list's resourceVersion with bookmarks and a server-side
   `timeoutSeconds` (randomised so the four watches do not reconnect in step),
@@ -39,10 +41,16 @@ their node's labels: the slice informer lists only once the Nodes are in,
 the inventory drops node-local slices of other nodes before parsing them
 (`Inventory.admits`), and a Node that joins the pool later makes the slice
 informer relist, since its slices were dropped while it was outside. A slice
-list page is skimmed (`skim_page`): msgspec finds each item's bounds and its
+list page is skimmed (`slice_page`): msgspec finds each item's bounds and its
 `spec.nodeName` without building it, and only the pool's items are decoded,
-since building every slice of a large cluster as dicts costs more than
-parsing the pool's.
+since decoding every slice of a large cluster costs more than parsing the
+pool's.
+
+ResourceSlices, list items and watch events alike, are decoded from their
+JSON straight into the model (`decode_resource_slice`): no dict tree is built
+for them, which would be most of a slice's cost. What that path does not take (a
+bookmark, an error, an invalid slice) is read as a dict, as every other kind
+is, and worded from there.
 
 An object the inventory rejects (`InvalidObject`) is logged, counted and
 skipped; the watch carries on and nothing already held is lost.
@@ -69,7 +77,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from app import garbage_collector
 from app.inventory import NodePool
-from app.model import InvalidObject, parse_object
+from app.model import InvalidObject, decode_resource_slice, parse_object
 from app.sources.kube.metrics import WatchMetrics
 from app.timeslice import run_in_slices
 
@@ -91,12 +99,24 @@ RELIST_SLICE_SECONDS: Final = EVENT_SLICE_SECONDS
 FREEZE_AFTER_EVENTS: Final = 512
 
 
+class ListingSink(Protocol):
+    """One list being applied (`Inventory.listing`)."""
+
+    keys: set[str]
+
+    def put(self, obj: Any) -> None: ...
+
+    def finishing(self) -> Iterator[None]: ...
+
+
 class EventSink(Protocol):
     """The inventory's event API, as far as a source uses it."""
 
     def apply(self, kind: str, event_type: str, obj: Mapping[str, Any]) -> None: ...
 
-    def replacing_parsed(self, kind: str, parsed: list[Any]) -> Iterator[None]: ...
+    def apply_parsed(self, kind: str, event_type: str, parsed: Any) -> None: ...
+
+    def listing(self, kind: str) -> ListingSink: ...
 
     def admits(self, kind: str, obj: Mapping[str, Any]) -> bool: ...
 
@@ -104,7 +124,9 @@ class EventSink(Protocol):
 
 
 # Told of each applied event (kind, type, raw object) and of each completed list
-# (kind, "LIST", None), after the inventory has taken it in.
+# (kind, "LIST", None), after the inventory has taken it in. A ResourceSlice
+# event decoded straight into the model (`decode_resource_slice`) has no raw
+# object: None.
 OnChange = Callable[[str, str, Mapping[str, Any] | None], None]
 
 
@@ -121,7 +143,7 @@ class WatchedKind:
     wanted: Callable[[Mapping[str, Any]], bool] | None = None
     # Set: the list and watch of that one namespace (`list_method` is namespaced).
     namespace: str | None = None
-    # Turns a listed item into what `EventSink.replacing_parsed` takes.
+    # Turns a listed item into what `ListingSink.put` takes.
     parse: Callable[[str, Any], Any] = parse_object
 
 
@@ -231,6 +253,8 @@ class Informer:
         self._after = after
         # With it, a list page's node-local items of other nodes are never decoded.
         self._keeps_node = keeps_node
+        # ResourceSlices are decoded from their JSON straight into the model.
+        self._typed = watched.kind == "ResourceSlice"
         self._listing_started = False
         self._relist_wanted = False
         self._response: aiohttp.ClientResponse | None = None
@@ -336,11 +360,11 @@ class Informer:
             return await self._list_all()
 
     async def _list_all(self) -> str:
-        items: list[Any] = []
+        listing = self._sink.listing(self.kind)
         token: str | None = None
         while True:
             decoded = await self._list_page(token)
-            await run_in_slices(self._parse(decoded.get("items") or [], into=items),
+            await run_in_slices(self._put(decoded.get("items") or [], listing),
                                 slice_seconds=RELIST_SLICE_SECONDS)
             del decoded["items"]
             meta = decoded.get("metadata") or {}
@@ -350,10 +374,10 @@ class Informer:
                 break
         if not rv:
             raise WatchError("list: the response carries no metadata.resourceVersion")
-        listed = len(items)
+        listed = len(listing.keys)
         if self._wanted is not None:
-            self._held = {_key_of(item) for item in items}
-        await self._replace(items)
+            self._held = listing.keys
+        await run_in_slices(listing.finishing(), slice_seconds=RELIST_SLICE_SECONDS)
         if self._on_change is not None:
             self._on_change(self.kind, "LIST", None)
         self._metrics.seen(self.kind)
@@ -385,35 +409,37 @@ class Informer:
             raise ResourceExpired(_status_message(body))
         if resp.status != 200:
             raise WatchError(f"list: HTTP {resp.status}: {_status_message(body)}")
-        if self._keeps_node is not None:
-            return skim_page(body, self._keeps_node)
+        if self._typed:
+            return slice_page(body, self._keeps_node)
         decoded = orjson.loads(body)
         if not isinstance(decoded, dict):
             raise WatchError("list: the response is not an object")
         return decoded
 
-    def _parse(self, raw: Iterable[Any], *, into: list[Any]) -> Iterator[None]:
-        """Parse `raw` into `into`; an object the inventory would reject is
-        counted and skipped, so one broken object cannot keep the whole kind stale."""
+    def _put(self, raw: Iterable[Any], listing: ListingSink) -> Iterator[None]:
+        """Parse each listed object of a page and put it in the inventory at
+        once (a slice page's items come undecoded: `slice_page`); an object the
+        inventory would reject is counted and skipped, so one broken object
+        cannot keep the whole kind stale."""
         wanted = self._wanted
         admits = self._sink.admits
         parse = self._parse_item
         kind = self.kind
         for item in raw:
-            if wanted is not None and not wanted(item):
-                continue
-            if not admits(kind, item):
-                continue
             try:
-                into.append(parse(self.kind, item))
+                if type(item) is msgspec.Raw:
+                    parsed = decode_resource_slice(item)
+                elif (wanted is not None and not wanted(item)) or not admits(kind, item):
+                    continue
+                else:
+                    parsed = parse(kind, item)
             except InvalidObject as exc:
-                self._metrics.invalid.labels(kind=self.kind).inc()
-                log.warning("%s: rejected from the list: %s", self.kind, exc)
+                self._metrics.invalid.labels(kind=kind).inc()
+                log.warning("%s: rejected from the list: %s", kind, exc)
+            else:
+                listing.put(parsed)
+                del parsed
             yield
-
-    async def _replace(self, items: list[Any]) -> None:
-        await run_in_slices(self._sink.replacing_parsed(self.kind, items),
-                            slice_seconds=RELIST_SLICE_SECONDS)
 
     async def _watch(self, rv: str) -> None:
         """One watch request from `rv`; `resource_version` follows every event."""
@@ -468,6 +494,8 @@ class Informer:
 
     def _handle(self, line: bytes) -> None:
         started = time.perf_counter()
+        if self._typed and self._handle_typed(line, started):
+            return
         event = orjson.loads(line)
         if not isinstance(event, dict):
             raise WatchError(f"watch line is not an event object: {line[:80]!r}")
@@ -510,6 +538,39 @@ class Informer:
             self._apply_seconds.observe(time.perf_counter() - started)
             if self._on_change is not None:
                 self._on_change(self.kind, event_type, obj)
+
+
+    def _handle_typed(self, line: bytes, started: float) -> bool:
+        """A slice's ADDED, MODIFIED or DELETED event, its object decoded straight
+        into the model; False for any other line (a bookmark, an error, a slice of
+        a node outside the pool, an invalid or undecodable object), which
+        `_handle` then reads as a plain dict and words what is wrong."""
+        try:
+            event = _EVENT.decode(line)
+        except msgspec.DecodeError:
+            return False
+        event_type, raw = event.type, event.object
+        if event_type not in APPLIED_EVENTS or not len(raw):
+            return False
+        if self._keeps_node is not None and not _keeps(raw, self._keeps_node):
+            return False  # `apply` drops it without parsing it
+        try:
+            parsed = decode_resource_slice(raw)
+        except (InvalidObject, orjson.JSONDecodeError):
+            return False
+        if parsed.resource_version:
+            self.resource_version = parsed.resource_version
+        self._metrics.seen(self.kind)
+        try:
+            self._sink.apply_parsed(self.kind, event_type, parsed)
+        except Exception as exc:
+            log.exception("%s %s: the inventory failed to apply it", self.kind, event_type)
+            raise RelistRequired(f"applying a {event_type} event failed ({exc})") from exc
+        self._metrics.events.labels(kind=self.kind, type=event_type).inc()
+        self._apply_seconds.observe(time.perf_counter() - started)
+        if self._on_change is not None:
+            self._on_change(self.kind, event_type, None)
+        return True
 
 
 class KubeSource:
@@ -585,28 +646,48 @@ _ITEM = msgspec.json.Decoder(_SkimItem)
 
 def skim_page(body: bytes, keeps_node: Callable[[str], bool]) -> dict[str, Any]:
     """A list page as `orjson.loads` gives it, without the node-local items whose
-    node `keeps_node` refuses: those are scanned, never built. An item whose
-    shape the skim cannot read is decoded whole, for the parse to judge."""
+    node `keeps_node` refuses: those are scanned, never built (`slice_page`)."""
+    page = slice_page(body, keeps_node)
+    page["items"] = [orjson.loads(memoryview(raw)) if type(raw) is msgspec.Raw else raw
+                     for raw in page["items"]]
+    return page
+
+
+def slice_page(body: bytes, keeps_node: Callable[[str], bool] | None) -> dict[str, Any]:
+    """A ResourceSlice list page as `orjson.loads` gives it, but with each item
+    left undecoded (`msgspec.Raw`, for `decode_resource_slice`) and, with
+    `keeps_node`, without the node-local items of nodes it refuses. A page the
+    skim cannot read is decoded whole, for the callers' checks to word."""
     try:
         page = _PAGE.decode(body)
     except msgspec.DecodeError:
-        decoded = orjson.loads(body)  # the caller's checks word what is wrong
+        decoded = orjson.loads(body)
         if not isinstance(decoded, dict):
             raise WatchError("list: the response is not an object") from None
         return decoded
-    items: list[Any] = []
-    for raw in page.items or ():
-        view = memoryview(raw)
-        try:
-            spec = _ITEM.decode(view).spec
-        except msgspec.DecodeError:
-            spec = None
-        if spec is not None and spec.nodeName and not keeps_node(spec.nodeName):
-            continue
-        items.append(orjson.loads(view))
+    items = page.items or []
+    if keeps_node is not None:
+        items = [raw for raw in items if _keeps(raw, keeps_node)]
     meta = page.metadata or _SkimMeta()
     return {"metadata": {"resourceVersion": meta.resourceVersion, "continue": meta.token},
             "items": items}
+
+
+def _keeps(raw: msgspec.Raw, keeps_node: Callable[[str], bool]) -> bool:
+    """False for a node-local slice of a node `keeps_node` refuses."""
+    try:
+        spec = _ITEM.decode(raw).spec
+    except msgspec.DecodeError:
+        return True  # the parse says what is wrong with it
+    return spec is None or not spec.nodeName or keeps_node(spec.nodeName)
+
+
+class _Event(msgspec.Struct, gc=False):
+    type: str | None = None
+    object: msgspec.Raw = msgspec.Raw()  # empty when absent (msgspec takes no Raw | None)
+
+
+_EVENT = msgspec.json.Decoder(_Event)
 
 
 class ListError(Exception):
