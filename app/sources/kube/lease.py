@@ -244,6 +244,7 @@ class _LeaseListing:
         self.keys: set[str] = set()
 
     def put(self, obj: LeaseRecord) -> None:
+        self.keys.add("lease")
         self._record = obj
 
     def finishing(self) -> Iterator[None]:
