@@ -63,6 +63,7 @@ FAIL: Final = 0
 DONE: Final = 1
 MAXED: Final = 2
 _UNSET: Final = object()
+_PROBE_STEPS: Final = 512  # steps of one first-fit probe inside a block
 
 
 class AllocationError(Exception):
@@ -180,6 +181,14 @@ class Search:
         self._twin: Callable[[Device], Hashable | None] | None = (
             getattr(objective, "twin_key", None) if self.best_mode else None)
         self._twin_static: dict[int, Hashable | None] = {}
+        # Bound: a branch whose picks cannot lead to a better score than the
+        # best allocation's is skipped (see `_below_best`).
+        self._bound: Callable[[Sequence[Device], int, int, int], float] | None = (
+            getattr(objective, "bound", None) if self.best_mode else None)
+        self._bounded: bool | None = None  # decided at the first solution
+        self._shape = (0, 0, 0)  # every allocation's units, accelerators, rooted NICs
+        self._floor = -1.0  # a score some allocation is known to reach
+        self._mask: list[bool] | None = None  # devices a probe may pick
         self._all_requests: list[Request] = []
         self._constrained: tuple[str, ...] = ()
 
@@ -640,7 +649,10 @@ class Search:
         twins: set[Hashable] | None = (
             set() if self._twin is not None and not request.admin else None)
         key = None
+        mask = self._mask
         for index in range(start, len(self.devices)):
+            if mask is not None and not mask[index]:
+                continue
             self._tick()
             if self.in_use(request, index, ci) or not self.selectable(request, index):
                 continue
@@ -652,6 +664,13 @@ class Search:
                     continue
             pick = self.try_pick(request, index, must=False)
             if pick is None:
+                continue
+            if self.best is not None and self._bound is not None and self._below_best():
+                self.undo(pick)
+                if twins is not None:
+                    key = self.twin_key(index)
+                    if key is not None:
+                        twins.add(key)
                 continue
             outcome = self._one(ci, ri, si, di + 1, in_sub, index + 1)
             if outcome == DONE:
@@ -690,6 +709,114 @@ class Search:
         if outcome != DONE:
             self.undo(pick)
         return outcome
+
+    def _picked(self) -> list[Device]:
+        return [self.devices[p.device] for c in self.picks for p in c]
+
+    def _below_best(self) -> bool:
+        """Whether no allocation holding the current picks can change the
+        result, so the branch can be skipped: the objective's bound for them
+        is at most the best score found (a later allocation replaces the best
+        only when it scores higher), and none of them is one where the search
+        would stop early. The search stops at an allocation that reaches the
+        objective's upper bound for its shape; when every allocation of the
+        search has one shape (`_boundable`), the best found did not reach it,
+        so nothing scoring at most the best does either. Skipping must also
+        skip no error: every request's selector results are known without CEL
+        errors, and no request is `All` or admin access."""
+        if self._bounded is None:
+            self._bounded = self._boundable()
+            if self._bounded:
+                self._floor = self._probe_blocks()
+        if not self._bounded:
+            return False
+        assert self._bound is not None and self.best is not None and self.objective is not None
+        best = self.best.score
+        bound = self._bound(self._picked(), *self._shape)
+        return (best is not None and (bound <= best or bound < self._floor)
+                and not self.objective.is_perfect(bound))
+
+    def _probe_blocks(self) -> float:
+        """The best score of a first fit inside one PCIe root or NUMA node
+        that can hold the whole allocation (each probe a few steps, not counted
+        in the budget): a score some allocation reaches, so that branches that
+        cannot reach it are skipped before the search meets it in its order."""
+        blocks = getattr(self.objective, "blocks", None)
+        assert self.objective is not None
+        if blocks is None:
+            return -1.0
+        floor = -1.0
+        saved = (self.best, self.best_mode, self.steps, self.budget, dict(self.chosen))
+        # the branch being searched is set aside, and taken up again after
+        held = [pick for claim_picks in self.picks for pick in claim_picks]
+        for pick in reversed(held):
+            self.undo(pick)
+        self.best_mode = False
+        try:
+            for block in blocks(self._shape[0]):
+                self.best, self.steps, self.budget = None, 0, _PROBE_STEPS
+                self._mask = [d.id in block for d in self.devices]
+                try:
+                    found = self._one(0, 0, 0, 0, False, 0) == DONE
+                except BudgetExhausted:
+                    found = False
+                finally:
+                    for claim_picks in reversed(self.picks):
+                        for pick in reversed(list(claim_picks)):
+                            self.undo(pick)
+                if found and self.best is not None and self.best.score is not None:
+                    floor = max(floor, self.best.score)
+        finally:
+            self._mask = None
+            self.best, self.best_mode, self.steps, self.budget, self.chosen = saved
+            for pick in held:
+                again = self.try_pick(pick.request, pick.device, must=False)
+                assert again is not None and again.counted == pick.counted
+        return floor
+
+    def _boundable(self) -> bool:
+        """Every allocation has the same shape: each request's candidates (the
+        devices its known selector results accept) agree on what they add to
+        it, and no two candidates share a unit."""
+        bound_key = getattr(self.objective, "bound_key", None)
+        if bound_key is None or self.frozen is None:
+            return False
+        units: dict[int, Hashable] = {}
+        profiles: dict[int, tuple[bool, bool, bool, bool] | None] = {}
+        for request in self._all_requests:
+            known = request.known
+            if request.admin or request.all_devices is not None or known is None:
+                return False
+            adds: set[tuple[bool, bool, bool, bool]] = set()
+            for index, position in enumerate(self.view_position):
+                matched = known[position]
+                if matched is False or self.static_used[index]:
+                    continue
+                if matched is not True or self.devices[index].allow_multiple_allocations:
+                    return False
+                key = bound_key(self.devices[index])
+                if key is None:
+                    return False
+                units[index] = key[0]
+                adds.add(key[1])
+            if len(adds) > 1:
+                return False
+            profiles[id(request)] = adds.pop() if adds else None
+        if len(set(units.values())) != len(units):
+            return False
+        total = accelerators = rooted_nics = 0
+        for ci, per_claim in enumerate(self.requests):
+            for ri, subs in enumerate(per_claim):
+                request = subs[self.frozen.get((ci, ri), 0)]
+                profile = profiles[id(request)]
+                if profile is None:
+                    return False
+                no_root, _, accelerator, nic = profile
+                total += request.num_devices
+                accelerators += request.num_devices * accelerator
+                rooted_nics += request.num_devices * (nic and not no_root)
+        self._shape = (total, accelerators, rooted_nics)
+        return True
 
     def _leaf(self) -> int:
         picks = tuple(tuple(p) for p in self.picks)

@@ -31,7 +31,6 @@ from app.allocator.types import (
     AllocationOutcome,
     ClaimAllocation,
     NodeView,
-    Objective,
     Rejection,
 )
 from app.bounded_cache import BoundedCache
@@ -56,7 +55,7 @@ from app.extender.stats import SearchStats
 from app.features import FeatureGates
 from app.inventory import Inventory, NodeState
 from app.model import Device, Node, Pod, ResourceClaim
-from app.topology import TopologyConfig, make_objective, priority
+from app.topology import TopologyConfig, TopologyObjective, make_objective, priority
 
 _SHAPES_CACHED: Final = 256
 _SIGNATURE_CACHE_SIZE: Final = 4096
@@ -422,12 +421,12 @@ class _LazyObjective:
 
     __slots__ = ("_build", "_built", "first_fit")
 
-    def __init__(self, build: Callable[[], Objective], *, first_fit: bool) -> None:
+    def __init__(self, build: Callable[[], TopologyObjective], *, first_fit: bool) -> None:
         self._build = build
-        self._built: Objective | None = None
+        self._built: TopologyObjective | None = None
         self.first_fit = first_fit
 
-    def _objective(self) -> Objective:
+    def _objective(self) -> TopologyObjective:
         if self._built is None:
             self._built = self._build()
         return self._built
@@ -441,6 +440,13 @@ class _LazyObjective:
     def twin_key(self, device: Device) -> Hashable | None:
         twin = getattr(self._objective(), "twin_key", None)
         return None if twin is None else twin(device)
+
+    def bound(self, picks: Sequence[Device], total: int, accelerators: int,
+              rooted_nics: int) -> float:
+        return self._objective().bound(picks, total, accelerators, rooted_nics)
+
+    def bound_key(self, device: Device) -> tuple[Hashable, Hashable] | None:
+        return self._objective().bound_key(device)
 
 
 def request_of(claims: PodClaims, *, pod: Pod | None = None) -> CallState:

@@ -19,6 +19,7 @@ docs/scoring.md has the formula with a worked example.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import Counter
 from collections.abc import Hashable, Mapping, Sequence, Set
@@ -102,9 +103,9 @@ class TopologyObjective:
     """The allocator's objective for one pod on one node (an
     `app.allocator.types.Objective`), plus `evaluate` for the score's parts."""
 
-    __slots__ = ("_bounds", "_config", "_fill", "_first_fit", "_node", "_node_used",
-                 "_numa_free", "_numa_used", "_perfect", "_root_free", "_root_used", "_topology",
-                 "_used")
+    __slots__ = ("_bounds", "_branch_bounds", "_config", "_fill", "_first_fit", "_nested_roots",
+                 "_node", "_node_used", "_numa_free", "_numa_used", "_perfect", "_root_free",
+                 "_root_used", "_topology", "_used")
 
     def __init__(self, *, topology: NodeTopology, used: Set[str], fill: float,
                  config: TopologyConfig, first_fit: bool) -> None:
@@ -124,6 +125,9 @@ class TopologyObjective:
         self._numa_free = max((len(m) - self._numa_used[g]
                                for g, m in topology.numa_nodes.items()), default=0)
         self._bounds: dict[tuple[int, int, int, int, bool], float] = {}
+        # (where the picks are, and their roles; the allocation's counts) -> `bound`
+        self._branch_bounds: dict[Hashable, float] = {}
+        self._nested_roots: bool | None = None
         self._perfect = 1.0
 
     @property
@@ -148,6 +152,152 @@ class TopologyObjective:
             return None
         return (topo.of(device), device.id in topo.accelerators, device.id in topo.nics,
                 unit is not None, unit in self._used)
+
+    def bound_key(self, device: Device) -> tuple[Hashable, Hashable] | None:
+        """(its unit, what it adds to an allocation's shape) for a free device
+        that counts as a new unit with a topology; None otherwise. An
+        allocation's shape (units, new units, rooted, NUMA-placed, accelerators
+        beside NICs) is the same for every allocation of a search when each
+        request's candidates agree on the second part and no two share a unit."""
+        topo = self._topology
+        t = topo.of(device)
+        unit = topo.unit_of.get(device.id)
+        if not t.known or unit is None or unit in self._used:
+            return None
+        return unit, (t.pcie_root is None, t.numa_node is None,
+                      device.id in topo.accelerators, device.id in topo.nics)
+
+    def bound(self, picks: Sequence[Device], total: int, accelerators: int,
+              rooted_nics: int) -> float:
+        """An upper bound of the score of every allocation of `total` free
+        units, `accelerators` of them accelerators and `rooted_nics` NICs with a
+        PCIe root, that holds `picks`, each a free unit of its own with a
+        topology (see `bound_key`): the locality tier the picks still allow,
+        the most device pairs that can share a root and a NUMA node once the
+        rest are placed where most pairs form, the most accelerators that can
+        have a NIC of the pod on their root, and no free block broken.
+        Computed with the score's own formulas, so rounding never puts a score
+        above it."""
+        topo = self._topology
+        key = (frozenset(Counter((topo.of(d), d.id in topo.accelerators, d.id in topo.nics)
+                                 for d in picks).items()), total, accelerators, rooted_nics)
+        hit = self._branch_bounds.get(key)
+        if hit is None:
+            hit = self._branch_bounds[key] = self._bound(picks, total, accelerators,
+                                                         rooted_nics)
+        return hit
+
+    def _bound(self, picks: Sequence[Device], total: int, accelerators: int,
+               rooted_nics: int) -> float:
+        topo = self._topology
+        known = [topo.of(d) for d in picks]
+        remaining = total - len(known)
+        packing = self._packing(intact=self._most_intact(known, remaining))
+        roots = Counter(t.pcie_root for t in known)
+        numas = Counter(t.numa_node for t in known)
+        if total <= 1 or (None not in roots and len(roots) <= 1 and any(
+                self._fits(roots, root, members, self._root_used, total)
+                for root, members in topo.roots.items())):
+            return self._combine(ONE_ROOT, 1.0, packing)
+        same_root = _most_pairs(roots, topo.roots, self._root_used, remaining)
+        pairs = _pairs(total)
+        if None not in numas and len(numas) <= 1 and any(
+                self._fits(numas, numa, members, self._numa_used, total)
+                for numa, members in topo.numa_nodes.items()):
+            closeness = ((same_root + 0.5 * (pairs - same_root)) / pairs - 0.5) * 2
+            tier = ONE_NUMA
+        else:
+            same_numa = _most_pairs(numas, topo.numa_nodes, self._numa_used, remaining)
+            nested = 0.5 * (same_numa - same_root) if self._nested() else 0.5 * same_numa
+            closeness = (same_root + nested) / pairs
+            tier = SPANNING
+        if accelerators and rooted_nics:
+            refinement = 0.5 * closeness + 0.5 * self._most_paired(
+                picks, accelerators, rooted_nics) / accelerators
+        else:
+            refinement = closeness
+        return self._combine(tier, refinement, packing)
+
+    def _most_paired(self, picks: Sequence[Device], accelerators: int,
+                     rooted_nics: int) -> int:
+        """The most accelerators with a NIC of the pod on their root: those of
+        `picks` already paired, those on the roots the NICs still to come can
+        reach most of, and every accelerator still to come."""
+        topo = self._topology
+        nic_roots: set[str | None] = set()
+        accel_roots: Counter[str | None] = Counter()
+        nics = 0
+        for d in picks:
+            root = topo.of(d).pcie_root
+            if d.id in topo.accelerators:
+                accel_roots[root] += 1
+            elif d.id in topo.nics and root is not None:
+                nic_roots.add(root)
+                nics += 1
+        paired = sum(n for root, n in accel_roots.items() if root in nic_roots)
+        waiting = sorted((n for root, n in accel_roots.items() if root not in nic_roots),
+                         reverse=True)
+        paired += sum(waiting[:rooted_nics - nics])
+        return min(accelerators, paired + accelerators - sum(accel_roots.values()))
+
+    def _most_intact(self, known: Sequence[DeviceTopology], remaining: int) -> float:
+        """An upper bound of `_intact` for the picks' units plus `remaining`
+        more: per level, a wholly free group the picks broke stays broken
+        unless the units still to come fill it (the smallest gaps first), and
+        every unit still to come touches a group of its own. A level no pick
+        reaches yet may be reached or not, so the most of both is taken."""
+        topo = self._topology
+        roots = Counter(t.pcie_root for t in known if t.pcie_root is not None)
+        numas = Counter(t.numa_node for t in known if t.numa_node is not None)
+        levels = [(_most_intact_share(counts, members, used, remaining), weight, bool(counts))
+                  for counts, members, used, weight in (
+                      (roots, topo.roots, self._root_used, ROOT_LEVEL),
+                      (numas, topo.numa_nodes, self._numa_used, NUMA_LEVEL),
+                      (Counter({"": len(known)} if known else {}), self._node,
+                       self._node_used, NODE_LEVEL))]
+        open_levels = sum(1 for share, _, reached in levels if share is not None and not reached)
+        best = 0.0
+        for present in itertools.product((True, False), repeat=open_levels):
+            shown = iter(present)
+            values = [(share, weight) for share, weight, reached in levels
+                      if share is not None and (reached or next(shown))]
+            best = max(best, _weighted_mean(values))
+        return best
+
+    def blocks(self, total: int) -> list[frozenset[DeviceId]]:
+        """The devices of each PCIe root, then each NUMA node, with `total`
+        free units or more: where an allocation of `total` units can reach the
+        best locality tiers (a search looks there first for a score to beat)."""
+        topo = self._topology
+        out = [frozenset(i for i, t in topo.devices.items() if t.pcie_root == root)
+               for root, units in topo.roots.items()
+               if len(units) - self._root_used[root] >= total]
+        out += [frozenset(i for i, t in topo.devices.items() if t.numa_node == numa)
+                for numa, units in topo.numa_nodes.items()
+                if len(units) - self._numa_used[numa] >= total]
+        return out
+
+    @staticmethod
+    def _fits(counts: Mapping[Any, int], group: Any, members: Sequence[str],
+              used: Mapping[Any, int], total: int) -> bool:
+        """Whether all `total` units can be in `group`, given where `counts` are."""
+        return (not counts or group in counts) and len(members) - used[group] >= total
+
+    def _nested(self) -> bool:
+        """Every device with a PCIe root has a NUMA node, one per root: two
+        devices on one root then share their NUMA node too."""
+        if self._nested_roots is None:
+            self._nested_roots = self._roots_nest()
+        return self._nested_roots
+
+    def _roots_nest(self) -> bool:
+        numa_of: dict[str, int | None] = {}
+        for t in self._topology.devices.values():
+            if t.pcie_root is not None and (
+                    t.numa_node is None
+                    or numa_of.setdefault(t.pcie_root, t.numa_node) != t.numa_node):
+                return False
+        return True
 
     def is_perfect(self, score: float) -> bool:
         """True when `score` reaches the upper bound for allocations shaped like
@@ -255,6 +405,41 @@ def _intact_bound(count: int, members: Mapping[Any, tuple[DeviceId, ...]],
     partly_used = any(0 < used[g] < len(m) for g, m in members.items())
     smallest_free = min((len(m) for g, m in members.items() if used[g] == 0), default=None)
     return 1.0 if partly_used or (smallest_free is not None and count >= smallest_free) else 0.0
+
+
+def _most_intact_share(counts: Mapping[Any, int], members: Mapping[Any, tuple[DeviceId, ...]],
+                       used: Mapping[Any, int], remaining: int) -> float | None:
+    """The most `_intact_share` of one level once `remaining` more units are
+    added to `counts`: a wholly free group the picks broke stays broken unless
+    the units still to come fill it (the smallest gaps first), and each unit
+    still to come may touch a group of its own. None: no group is touched."""
+    gaps = sorted(len(members[g]) - n for g, n in counts.items()
+                  if used[g] == 0 and n < len(members[g]))
+    filled = fixed = 0
+    for gap in gaps:
+        if filled + gap > remaining:
+            break
+        filled += gap
+        fixed += 1
+    touched = min(len(counts) + remaining, len(members))
+    return 1.0 - (len(gaps) - fixed) / touched if touched else None
+
+
+def _most_pairs(counts: Mapping[Any, int], members: Mapping[Any, tuple[DeviceId, ...]],
+                used: Mapping[Any, int], remaining: int) -> int:
+    """The most pairs sharing a group once `remaining` more units are added to
+    `counts` (units per group so far), each group taking at most its free
+    units: the pairs so far plus the `remaining` largest gains (a unit added
+    to a group holding n gains n pairs; any placement takes, per group, a
+    prefix of that group's gains)."""
+    pairs = sum(_pairs(n) for group, n in counts.items() if group is not None)
+    if remaining <= 0:
+        return pairs
+    gains = [n for group, units in members.items()
+             for n in range(counts.get(group, 0),
+                            len(units) - used[group])]
+    gains.sort(reverse=True)
+    return pairs + sum(gains[:remaining])
 
 
 def _packed_pairs(count: int, group: int) -> int:

@@ -1,0 +1,207 @@
+"""The bounded best-allocation search returns what the unbounded one returns.
+
+Once an allocation is found, the search skips a branch whose picks cannot lead
+to a higher score than the best so far (nor to one the objective calls
+perfect), and looks first inside a PCIe root or NUMA node that can hold the
+whole pod for a score to beat. Skipping must change nothing but the work:
+over random nodes (PCIe roots on NUMA nodes, GPUs, partitioned GPUs, NICs,
+devices without a topology, some taken) and random pods (several claims,
+`matchAttribute`, `firstAvailable`), the chosen devices, score, reason and
+error equal those of the same search with the bound taken away.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from app.allocator import AllocatedState, AllocationOutcome, NodeView, allocate
+from app.allocator.types import KnownMatches
+from app.cel import CelError
+from app.features import FeatureGates
+from app.inventory.selectors import SelectorCache
+from app.model import Device, DeviceClass, ResourceClaim, parse_object
+from app.topology import TopologyConfig, make_objective
+from loadtest import generator
+from tests.allocator.helpers import (
+    claim,
+    cls,
+    consumes,
+    dev,
+    first,
+    match,
+    node_obj,
+    node_view,
+    parse_classes,
+    req,
+    sl,
+    sub,
+)
+
+ROOT = "resource.kubernetes.io/pcieRoot"
+NUMA = "dra.net/numaNode"
+GPU = "gpu.example.com"
+NIC = "dra.net"
+CLASSES = parse_classes([cls("gpu", f"device.driver == '{GPU}'"),
+                         cls("nic", f"device.driver == '{NIC}'")])
+FULL = f'device.attributes["{GPU}"].kind == "full"'
+
+
+class _Unbounded:
+    """The same objective without its bound: the search skips no branch."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.first_fit = inner.first_fit
+
+    def score(self, picks: Sequence[Device]) -> float:
+        return float(self._inner.score(picks))
+
+    def is_perfect(self, score: float) -> bool:
+        return bool(self._inner.is_perfect(score))
+
+    def twin_key(self, device: Device) -> Any:
+        return self._inner.twin_key(device)
+
+
+@st.composite
+def nodes(draw: st.DrawFn) -> tuple[list[dict[str, Any]], list[str]]:
+    """A node's slices (GPUs and NICs on PCIe roots over NUMA nodes) and the
+    names of the devices other pods hold."""
+    regular = draw(st.booleans())  # every device a unit with a topology: the bound applies
+    numa_nodes = draw(st.integers(1, 2))
+    roots = draw(st.integers(1, 4))
+    gpus: list[dict[str, Any]] = []
+    nics: list[dict[str, Any]] = []
+    counters: dict[str, dict[str, str]] = {}
+    for r in range(roots):
+        numa = r * numa_nodes // roots
+        for g in range(draw(st.integers(0, 3))):
+            attrs: dict[str, Any] = {"kind": "full"}
+            if regular or draw(st.integers(0, 19)):
+                attrs[ROOT] = f"pci-{r}"
+            name = f"gpu-{r}-{g}"
+            # partitioned: the whole GPU and two halves
+            if not regular and draw(st.integers(0, 7)) == 0:
+                counters[name] = {"mem": "2"}
+                gpus.append(dev(name, attrs, consumesCounters=consumes(name, mem="2")))
+                gpus += [dev(f"{name}-half-{h}", {**attrs, "kind": "half"},
+                             consumesCounters=consumes(name, mem="1")) for h in range(2)]
+            else:
+                gpus.append(dev(name, attrs))
+        for n in range(draw(st.sampled_from((1, 1, 2, 0)))):
+            nics.append(dev(f"nic-{r}-{n}", {ROOT: f"pci-{r}", NUMA: numa}))
+    # counters live in a slice of their own, as the API requires
+    slices = [sl("gpus", gpus, driver=GPU, pool="gpus", count=2 if counters else 1),
+              sl("nics", nics, driver=NIC, pool="nics")]
+    if counters:
+        slices.append(sl("gpu-counters", driver=GPU, pool="gpus", count=2, counters=counters))
+    names = [d["name"] for d in gpus + nics]
+    taken = draw(st.lists(st.sampled_from(names), unique=True, max_size=len(names) // 2)
+                 if names else st.just([]))
+    return [s for s in slices if s["spec"].get("devices") or s["spec"].get("sharedCounters")
+            ], taken
+
+
+@st.composite
+def pods(draw: st.DrawFn) -> list[dict[str, Any]]:
+    out = []
+    for c in range(draw(st.integers(1, 2))):
+        requests: list[dict[str, Any]] = []
+        selectors = [FULL] if draw(st.booleans()) else []
+        count = draw(st.integers(1, 4))
+        if draw(st.integers(0, 4)) == 0:
+            requests.append(first("gpu", sub("many", "gpu", count=count, selectors=selectors),
+                                  sub("one", "gpu", count=1, selectors=selectors)))
+        else:
+            requests.append(req("gpu", "gpu", count=count, selectors=selectors))
+        if draw(st.booleans()):
+            requests.append(req("nic", "nic", count=draw(st.integers(1, 3))))
+        constraints = [match(ROOT)] if draw(st.integers(0, 3)) == 0 else []
+        out.append(claim(f"c{c}", *requests, constraints=constraints))
+    return out
+
+
+def known_matches(view: NodeView) -> KnownMatches:
+    """Every device's selector results, as the extender hands them to a search."""
+    cache = SelectorCache()
+    devices = [d for pool in view.pools for d in pool.devices]
+
+    def column(device_class: DeviceClass, selectors: tuple[str, ...]) -> tuple[bool | str, ...]:
+        out: list[bool | str] = []
+        for d in devices:
+            try:
+                out.append(cache.matches_shared(device_class, selectors, d))
+            except CelError as exc:
+                out.append(str(exc))
+        return tuple(out)
+
+    return column
+
+
+def _search(claims: Sequence[ResourceClaim], view: NodeView, allocated: AllocatedState, *,
+            config: TopologyConfig, bounded: bool, step_budget: int = 10**7
+            ) -> AllocationOutcome:
+    objective = make_objective(node_view=view, allocated=allocated, config=config,
+                               mode="allocator")
+    return allocate(claims, node_view=view, classes=CLASSES, allocated=allocated,
+                    features=FeatureGates(), objective=objective if bounded else
+                    _Unbounded(objective), step_budget=step_budget,
+                    known_matches=known_matches(view))
+
+
+def _same(a: AllocationOutcome, b: AllocationOutcome) -> None:
+    assert a.feasible == b.feasible
+    assert [d.id for d in a.picks] == [d.id for d in b.picks]
+    assert a.score == b.score
+    assert (a.reason, a.error) == (b.reason, b.error)
+    assert [c.allocation for c in a.claims] == [c.allocation for c in b.claims]
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(node=nodes(), raw_claims=pods(), spread=st.booleans())
+def test_bounded_search_returns_what_the_unbounded_search_returns(
+        node: tuple[list[dict[str, Any]], list[str]], raw_claims: list[dict[str, Any]],
+        spread: bool) -> None:
+    raw_slices, taken = node
+    if not raw_slices:
+        return
+    view = node_view(raw_slices, node_obj())
+    ids = {d.name: d.id for pool in view.pools for d in pool.devices}
+    allocated = AllocatedState(devices=frozenset(ids[n] for n in taken))
+    claims = [parse_object("ResourceClaim", c) for c in raw_claims]
+    config = TopologyConfig(packing="spread" if spread else "binpack")
+    _same(_search(claims, view, allocated, config=config, bounded=True),
+          _search(claims, view, allocated, config=config, bounded=False))
+
+
+def test_bound_cuts_the_search_on_a_partly_used_node() -> None:
+    """4 GPUs + 4 NICs on a node with one GPU taken: the only allocation on one
+    NUMA node comes last in the search's order; found first inside that NUMA
+    node, it rules out every branch that spans both before it is explored."""
+    inv_slices = [o for o in generator.generate_cluster(nodes=1, partitionable_fraction=0.0,
+                                                         shared_fraction=0.0)
+                  if o["kind"] == "ResourceSlice"]
+    classes = parse_classes(generator.device_classes())
+    node = node_obj(generator.node_name(0))
+    view = node_view(inv_slices, node)
+    gpu = next(d for pool in view.pools for d in pool.devices if d.driver == generator.GPU_DRIVER)
+    allocated = AllocatedState(devices=frozenset([gpu.id]))
+    spec = generator.SHAPES["4gpu-4nic"]
+    pod = [parse_object("ResourceClaim", {"kind": "ResourceClaim",
+                                          "metadata": {"name": "c", "namespace": "d"},
+                                          "spec": spec})]
+    outcomes = []
+    for bounded in (True, False):
+        objective = make_objective(node_view=view, allocated=allocated,
+                                   config=TopologyConfig(), mode="allocator")
+        outcomes.append(allocate(pod, node_view=view, classes=classes, allocated=allocated,
+                                 features=FeatureGates(), step_budget=10**7,
+                                 objective=objective if bounded else _Unbounded(objective),
+                                 known_matches=known_matches(view)))
+    bounded_outcome, unbounded = outcomes
+    _same(bounded_outcome, unbounded)
+    assert bounded_outcome.steps * 10 < unbounded.steps
