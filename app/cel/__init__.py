@@ -55,6 +55,12 @@ class CompiledSelector:
         self._fn = fn
         self._reads = reads
 
+    @property
+    def reads(self) -> tuple[Read, ...] | None:
+        """Every device value the expression can read (`app.cel.footprint`), or
+        None when that is not known."""
+        return self._reads
+
     def projection(self, device: Device) -> Hashable | None:
         """What of `device` this expression can read (see `app.cel.footprint`), or
         None when that is not known and only the device itself determines the result."""

@@ -366,7 +366,8 @@ class AnswerBook:
                     ) -> tuple[Hashable, Hashable]:
         static = self.static.of(state)
         matches = self.matches.signature(state.view, kinds, classes=self._inventory.classes,
-                                         matcher=self._inventory.selectors.matches_shared)
+                                         matcher=self._inventory.selectors.matches_shared,
+                                         hardware=static.hardware)
         return (static.full, matches), (static.hardware, matches)
 
     def _compute(self, claims: Sequence[ResourceClaim], state: NodeState, *,

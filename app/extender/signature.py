@@ -35,7 +35,7 @@ from typing import Any, Final, Protocol
 
 from app.allocator.types import AllocationOutcome, ClaimAllocation, KnownMatches, NodeView
 from app.bounded_cache import BoundedCache
-from app.cel import CelCompileError, CelEvalError
+from app.cel import CelCompileError, CelEvalError, compile_selector
 from app.inventory import NodeState
 from app.model import (
     AllocationResult,
@@ -52,6 +52,7 @@ from app.model.compact import names_of
 from app.model.objects import NodeSelectorRequirement, NodeSelectorTerm
 
 _INTERNED_LIMIT: Final = 100_000
+_SHARED_COLUMNS: Final = 4096
 
 # (class name, request selectors) of one `exactly` request or subrequest
 RequestKind = tuple[str, tuple[str, ...]]
@@ -197,7 +198,8 @@ class StaticSignatures:
 
 
 def _capacities(capacity: Mapping[str, Any]) -> Hashable:
-    return tuple(sorted((name, c.value.value, _policy(c.request_policy))
+    # the text too: CEL builds a quantity from it (`app.cel.footprint`)
+    return tuple(sorted((name, c.value.value, c.value.text, _policy(c.request_policy))
                         for name, c in capacity.items()))
 
 
@@ -336,9 +338,15 @@ class MatchColumns:
     shape, kept per node because the shapes of a cluster share their kinds (a
     GPU class, a NIC class, ...), and a node's devices change far less often
     than its allocations. Columns of identical nodes are equal and stored once.
+
+    A kind's column on a node is also shared with every node of the same
+    hardware signature whose devices hold the same values of the attributes
+    its selectors read, and the same class column: the first touch of a new
+    claim shape then evaluates its selectors once per kind of hardware, not
+    once per device of every candidate node.
     """
 
-    __slots__ = ("_interned", "_nodes")
+    __slots__ = ("_interned", "_nodes", "_reads", "_shared")
 
     def __init__(self) -> None:
         # node -> (the Node, its pools' slices, kind -> (the class read, column))
@@ -347,10 +355,18 @@ class MatchColumns:
                                                              tuple[MatchResult, ...]]]]] = {}
         self._interned: BoundedCache[tuple[MatchResult, ...], tuple[MatchResult, ...]] = (
             BoundedCache(_INTERNED_LIMIT))
+        # (request selectors, class column, hardware signature, values read) -> column
+        self._shared: BoundedCache[HashedKey, tuple[MatchResult, ...]] = BoundedCache(
+            _SHARED_COLUMNS)
+        # request selectors -> the attribute names they read; None: not known statically
+        self._reads: dict[tuple[str, ...], tuple[str, ...] | None] = {}
 
     def signature(self, view: NodeView, kinds: Sequence[RequestKind], *,
-                  classes: Mapping[str, DeviceClass], matcher: Matcher) -> Hashable:
-        """Per kind, per device of `view` in order: does it match."""
+                  classes: Mapping[str, DeviceClass], matcher: Matcher,
+                  hardware: Hashable | None = None) -> Hashable:
+        """Per kind, per device of `view` in order: does it match. `hardware`:
+        the node's hardware signature (`StaticSignatures`), to share columns
+        between nodes."""
         columns = self._columns(view)
         if columns is None:
             columns = {}
@@ -369,12 +385,12 @@ class MatchColumns:
                 continue
             if devices is None:
                 devices = flat_devices(view)
-            out.append(self._column(columns, kind, device_class, devices, matcher))
+            out.append(self._column(columns, kind, device_class, devices, matcher, hardware))
         return HashedKey(tuple(out))
 
     def _column(self, columns: dict[RequestKind, tuple[DeviceClass, tuple[MatchResult, ...]]],
                 kind: RequestKind, device_class: DeviceClass, devices: tuple[Device, ...],
-                matcher: Matcher) -> tuple[MatchResult, ...]:
+                matcher: Matcher, hardware: Hashable | None = None) -> tuple[MatchResult, ...]:
         """A kind with selectors of its own starts from its class's column and
         asks the selectors only of the devices the class accepts: every new
         claim shape is a new kind, and its first touch or warming read the
@@ -388,13 +404,41 @@ class MatchColumns:
             held = (base[1] if base is not None and base[0] is device_class
                     else self._column(columns, (class_name, ()), device_class, devices,
                                       matcher))
-            column = tuple(
-                _matches(d, device_class, selectors, matcher, class_holds=True)
-                if accepted is True else accepted for d, accepted in zip(devices, held,
-                                                                       strict=True))
+            key = self._shared_key(selectors, held, devices, hardware)
+            shared = None if key is None else self._shared.get(key)
+            if shared is not None:
+                column = shared
+            else:
+                column = tuple(
+                    _matches(d, device_class, selectors, matcher, class_holds=True)
+                    if accepted is True else accepted for d, accepted in zip(devices, held,
+                                                                           strict=True))
+                # a CEL error names its device: such a column is this node's only
+                if key is not None and str not in set(map(type, column)):
+                    self._shared.put(key, column)
         column = self._interned.intern(column)
         columns[kind] = (device_class, column)
         return column
+
+    def _shared_key(self, selectors: tuple[str, ...], held: tuple[MatchResult, ...],
+                    devices: tuple[Device, ...], hardware: Hashable | None) -> HashedKey | None:
+        """What a column of `selectors` depends on, when nodes can share it: the
+        devices the class accepts (`held`, without CEL errors, which name their
+        devices), and everything the selectors can read of each device. Driver,
+        allowMultipleAllocations, capacities and the attribute values whose
+        conversion can fail are in the hardware signature, and so are the
+        other non-string attributes; the attributes read are added as they are
+        (strings are only relabelled there)."""
+        if hardware is None or str in set(map(type, held)):
+            return None
+        if selectors in self._reads:
+            names = self._reads[selectors]
+        else:
+            names = self._reads[selectors] = _attributes_read(selectors)
+        if names is None:
+            return None
+        values = tuple(tuple(d.attributes.get(name) for d in devices) for name in names)
+        return HashedKey((selectors, held, hardware, values))
 
     def known(self, view: NodeView) -> KnownMatches | None:
         """The columns held for `view`'s node, as the allocator reads them (a
@@ -422,6 +466,21 @@ class MatchColumns:
                 hit[1], tuple(pool.slices for pool in view.pools)):
             return None
         return hit[2]
+
+
+def _attributes_read(selectors: Sequence[str]) -> tuple[str, ...] | None:
+    """The qualified attribute names `selectors` read, or None when what they
+    read is not known statically (or reads a whole domain, or does not compile)."""
+    names: dict[str, None] = {}
+    for expression in selectors:
+        try:
+            reads = compile_selector(expression).reads
+        except CelCompileError:
+            return None
+        if reads is None or any(r.whole_domain for r in reads):
+            return None
+        names.update((r.name, None) for r in reads if r.table == "attributes")
+    return tuple(names)
 
 
 def _same_slices(a: tuple[tuple[ResourceSlice, ...], ...],

@@ -148,7 +148,7 @@ class Warmer:
             state = inv.node_state(name)
             if state is None:
                 continue
-            self._book.static.of(state)
+            hardware = self._book.static.of(state).hardware
             for request in shapes.values():
                 answers = self._book.of_shape(request.claims.shape)
                 if name not in answers.verdicts:
@@ -157,7 +157,8 @@ class Warmer:
             # A bind changes the node, not its devices: their match columns are
             # kept, so this is a few lookups unless its slices changed.
             self._book.matches.signature(state.view, kinds, classes=inv.classes,
-                                         matcher=inv.selectors.matches_shared)
+                                         matcher=inv.selectors.matches_shared,
+                                         hardware=hardware)
             self._warmed_versions[name] = state.view.version
             yield
         stats.warming_backlog = 0

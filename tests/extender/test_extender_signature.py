@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import app.extender.answers as answers
 from app.allocator import AllocatedState, allocate
-from app.extender.signature import MatchColumns
+from app.extender.signature import MatchColumns, StaticSignatures
 from app.features import FeatureGates
 from app.topology import TopologyConfig, make_objective, priority
 from tests.extender.cluster import (
@@ -280,12 +280,13 @@ def test_warming_leaves_no_work_for_the_first_filter(monkeypatch) -> None:
     inv.apply("DeviceClass", "MODIFIED", GPU_CLASS | {"metadata": {"name": "gpu",
                                                                    "generation": 2}})
     assert ext.warm(budget_seconds=10) is False
-    # per node: the changed class on each device (4 GPUs + 1 NIC), then the
-    # template's selector on the 4 GPUs the class accepts
-    assert len(matched) == 4 * (5 + 4)
+    # per node: the changed class on each device (4 GPUs + 1 NIC); the
+    # template's selector reads nothing the class change touched, and its
+    # column is known for nodes of this hardware
+    assert len(matched) == 4 * 5
     assert ext.filter(the_pod(inv), [f"n{i}" for i in range(4)]).passed == [
         "n0", "n1", "n2", "n3"]
-    assert len(matched) == 4 * (5 + 4)  # the filter found the matches warming made
+    assert len(matched) == 4 * 5  # the filter found the matches warming made
 
 
 def count_shared_matches(monkeypatch: Any, *, class_read: list[bool] | None = None
@@ -327,6 +328,51 @@ def test_a_new_kind_of_a_known_class_asks_only_the_devices_the_class_accepts(
     fresh = MatchColumns().signature(view, (("gpu", ()), ("gpu", (low,))),
                                      classes=inv.classes, matcher=inv.selectors.matches_shared)
     assert wide == fresh  # the same columns as asked from nothing
+
+
+def _columns_over(inv: Any, names: list[str], kinds: tuple[Any, ...],
+                  columns: MatchColumns) -> list[Any]:
+    static = StaticSignatures()
+    out = []
+    for name in names:
+        state = inv.node_state(name)
+        out.append(columns.signature(state.view, kinds, classes=inv.classes,
+                                     matcher=inv.selectors.matches_shared,
+                                     hardware=static.of(state).hardware))
+    return out
+
+
+def test_a_new_kind_asks_each_kind_of_hardware_once_not_each_node(monkeypatch) -> None:
+    """Ten nodes of the same hardware (uuids differ, the selector does not read
+    them): the new kind's selectors are asked of one node's GPUs, and every
+    node gets the column it would get on its own."""
+    names = [f"n{i}" for i in range(10)]
+    inv = load(GPU_CLASS, NIC_CLASS, *(gpu_node(n, nic_roots=["r0"]) for n in names))
+    columns = MatchColumns()
+    _columns_over(inv, names, (("gpu", ()),), columns)
+    asked = count_shared_matches(monkeypatch)
+    kinds = (("gpu", ()), ("gpu", ("device.attributes['gpu.example.com'].index < 2",)))
+    shared = _columns_over(inv, names, kinds, columns)
+    assert sorted(asked) == [f"gpu.example.com/n0/gpu-{i}" for i in range(4)]
+    alone = [MatchColumns().signature(inv.node_state(n).view, kinds, classes=inv.classes,
+                                      matcher=inv.selectors.matches_shared) for n in names]
+    assert shared == alone
+
+
+def test_a_kind_reading_identity_attributes_is_asked_on_every_node(monkeypatch) -> None:
+    """A selector that reads the uuid sees different values on every node: no
+    column is shared, and only the one GPU it names matches."""
+    names = [f"n{i}" for i in range(4)]
+    inv = load(GPU_CLASS, *(gpu_node(n) for n in names))
+    columns = MatchColumns()
+    _columns_over(inv, names, (("gpu", ()),), columns)
+    asked = count_shared_matches(monkeypatch)
+    kind = ("gpu", ("device.attributes['gpu.example.com'].uuid == 'GPU-n2-1'",))
+    _columns_over(inv, names, (kind,), columns)
+    assert len(asked) == 16
+    matched = [(n, i) for n in names for i, hit in enumerate(
+        columns.known(inv.node_state(n).view)(inv.classes["gpu"], kind[1])) if hit is True]
+    assert matched == [("n2", 1)]
 
 
 async def test_keep_warm_runs_in_the_background() -> None:
