@@ -49,14 +49,14 @@ from app.extender.binder import MemoryBinder
 from app.extender.extended import ExtendedClaim
 from app.extender.pending import DEFAULT_BIND_WAIT_SECONDS
 from app.inventory import KINDS, Inventory, NodePool
-from app.model import InvalidObject, Pod, ResourceClaim
+from app.model import InvalidObject, Pod, ResourceClaim, decode_resource_slice
 from app.observability.inventory import InventoryObserver
 from app.observability.placement import PlacementMetrics, PlacementRecorder
 from app.observability.search import SearchMetrics
 from app.preemption import Actor, Driver, PreemptionMetrics, VictimSearch
 from app.server.app import Lifespan, create_app, create_probe_app
 from app.server.metrics import ServerMetrics
-from app.sources.files import Sourced, iter_sourced
+from app.sources.files import RawSlice, Sourced, iter_sourced
 from app.sources.kube import (
     WATCHED_KINDS,
     InventorySizes,
@@ -112,7 +112,12 @@ def load_files(inventory: Inventory, paths: Iterable[str | Path]) -> LoadReport:
         nonlocal applied, invalid
         kind = obj["kind"]
         try:
-            inventory.apply(kind, "ADDED", obj)
+            if type(obj) is RawSlice:
+                # decoded straight into the model, and only if the pool keeps it
+                if inventory.admits(kind, obj):
+                    inventory.apply_parsed(kind, "ADDED", decode_resource_slice(obj.raw))
+            else:
+                inventory.apply(kind, "ADDED", obj)
         except InvalidObject as exc:
             invalid += 1
             log.warning("%s: skipping invalid %s %s: %s", path, kind, _name_of(obj), exc)
@@ -122,7 +127,7 @@ def load_files(inventory: Inventory, paths: Iterable[str | Path]) -> LoadReport:
     # Everything parsed here stays alive: the cyclic collector would rescan the
     # growing inventory again and again for nothing.
     with garbage_collector.paused():
-        for path, obj in iter_sourced(paths):
+        for path, obj in iter_sourced(paths, raw_slices=True):
             kind = obj["kind"]
             if kind not in KINDS:
                 unknown[kind] += 1

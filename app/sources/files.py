@@ -6,6 +6,12 @@ commands (`drax selector`, `allocate`, `simulate`). Accepts what `kubectl get
 `List` / `*List` wrappers. Folders are read recursively in name order so a
 load is deterministic. A file that cannot be read or parsed raises
 `SourceError` naming the file; nothing is half-loaded by the caller.
+
+A large inventory is mostly ResourceSlices in JSON `List`s. Asked for
+(`raw_slices`), those are not decoded here: msgspec finds each item's bounds
+and the few fields a loader needs before parsing (`RawSlice`), and the
+loader decodes the slice straight into the model (`decode_resource_slice`),
+or not at all when a node pool leaves it out.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import msgspec
 import orjson
 import yaml
 
@@ -62,19 +69,102 @@ class Sourced(NamedTuple):
     obj: dict[str, Any]
 
 
-def iter_sourced(paths: Iterable[str | Path]) -> Iterator[Sourced]:
+def iter_sourced(paths: Iterable[str | Path], *, raw_slices: bool = False
+                 ) -> Iterator[Sourced]:
     """`iter_objects`, each object with its file: an object the inventory rejects
-    is reported where the user can find it."""
+    is reported where the user can find it. With `raw_slices`, the slices of
+    a JSON `List` come as `RawSlice`s."""
     for path in iter_files(paths):
-        for obj in _load_file(path):
+        for obj in _load_file(path, raw_slices=raw_slices):
             yield Sourced(path, obj)
 
 
-def _load_file(path: Path) -> list[dict[str, Any]]:
+class RawSlice(dict[str, Any]):
+    """A ResourceSlice of a JSON file, undecoded: as a dict only its `kind`,
+    `metadata.name`, `spec.nodeName` and `spec.perDeviceNodeSelection` (what a
+    loader reads before parsing, as published), and the whole object's JSON in
+    `raw` for `decode_resource_slice`."""
+
+    __slots__ = ("raw",)
+
+    def __init__(self, head: dict[str, Any], raw: msgspec.Raw) -> None:
+        super().__init__(head)
+        self.raw = raw
+
+
+class _HeadMeta(msgspec.Struct, gc=False):
+    name: Any = None
+
+
+class _HeadSpec(msgspec.Struct, gc=False):
+    nodeName: Any = None
+    perDeviceNodeSelection: Any = None
+
+
+class _Head(msgspec.Struct, gc=False):
+    kind: Any = None
+    metadata: _HeadMeta | None = None
+    spec: _HeadSpec | None = None
+
+
+class _ListDoc(msgspec.Struct, gc=False):
+    kind: str
+    items: list[msgspec.Raw]
+
+
+_LIST_DOC = msgspec.json.Decoder(_ListDoc)
+_HEAD = msgspec.json.Decoder(_Head)
+
+
+def _raw_slices(data: bytes, path: Path) -> list[dict[str, Any]] | None:
+    """The objects of a JSON `List` file, its slices as `RawSlice`s; None when
+    the file is not one (`_load_file` reads it whole)."""
+    try:
+        doc = _LIST_DOC.decode(data)
+    except msgspec.DecodeError:
+        return None
+    kind = doc.kind
+    if kind != "List" and not kind.endswith("List"):
+        return None
+    item_kind = kind[:-4] if kind != "List" else None
+    out: list[dict[str, Any]] = []
+    for raw in doc.items:
+        try:
+            head = _HEAD.decode(raw)
+        except msgspec.DecodeError:
+            head = None
+        if head is not None and (head.kind or item_kind) == "ResourceSlice":
+            out.append(RawSlice(_head_dict(head), raw))
+            continue
+        item = orjson.loads(memoryview(raw))
+        if isinstance(item, Mapping) and item_kind and "kind" not in item:
+            item = {**item, "kind": item_kind}
+        out.extend(_flatten(item, path))
+    return out
+
+
+def _head_dict(head: _Head) -> dict[str, Any]:
+    out: dict[str, Any] = {"kind": "ResourceSlice"}
+    if head.metadata is not None:
+        out["metadata"] = {"name": head.metadata.name}
+    if head.spec is not None:
+        out["spec"] = {"nodeName": head.spec.nodeName,
+                       "perDeviceNodeSelection": head.spec.perDeviceNodeSelection}
+    return out
+
+
+def _load_file(path: Path, *, raw_slices: bool = False) -> list[dict[str, Any]]:
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise SourceError(f"{path}: {exc.strerror or exc}") from None
+    if raw_slices and path.suffix == ".json":
+        try:
+            listed = _raw_slices(data, path)
+        except orjson.JSONDecodeError as exc:
+            raise SourceError(f"{path}: cannot parse: {exc}") from None
+        if listed is not None:
+            return listed
     try:
         if path.suffix == ".json":
             # orjson: a 100,000-node inventory is gigabytes of JSON, and the

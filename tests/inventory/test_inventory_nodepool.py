@@ -10,9 +10,11 @@ from typing import Any
 
 import pytest
 
+from app import runtime
 from app.config import ConfigError, load_settings, parse_node_selector
 from app.extender import BindCause
 from app.inventory import KINDS, Inventory, NodePool
+from app.model import decode_resource_slice
 from app.runtime import load_files
 from tests.extender.cluster import GPU_CLASS, extender, gpu_node, the_pod
 from tests.inventory.objects import claim, device, exactly, node, pod, resource_slice
@@ -164,3 +166,25 @@ def test_node_selector_setting_parses_and_rejects_clearly() -> None:
     assert load_settings(environ={"DRAX_NODE_SELECTOR": "x=y"}).node_selector == {"x": "y"}
     with pytest.raises(ValueError):
         NodePool({})
+
+
+def test_a_file_load_never_decodes_other_nodes_slices(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    decoded: list[bytes] = []
+
+    def recording(raw: Any) -> Any:
+        decoded.append(bytes(raw))
+        return decode_resource_slice(raw)
+
+    monkeypatch.setattr(runtime, "decode_resource_slice", recording)
+    (tmp_path / "a-nodes.json").write_text(json.dumps(
+        {"kind": "List", "items": [node("a1", pool="a"), node("b1", pool="b")]}))
+    (tmp_path / "b-slices.json").write_text(json.dumps(
+        {"kind": "ResourceSliceList", "items": [
+            {k: v for k, v in s.items() if k != "kind"}
+            for s in gpu_node("a1") + gpu_node("b1")]}))
+    inv = Inventory(pool=NodePool(POOL))
+    report = load_files(inv, [tmp_path])
+    assert report.invalid == 0
+    assert inv.node_names() == ["a1"] and inv.counts().devices == 4
+    assert decoded and all(b'"a1"' in d for d in decoded)

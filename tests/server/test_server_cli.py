@@ -18,7 +18,8 @@ from app.cli import build_parser, main
 from app.config import Settings
 from app.inventory import Inventory
 from app.runtime import SAMPLE_DIR, build_runtime, load_files
-from app.sources.files import SourceError
+from app.sources.files import RawSlice, SourceError, iter_sourced
+from loadtest import generator
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -144,3 +145,27 @@ def test_the_verb_deadline_is_described_as_the_code_behaves() -> None:
         assert re.search(r"filter answers with `?Error`? [^.]{0,60}prioritize with no scores",
                          flat), text
         assert "scores so far" not in flat
+
+
+def test_json_lists_of_slices_load_as_their_yaml(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    objects = list(generator.iter_cluster(nodes=6, partitionable_fraction=0.5))
+    broken = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+              "metadata": {"name": "broken"}, "spec": {"driver": "d"}}
+    generator.write_objects(tmp_path / "json" / "cluster.json", [*objects, broken])
+    generator.write_objects(tmp_path / "yaml" / "cluster.yaml", [*objects, broken])
+    slices = [o for o in iter_sourced([tmp_path / "json"], raw_slices=True)
+              if o.obj["kind"] == "ResourceSlice"]
+    assert slices and all(type(o.obj) is RawSlice for o in slices)
+    loaded = []
+    for fmt in ("json", "yaml"):
+        inventory = Inventory()
+        with caplog.at_level(logging.WARNING):
+            report = load_files(inventory, [tmp_path / fmt])
+        assert report.invalid == 1
+        assert any(f"cluster.{fmt}: skipping invalid ResourceSlice broken: ResourceSlice "
+                   "broken spec.pool.name: required" in r.getMessage()
+                   for r in caplog.records)
+        loaded.append(inventory)
+    by_json, by_yaml = (dict(i._table("ResourceSlice")) for i in loaded)
+    assert by_json == by_yaml and len(by_json) == len(slices) - 1
