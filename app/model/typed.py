@@ -290,15 +290,18 @@ if tuple(f.name for f in dataclasses.fields(Device)) != _DEVICE_FIELDS:
 
 
 def _attribute(a: _Attribute) -> AttributeValue:
-    present = [(kind, value) for kind, value in (
-        ("int", a.int_), ("bool", a.bool_), ("string", a.string), ("version", a.version),
-        ("ints", a.ints), ("bools", a.bools), ("strings", a.strings),
-        ("versions", a.versions)) if value is not None]
-    if len(present) != 1 or (present[0][0] in _LIST_KINDS and not present[0][1]):
+    values = msgspec.structs.astuple(a)
+    if values.count(None) != len(_KINDS) - 1:  # none, or more than one
         return UNSUPPORTED
-    return shared_attribute(AttributeValue(*present[0]))
+    kind, value = ("string", a.string) if a.string is not None else next(
+        (k, v) for k, v in zip(_KINDS, values, strict=True) if v is not None)
+    if kind in _LIST_KINDS and not value:
+        return UNSUPPORTED
+    return shared_attribute(AttributeValue(kind, value))
 
 
+# _Attribute's fields in order, by their API names
+_KINDS: Final = tuple(f.encode_name for f in msgspec.structs.fields(_Attribute))
 _LIST_KINDS: Final = frozenset({"ints", "bools", "strings", "versions"})
 
 
