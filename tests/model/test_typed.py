@@ -188,8 +188,8 @@ def test_a_bad_slice_is_refused_naming_the_slice_and_the_field() -> None:
 
 # finite floats: JSON has no infinity (orjson writes it as null)
 JSON = st.recursive(
-    st.none() | st.booleans() | st.integers(-2**63, 2**63 - 1) | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(max_size=4),
+    st.none() | st.booleans() | st.integers(-2**63, 2**63 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=4),
     lambda children: st.lists(children, max_size=3)
     | st.dictionaries(st.sampled_from(["int", "bool", "string", "version", "ints", "bools",
                                        "strings", "versions", "value", "x"]), children,
