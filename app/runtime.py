@@ -53,7 +53,7 @@ from app.model import InvalidObject, Pod, ResourceClaim, decode_resource_slice
 from app.observability.inventory import InventoryObserver
 from app.observability.placement import PlacementMetrics, PlacementRecorder
 from app.observability.search import SearchMetrics
-from app.preemption import Actor, Driver, PreemptionMetrics, VictimSearch
+from app.preemption import Actor, Catchup, CatchupMetrics, Driver, PreemptionMetrics, VictimSearch
 from app.server.app import Lifespan, create_app, create_probe_app
 from app.server.metrics import ServerMetrics
 from app.sources.files import RawSlice, Sourced, iter_sourced
@@ -274,6 +274,7 @@ def build_runtime(settings: Settings, *, registry: CollectorRegistry | None = No
     placements = PlacementMetrics()
     leadership = Leadership(lease=settings.lease if source == "kube" else None,
                             identity=settings.leader_election_identity)
+    catchup = None
     if source == "kube":
         inventory = Inventory(expected_kinds=[w.kind for w in WATCHED_KINDS],
                               pool=node_pool(settings))
@@ -286,7 +287,10 @@ def build_runtime(settings: Settings, *, registry: CollectorRegistry | None = No
                             binder=None if binder is None else PlacementRecorder(
                                 binder, inventory=inventory, config=topology,
                                 metrics=placements))
-        lifespan = _kube_lifespan(settings, inventory, binder, registry, leadership, extender)
+        if settings.preemption:
+            catchup = Catchup(inventory, metrics=CatchupMetrics(registry))
+        lifespan = _kube_lifespan(settings, inventory, binder, registry, leadership, extender,
+                                  catchup)
     else:
         inventory = Inventory(pool=node_pool(settings))
         paths = settings.inventory if source == "files" else (SAMPLE_DIR,)
@@ -317,7 +321,8 @@ def build_runtime(settings: Settings, *, registry: CollectorRegistry | None = No
                      body_read_timeout=settings.body_read_timeout,
                      mode=settings.mode, info={"source": source},
                      lifespan=_warming(extender, lifespan), on_request=extender.note_request,
-                     metrics=server_metrics)
+                     metrics=server_metrics,
+                     before_filter=None if catchup is None else catchup.before_filter)
     probes = create_probe_app(ready=lambda: inventory.synced, metrics=server_metrics,
                               mode=settings.mode, info={"source": source})
     return Runtime(settings=settings, source=source, inventory=inventory, app=app,
@@ -364,7 +369,7 @@ def _with_task(inner: Lifespan | None,
 
 def _kube_lifespan(settings: Settings, inventory: Inventory, binder: DeferredBinder | None,
                    registry: CollectorRegistry, leadership: Leadership,
-                   extender: Extender) -> Lifespan:
+                   extender: Extender, catchup: Catchup | None) -> Lifespan:
     watch_metrics = WatchMetrics(registry, kinds=[w.kind for w in WATCHED_KINDS])
     leader_gauge = Gauge("drax_leader", "1 while this replica's kube-scheduler holds the "
                          "leader-election Lease (always 1 without one), else 0.",
@@ -403,6 +408,8 @@ def _kube_lifespan(settings: Settings, inventory: Inventory, binder: DeferredBin
                             leadership=leadership,
                             hold_seconds=settings.preemption_hold_seconds)
             tasks.append(loop.create_task(driver.run(), name="preemption"))
+        if catchup is not None:
+            catchup.api = api
         # A standby that takes over must not wait out a backoff grown while following.
         unsubscribe = leadership.subscribe(lambda leading: watches.nudge() if leading else None)
         watches.start()
@@ -410,6 +417,8 @@ def _kube_lifespan(settings: Settings, inventory: Inventory, binder: DeferredBin
             yield
         finally:
             unsubscribe()
+            if catchup is not None:
+                catchup.api = None
             for task in tasks:
                 task.cancel()
             for task in tasks:

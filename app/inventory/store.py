@@ -159,6 +159,13 @@ class Inventory:
         as they are put), and a failed list has changed only what it read."""
         return Listing(self, kind)
 
+    def delete(self, kind: str, key: str) -> None:
+        """Remove the object `key` of `kind`, known gone without a watch event
+        (a read answered 404); nothing when it is not held."""
+        if kind not in KINDS:
+            raise InvalidObject(f"unsupported kind {kind!r}")
+        self._delete(kind, key)
+
     def admits(self, kind: str, obj: Mapping[str, Any]) -> bool:
         """False for a raw object the pool leaves out without parsing it: a
         node-local ResourceSlice of a node outside the pool."""

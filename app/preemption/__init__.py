@@ -4,10 +4,12 @@
 `drax preempt` and the acting side build on `VictimSearch.search` and read
 its typed `PreemptionPlan`. The acting side, kube mode only: `driver` finds
 the pods to preempt for, `actor` writes the preemption to the API server,
-`metrics` counts both.
+`catchup` reads a nominated preemptor's victims' claims before its filter,
+`metrics` counts the driver and actor.
 """
 
 from app.preemption.actor import Actor, Outcome, Preemption
+from app.preemption.catchup import Catchup, CatchupMetrics
 from app.preemption.driver import Driver
 from app.preemption.metrics import PreemptionMetrics
 from app.preemption.search import (
@@ -23,7 +25,7 @@ from app.preemption.search import (
 from app.preemption.verb import Offer, choose_victims
 
 __all__ = [
-    "DEFAULT_TRIAL_BUDGET", "Actor", "Driver", "NodePreemption", "Offer", "Outcome",
-    "Preemption", "PreemptionMetrics", "PreemptionPlan", "Victim", "VictimSearch",
-    "choose_victims", "pdb_violations", "preemption_policy_of", "priority_of",
+    "DEFAULT_TRIAL_BUDGET", "Actor", "Catchup", "CatchupMetrics", "Driver", "NodePreemption",
+    "Offer", "Outcome", "Preemption", "PreemptionMetrics", "PreemptionPlan", "Victim",
+    "VictimSearch", "choose_victims", "pdb_violations", "preemption_policy_of", "priority_of",
 ]

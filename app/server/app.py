@@ -132,8 +132,10 @@ class ExtenderEdge:
 
     def __init__(self, *, verbs: Verbs, ready: Callable[[], bool], max_body_bytes: int,
                  metrics: ServerMetrics, on_request: Callable[[], None] | None = None,
-                 body_read_timeout: float = 10.0) -> None:
+                 body_read_timeout: float = 10.0,
+                 before_filter: Callable[[Pod], Awaitable[None]] | None = None) -> None:
         self.verbs = verbs
+        self.before_filter = before_filter
         self.metrics = metrics
         self.body_read_timeout = body_read_timeout
         self.on_request = on_request
@@ -214,6 +216,8 @@ class ExtenderEdge:
         args = wire.parse_extender_args(doc)
         if not self.ready():
             return wire.error_filter_result(NOT_SYNCED)
+        if self.before_filter is not None:
+            await self.before_filter(args.pod)
         waited = await self.verbs.wait_for_binds(args.pod)
         if waited is not None:
             self.metrics.bind_wait_seconds.observe(waited)
@@ -324,20 +328,23 @@ def create_app(*, verbs: Verbs, ready: Callable[[], bool], max_body_bytes: int,
                info: Mapping[str, Any] | None = None, lifespan: Lifespan | None = None,
                on_request: Callable[[], None] | None = None,
                body_read_timeout: float = 10.0,
-               metrics: ServerMetrics | None = None) -> FastAPI:
+               metrics: ServerMetrics | None = None,
+               before_filter: Callable[[Pod], Awaitable[None]] | None = None) -> FastAPI:
     """The ASGI app: verbs at `/<verb>` and `<url_prefix>/<verb>`, plus the probes.
 
     `lifespan` runs around serving (the kube source starts its watches there);
     `on_request` is called as each verb request arrives, before its body is
-    read (background work steps aside for it). The app counts on `metrics`
-    (its own, when not given) and serves their registry at `/metrics`.
+    read (background work steps aside for it); `before_filter` is awaited
+    before each filter is answered (kube mode reads a nominated preemptor's
+    stale victim claims there). The app counts on `metrics` (its own, when
+    not given) and serves their registry at `/metrics`.
     """
     metrics = metrics if metrics is not None else ServerMetrics()
     app = FastAPI(title="drax", version=__version__, docs_url=None, redoc_url=None,
                   openapi_url=None, lifespan=lifespan)
     edge = ExtenderEdge(verbs=verbs, ready=ready, max_body_bytes=max_body_bytes,
                         metrics=metrics, on_request=on_request,
-                        body_read_timeout=body_read_timeout)
+                        body_read_timeout=body_read_timeout, before_filter=before_filter)
     metrics.ready.set_function(lambda: 1.0 if ready() else 0.0)
     prefixes = [""] + ([url_prefix.rstrip("/")] if url_prefix.strip("/") else [])
     for verb in VERBS:

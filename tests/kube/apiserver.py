@@ -257,6 +257,7 @@ class FakeApiServer:
         self._current_rv = 99
         self._uids = itertools.count(1)
         self._watchers: list[_Watcher] = []
+        self._held: dict[str, list[bytes]] = {}  # plural -> events not yet sent to watchers
         self._snapshots: dict[str, tuple[int, list[dict[str, Any]], int]] = {}  # paged lists
         self._runner: web.AppRunner | None = None
         self.port = 0
@@ -353,6 +354,15 @@ class FakeApiServer:
                 w.request.transport.abort()
             w.queue.put_nowait(None)
 
+    def hold_watches(self, plural: str) -> None:
+        """Keep `plural`'s new events from its open watches until `release_watches`
+        (a watch trailing the store, as one behind a busy watch cache does)."""
+        self._held.setdefault(plural, [])
+
+    def release_watches(self, plural: str) -> None:
+        for line in self._held.pop(plural, []):
+            self._send(plural, line)
+
     def inject(self, plural: str, raw: bytes) -> None:
         """Send `raw` as is on every open watch of `plural` (a corrupt stream)."""
         for w in self._watchers:
@@ -392,6 +402,13 @@ class FakeApiServer:
         # never mutated in place (every change stores a new dict), so sharing is safe.
         line = orjson.dumps({"type": event, "object": obj}) + b"\n"
         self.history.append((rv, plural, line))
+        held = self._held.get(plural)
+        if held is not None:
+            held.append(line)
+        else:
+            self._send(plural, line)
+
+    def _send(self, plural: str, line: bytes) -> None:
         for w in self._watchers:
             if w.plural == plural and (seen := w.line(line)) is not None:
                 w.queue.put_nowait(seen)

@@ -6,17 +6,25 @@ server failing half-way, the preemptor gone).
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
+import httpx
+import uvicorn
 from prometheus_client import CollectorRegistry
 
+from app.config import Settings
 from app.extender import Extender
 from app.features import FeatureGates
 from app.model import Pod, parse_object
-from app.preemption import Actor, Driver, Preemption, PreemptionMetrics, VictimSearch
+from app.preemption import Actor, Catchup, Driver, Preemption, PreemptionMetrics, VictimSearch
 from app.preemption.actor import DISRUPTION_TARGET, PREEMPTION_BY_SCHEDULER
+from app.preemption.catchup import newer
+from app.runtime import build_runtime
+from tests.kube.apiserver import FakeApiServer
 from tests.kube.harness import DRIVER, KubeHarness, claim, device_class, eventually, gpu_slice, node
+from tests.kube.test_kube_serve import free_port, wait_ready
 
 
 def victim(name: str, index: int, *, priority: int = 0, on: str = "node-a"
@@ -51,18 +59,18 @@ def preemptor(name: str = "p", *, count: int = 2, priority: int = 1000,
     return c, p
 
 
-def full_cluster(h: KubeHarness) -> None:
-    h.server.create("deviceclasses", device_class())
-    h.server.create("nodes", node("node-a"))
-    h.server.create("resourceslices", gpu_slice("node-a", 4))
+def full_cluster(server: FakeApiServer) -> None:
+    server.create("deviceclasses", device_class())
+    server.create("nodes", node("node-a"))
+    server.create("resourceslices", gpu_slice("node-a", 4))
     for i, prio in enumerate((0, 5, 10, 20)):
         c, p = victim(f"v{i}", i, priority=prio)
-        h.server.create("resourceclaims", c)
-        h.server.create("pods", p)
+        server.create("resourceclaims", c)
+        server.create("pods", p)
 
 
-def pods_deleted(h: KubeHarness) -> list[str]:
-    return sorted(name for plural, _, name in h.server.deleted if plural == "pods")
+def pods_deleted(server: FakeApiServer) -> list[str]:
+    return sorted(name for plural, _, name in server.deleted if plural == "pods")
 
 
 def conditions(h: KubeHarness, name: str) -> list[dict[str, Any]]:
@@ -94,7 +102,7 @@ def metric(registry: CollectorRegistry, name: str, **labels: str) -> float:
 async def test_the_driver_skips_a_node_whose_taint_the_preemptor_does_not_tolerate(
         tmp_path: Path) -> None:
     async with KubeHarness(tmp_path) as h:
-        full_cluster(h)
+        full_cluster(h.server)
         tainted = h.server.get("nodes", "node-a")
         tainted["spec"] = {"taints": [{"key": "team", "value": "infra",
                                        "effect": "NoExecute"}]}
@@ -109,20 +117,20 @@ async def test_the_driver_skips_a_node_whose_taint_the_preemptor_does_not_tolera
         registry = CollectorRegistry()
         assert await driver_of(h, registry).run_once()
         # node-a's victims are cheaper, but p could never run there.
-        assert pods_deleted(h) == ["b0", "b1"]
+        assert pods_deleted(h.server) == ["b0", "b1"]
         assert h.server.get("pods", "p", "default")["status"]["nominatedNodeName"] == "node-b"
 
 
 async def test_the_driver_preempts_the_two_lowest_once_and_holds_their_gpus(
         tmp_path: Path) -> None:
     async with KubeHarness(tmp_path) as h:
-        full_cluster(h)
+        full_cluster(h.server)
         await start_with_preemptor(h)
         registry = CollectorRegistry()
         driver = driver_of(h, registry)
         assert [pod.key for pod in driver.candidates()] == ["default/p"]
         assert await driver.run_once()
-        assert pods_deleted(h) == ["v0", "v1"]
+        assert pods_deleted(h.server) == ["v0", "v1"]
         assert all(o.get("preconditions", {}).get("uid", "").startswith("uid-v")
                    for o in h.server.delete_options)
         for name in ("v0", "v1"):
@@ -140,7 +148,7 @@ async def test_the_driver_preempts_the_two_lowest_once_and_holds_their_gpus(
         # second preemption for p.
         await h.caught_up()
         assert not await driver.run_once()
-        assert pods_deleted(h) == ["v0", "v1"]
+        assert pods_deleted(h.server) == ["v0", "v1"]
         assert metric(registry, "drax_preemptions_total") == 1
         assert metric(registry, "drax_preemption_victims_sum") == 2
         assert metric(registry, "drax_preemption_devices_freed_total") == 2
@@ -154,7 +162,7 @@ async def test_the_driver_preempts_the_two_lowest_once_and_holds_their_gpus(
         await h.caught_up()
         assert not driver.victims_pending(held)
         assert not await driver.run_once()
-        assert pods_deleted(h) == ["v0", "v1"]
+        assert pods_deleted(h.server) == ["v0", "v1"]
         assert h.inventory.nomination("default/p") is not None
         # Bound: the hold ends, the wait is observed.
         bound = h.server.get("pods", "p", "default")
@@ -167,7 +175,7 @@ async def test_the_driver_preempts_the_two_lowest_once_and_holds_their_gpus(
 
 async def test_never_and_pods_without_claims_preempt_nothing(tmp_path: Path) -> None:
     async with KubeHarness(tmp_path) as h:
-        full_cluster(h)
+        full_cluster(h.server)
         c, p = preemptor("never", policy="Never")
         h.server.create("resourceclaims", c)
         h.server.create("pods", p)
@@ -180,7 +188,7 @@ async def test_never_and_pods_without_claims_preempt_nothing(tmp_path: Path) -> 
         driver = driver_of(h, registry)
         assert [pod.key for pod in driver.candidates()] == ["default/never"]
         assert not await driver.run_once()
-        assert pods_deleted(h) == []
+        assert pods_deleted(h.server) == []
         assert metric(registry, "drax_preemptions_refused_total", reason="never") == 1
         assert not await driver.run_once()  # not searched again while nothing changed
         assert metric(registry, "drax_preemptions_attempted_total") == 1
@@ -201,7 +209,7 @@ def plan(p: dict[str, Any], *victims: dict[str, Any]) -> Preemption:
 
 
 async def staged(h: KubeHarness) -> tuple[Actor, dict[str, Any], list[dict[str, Any]]]:
-    full_cluster(h)
+    full_cluster(h.server)
     _, p = preemptor()
     h.server.create("pods", p)
     assert h.client is not None
@@ -216,7 +224,7 @@ async def test_a_victim_already_gone_is_skipped(tmp_path: Path) -> None:
         outcome = await actor.preempt(plan(p, v0, v1))
         assert outcome.refused is None
         assert outcome.deleted == ("default/v1",) and outcome.skipped == ("default/v0",)
-        assert pods_deleted(h) == ["v1"]
+        assert pods_deleted(h.server) == ["v1"]
 
 
 async def test_a_replaced_victim_is_not_deleted(tmp_path: Path) -> None:
@@ -228,7 +236,7 @@ async def test_a_replaced_victim_is_not_deleted(tmp_path: Path) -> None:
         h.server.create("pods", again)
         outcome = await actor.preempt(plan(p, v0, v1))
         assert outcome.deleted == ("default/v1",)
-        assert pods_deleted(h) == ["v1"]
+        assert pods_deleted(h.server) == ["v1"]
         assert not conditions(h, "v0")
 
 
@@ -237,7 +245,7 @@ async def test_a_conflicting_status_write_is_read_again_and_retried(tmp_path: Pa
         actor, p, (v0, v1) = await staged(h)
         h.server.faults.pod_status_conflicts = 2  # p's nomination, then v0's first patch
         outcome = await actor.preempt(plan(p, v0, v1))
-        assert outcome.refused is None and pods_deleted(h) == ["v0", "v1"]
+        assert outcome.refused is None and pods_deleted(h.server) == ["v0", "v1"]
         assert any(c["type"] == DISRUPTION_TARGET for c in conditions(h, "v0"))
         assert h.server.get("pods", "p", "default")["status"]["nominatedNodeName"] == "node-a"
 
@@ -251,7 +259,7 @@ async def test_the_api_server_going_down_half_way_deletes_no_more(tmp_path: Path
         outcome = await actor.preempt(plan(p, v0, v1))
         assert outcome.refused == "api-error"
         assert outcome.deleted == ("default/v0",)
-        assert pods_deleted(h) == ["v0"]
+        assert pods_deleted(h.server) == ["v0"]
         assert not conditions(h, "v1")
         held = h.inventory.nomination("default/p")
         assert held is not None and held.victims == (("default/v0", "uid-v0"),)
@@ -268,5 +276,114 @@ async def test_a_preemptor_gone_or_replaced_touches_no_victim(tmp_path: Path) ->
         h.server.create("pods", again)
         outcome = await actor.preempt(plan(p, v0, v1))
         assert outcome.refused == "preemptor-gone"
-        assert pods_deleted(h) == [] and not conditions(h, "v0")
+        assert pods_deleted(h.server) == [] and not conditions(h, "v0")
         assert h.inventory.nominations() == []
+
+
+# --------------------------------------------------------------------------- catching up
+
+
+async def test_a_preemptors_filter_sees_its_victims_claims_freed_before_drax_s_watch_does(
+        tmp_path: Path) -> None:
+    """kube-scheduler retries the preemptor as soon as the victims' claims are
+    deallocated; drax's claim watch may not have delivered that yet. The
+    filter reads those claims from the API server first and passes, and the
+    bind goes through."""
+    api = FakeApiServer(bookmark_interval=0.1)
+    await api.start()
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(api.kubeconfig())
+    full_cluster(api)
+    c, p = preemptor()
+    api.create("resourceclaims", c)
+    api.create("pods", p)
+    port = free_port()
+    registry = CollectorRegistry()
+    runtime = build_runtime(Settings(kubeconfig=str(kubeconfig), port=port), registry=registry)
+    server = uvicorn.Server(uvicorn.Config(runtime.app, host="127.0.0.1", port=port,
+                                           log_config=None, lifespan="on"))
+    serving = asyncio.create_task(server.serve())
+    inventory = runtime.inventory
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
+            await eventually(lambda: server.started, "serving")
+            await wait_ready(client)
+            # The driver's pass preempts v0 and v1 and holds their GPUs for p.
+            await eventually(lambda: pods_deleted(api) == ["v0", "v1"],
+                             "the preemption", timeout=10)
+            await eventually(lambda: inventory.nomination("default/p") is not None, "the hold")
+            # The "kubelet" removes the victims and the claim controller frees
+            # their claims (one deallocated, one deleted), but drax's claim watch
+            # trails the API server.
+            api.hold_watches("resourceclaims")
+            for name in ("v0", "v1"):
+                api.delete("pods", name, "default")
+            freed = api.get("resourceclaims", "v0-gpu", "default")
+            freed["status"] = {}
+            api.update("resourceclaims", freed)
+            api.delete("resourceclaims", "v1-gpu", "default")
+            await eventually(lambda: inventory.pod("default/v0") is None
+                             and inventory.pod("default/v1") is None, "the victims gone")
+            assert all(claim.allocation is not None for claim in (
+                inventory.claim("default/v0-gpu"), inventory.claim("default/v1-gpu"))
+                if claim is not None)
+            args = {"Pod": api.get("pods", "p", "default"), "NodeNames": ["node-a"]}
+            answer = (await client.post("/scheduler/filter", json=args)).json()
+            assert answer["NodeNames"] == ["node-a"], answer
+            assert registry.get_sample_value("drax_preemptor_claim_reads_total",
+                                             {"result": "deallocated"}) == 1
+            assert registry.get_sample_value("drax_preemptor_claim_reads_total",
+                                             {"result": "gone"}) == 1
+            bound = (await client.post("/scheduler/bind", json={
+                "PodName": "p", "PodNamespace": "default", "PodUID": "uid-p",
+                "Node": "node-a"})).json()
+            assert not bound.get("Error"), bound
+            # The watch's late events change nothing.
+            api.release_watches("resourceclaims")
+            await eventually(lambda: inventory.claim("default/p-gpus") is not None
+                             and inventory.claim("default/p-gpus").allocation is not None,
+                             "p's claim allocated")
+            assert inventory.claim("default/v1-gpu") is None
+    finally:
+        server.should_exit = True
+        await serving
+        await api.stop()
+    assert api.get("pods", "p", "default")["spec"]["nodeName"] == "node-a"
+
+
+async def test_catching_up_reads_each_stale_claim_once_for_concurrent_filters(
+        tmp_path: Path) -> None:
+    async with KubeHarness(tmp_path) as h:
+        full_cluster(h.server)
+        await start_with_preemptor(h)
+        assert await driver_of(h, CollectorRegistry()).run_once()
+        await h.caught_up()
+        catchup = Catchup(h.inventory)
+        p = h.inventory.pod("default/p")
+        assert p is not None
+        assert sorted(catchup.stale_claims(p)) == ["default/v0-gpu", "default/v1-gpu"]
+        await catchup.before_filter(p)  # not connected yet: nothing read
+        assert h.server.count("GET", "/resourceclaims/v0-gpu") == 0
+        catchup.api = h.client
+        # Still allocated at the API server: read, and nothing changes.
+        await catchup.before_filter(p)
+        assert h.server.count("GET", "/resourceclaims/v0-gpu") == 1
+        h.server.hold_watches("resourceclaims")
+        for name in ("v0", "v1"):
+            h.server.delete("pods", name, "default")
+            h.server.delete("resourceclaims", f"{name}-gpu", "default")
+        await asyncio.sleep(0.01)  # past the spacing between two reads
+        await asyncio.gather(*(catchup.before_filter(p) for _ in range(3)))
+        assert h.server.count("GET", "/resourceclaims/v0-gpu") == 2
+        assert h.server.count("GET", "/resourceclaims/v1-gpu") == 2
+        assert catchup.stale_claims(p) == []
+        await catchup.before_filter(p)  # nothing stale: nothing read
+        assert h.server.count("GET", "/resourceclaims/v0-gpu") == 2
+        # Another pod (no hold of its own) never reads.
+        v2 = h.inventory.pod("default/v2")
+        assert v2 is not None and catchup.stale_claims(v2) == []
+
+
+def test_resource_versions_compare_as_revisions() -> None:
+    assert newer("120", "99") and not newer("99", "120") and not newer("7", "7")
+    assert newer("b", "a") and not newer("a", "a")

@@ -1,0 +1,167 @@
+"""Catch up on a preemptor's victims' claims before answering its filter.
+
+Once a preemptor's victims are gone, the resource-claim controller
+deallocates their claims, and kube-scheduler retries the preemptor on every
+event it is interested in: a few milliseconds apart while events flow. drax
+learns of the deallocation from its own watch, which can trail the API
+server by more than one such retry; a filter answered in that gap rejects a
+pod whose devices are in fact free, and the scheduler has to try again.
+
+So before the filter of a nominated preemptor (its own nomination, same
+uid) whose victims' released claims drax still sees allocated, `Catchup`
+reads those few claims from the API server and applies what is newer than
+the inventory's copy (a higher resourceVersion; a claim answered 404 is
+gone). The filter then answers from the API server's present state, as
+kube-scheduler's own cache would once the events arrive. The watch delivers
+the same changes later, and they change nothing.
+
+The reads are bounded: only claims of a live nomination that drax sees
+allocated, one read of them at a time per preemptor (a filter arriving while
+one is under way waits for it), no more often than every `min_interval`
+seconds per preemptor, each with a short timeout. A failed read leaves the
+inventory as it was: the filter answers from the watch's view, as without it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import Any, Final
+
+import aiohttp
+from kubernetes_asyncio import client
+from prometheus_client import CollectorRegistry, Counter
+
+from app.binder import call_with_retries
+from app.inventory import Inventory
+from app.model import InvalidObject, Pod
+
+log = logging.getLogger(__name__)
+
+# The scheduler retries a preemptor no faster than this while events flow
+# (7-20 ms on the real control plane), so this spacing reads at most about
+# once per retry.
+DEFAULT_MIN_INTERVAL_SECONDS: Final = 0.005
+DEFAULT_READ_TIMEOUT_SECONDS: Final = 2.0
+READ_RESULTS: Final = ("deallocated", "allocated", "gone", "error")
+
+
+class CatchupMetrics:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.reads = Counter(
+            "drax_preemptor_claim_reads_total",
+            "Victims' claims read from the API server before a nominated preemptor's "
+            "filter, by what the read found.", ["result"], registry=registry)
+        for result in READ_RESULTS:
+            self.reads.labels(result=result)
+
+
+class Catchup:
+    """Reads a nominated preemptor's stale victim claims before its filter.
+
+    `api` is set once the client is connected (kube mode's lifespan); until
+    then, and without one, `before_filter` does nothing."""
+
+    def __init__(self, inventory: Inventory, *, metrics: CatchupMetrics | None = None,
+                 min_interval: float = DEFAULT_MIN_INTERVAL_SECONDS,
+                 read_timeout: float = DEFAULT_READ_TIMEOUT_SECONDS,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.api: client.ApiClient | None = None
+        self._inventory = inventory
+        self._metrics = metrics
+        self._min_interval = min_interval
+        self._timeout = aiohttp.ClientTimeout(total=read_timeout)
+        self._clock = clock
+        self._running: dict[str, asyncio.Task[None]] = {}
+        self._last: dict[str, float] = {}
+
+    def stale_claims(self, pod: Pod) -> list[str]:
+        """The released claims of `pod`'s own nomination that drax still sees allocated."""
+        held = self._inventory.nomination(pod.key)
+        if held is None or held.pod_uid != pod.uid:
+            return []
+        stale = []
+        for key in held.victim_claims:
+            claim = self._inventory.claim(key)
+            if claim is not None and claim.allocation is not None:
+                stale.append(key)
+        return stale
+
+    async def before_filter(self, pod: Pod) -> None:
+        """Bring the inventory's copies of `pod`'s stale victim claims up to the
+        API server's (see the module doc); never raises for a failed read."""
+        if self.api is None:
+            return
+        running = self._running.get(pod.key)
+        if running is not None:
+            await asyncio.shield(running)
+            return
+        stale = self.stale_claims(pod)
+        now = self._clock()
+        if not stale:
+            self._last.pop(pod.key, None)
+            return
+        if now - self._last.get(pod.key, float("-inf")) < self._min_interval:
+            return
+        self._last[pod.key] = now
+        task = asyncio.get_running_loop().create_task(self._read_all(self.api, stale))
+        self._running[pod.key] = task
+        try:
+            await asyncio.shield(task)
+        finally:
+            if self._running.get(pod.key) is task:
+                del self._running[pod.key]
+
+    async def _read_all(self, api: client.ApiClient, keys: list[str]) -> None:
+        claims: Any = client.ResourceV1Api(api)
+        answers = await asyncio.gather(*(self._read(claims, key) for key in keys))
+        for key, answer in zip(keys, answers, strict=True):
+            result = self._apply(key, answer)
+            if self._metrics is not None:
+                self._metrics.reads.labels(result=result).inc()
+
+    async def _read(self, claims: Any, key: str) -> tuple[int, dict[str, Any]] | None:
+        namespace, name = key.split("/", 1)
+        try:
+            return await call_with_retries(lambda: claims.read_namespaced_resource_claim(
+                name, namespace, _preload_content=False, _request_timeout=self._timeout),
+                attempts=1)
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            log.debug("reading resourceclaim %s: %s: %s", key, type(exc).__name__, exc)
+            return None
+
+    def _apply(self, key: str, answer: tuple[int, dict[str, Any]] | None) -> str:
+        if answer is None:
+            return "error"
+        code, body = answer
+        if code == 404:
+            self._inventory.delete("ResourceClaim", key)
+            return "gone"
+        if code != 200:
+            log.debug("reading resourceclaim %s: HTTP %d: %s", key, code,
+                      body.get("message") or "no message")
+            return "error"
+        held = self._inventory.claim(key)
+        version = str((body.get("metadata") or {}).get("resourceVersion") or "")
+        if held is not None and not newer(version, held.resource_version):
+            return "allocated" if held.allocation is not None else "deallocated"
+        try:
+            self._inventory.apply("ResourceClaim", "MODIFIED", body)
+        except InvalidObject as exc:
+            log.warning("resourceclaim %s as read: %s", key, exc)
+            return "error"
+        current = self._inventory.claim(key)
+        return "allocated" if current is not None and current.allocation is not None \
+            else "deallocated"
+
+
+def newer(version: str, than: str) -> bool:
+    """Whether resourceVersion `version` is later than `than`. They are opaque
+    strings by contract, but every API server serves etcd revisions (decimal
+    integers), and a watch delivers them in order; anything else is taken as
+    different, and so newer."""
+    if version.isdigit() and than.isdigit():
+        return int(version) > int(than)
+    return version != than
