@@ -17,6 +17,14 @@ NIC on one PCIe root, and a watcher polling every 50 ms records:
   retry), and how many scheduling attempts that took: drax's `filter`
   requests in that span (one per attempt).
 
+drax deletes the victims one after the other, and the harness removes each
+as soon as it is seen deleting, so the first victim's claim can be freed
+before the last victim is even chosen for deletion: the victims are counted
+complete once the preemptor's `Preempting` Event (written after the last
+victim) is seen. Per round it also reports how many victims' claims drax's
+filter found freed by reading them from the API server before its watch
+delivered the change (`drax_preemptor_claim_reads_total{result="freed"}`).
+
 Then the preemptor is deleted and two low-priority pods fill the cluster
 again for the next round. The same pod through `default-scheduler` on the
 full pool is the baseline: it stays Pending and nothing is preempted.
@@ -39,7 +47,7 @@ import httpx
 
 from loadtest.report import provenance
 from tests.e2e.cluster import SAMPLE_CLASSES, Cluster, start, stop
-from tests.e2e.kube import ApiError, Kube
+from tests.e2e.kube import ApiError, Kube, collection_path
 from tests.e2e.preemption import HIGH, LOW, fill, pod, priority_classes, templates
 from tests.e2e.workload import add_pool, wait_bound
 
@@ -47,14 +55,30 @@ POLL: Final = 0.05
 ROUND_TIMEOUT: Final = 180.0
 BASELINE_WAIT: Final = 30.0
 TARGET_ATTEMPTS: Final = 2
-COMMAND: Final = "python -m loadtest.bench_preemption --rounds 5 --json " \
+COMMAND: Final = "python -m loadtest.bench_preemption --rounds 10 --json " \
                  "loadtest/results/preemption.json"
 
 
-def filter_requests(cluster: Cluster) -> float:
+def drax_counter(cluster: Cluster, name: str, label: str) -> float:
+    """The sum of drax's counter `name` over the series whose labels contain `label`."""
     text = httpx.get(f"{cluster.drax_url}/metrics", timeout=10).text
     return sum(float(line.split()[-1]) for line in text.splitlines()
-               if line.startswith("drax_requests_total{") and 'verb="filter"' in line)
+               if line.startswith(name + "{") and label in line)
+
+
+def filter_requests(cluster: Cluster) -> float:
+    return drax_counter(cluster, "drax_requests_total", 'verb="filter"')
+
+
+def claims_read_freed(cluster: Cluster) -> float:
+    return drax_counter(cluster, "drax_preemptor_claim_reads_total", 'result="freed"')
+
+
+def preempting_event(kube: Kube, name: str) -> bool:
+    """Whether drax has recorded its `Preempting` Event on pod `name` (after its last victim)."""
+    found = kube.request("GET", collection_path("Event", "default"), params={
+        "fieldSelector": f"involvedObject.name={name},reason=Preempting"})
+    return bool(found.get("items"))
 
 
 def _gone(kube: Kube, kind: str, name: str) -> bool:
@@ -72,10 +96,14 @@ def one_round(kube: Kube, cluster: Cluster, prefix: str, i: int) -> dict[str, An
     victims: dict[str, list[str]] = {}  # victim -> its claims
     times: dict[str, float] = {}
     filters: dict[str, float] = {}
+    read_freed = claims_read_freed(cluster)
+    complete = False  # every victim chosen is deleting
     started = time.monotonic()
     kube.create(pod(prefix, f"pair-{i}", "pair", priority_class=HIGH))
     while time.monotonic() - started < ROUND_TIMEOUT:
         now = time.monotonic()
+        # Before the list: a victim deleted before the Event is in this list.
+        complete = complete or preempting_event(kube, name)
         for p in kube.list("Pod", "default", selector=f"e2e/pool={prefix}"):
             meta = p["metadata"]
             if meta.get("deletionTimestamp") and meta["name"] not in victims:
@@ -86,7 +114,8 @@ def one_round(kube: Kube, cluster: Cluster, prefix: str, i: int) -> dict[str, An
                 kube.delete("Pod", meta["name"], "default", grace_period_seconds=0)
             if meta["name"] == name and p["spec"].get("nodeName"):
                 times["bound"] = now
-        if victims and "gone" not in times and all(_gone(kube, "Pod", v) for v in victims):
+        if complete and victims and "gone" not in times \
+                and all(_gone(kube, "Pod", v) for v in victims):
             times["gone"] = time.monotonic()
         if "gone" in times and "free" not in times and all(
                 _gone(kube, "ResourceClaim", c) for cs in victims.values() for c in cs):
@@ -106,7 +135,7 @@ def one_round(kube: Kube, cluster: Cluster, prefix: str, i: int) -> dict[str, An
             "claims_s": round(free - gone, 2), "requeue_s": round(times["bound"] - free, 2),
             "total_s": round(times["bound"] - started, 2),
             "attempts_after_free": int(filters["bound"] - filters.get("free", filters["bound"])),
-            }
+            "claims_read_freed": int(claims_read_freed(cluster) - read_freed)}
 
 
 def refill(kube: Kube, prefix: str, i: int) -> None:
@@ -181,15 +210,17 @@ def document(result: dict[str, Any], command: str) -> dict[str, Any]:
         "tables": [
             {"caption": "drax (allocator mode): seconds per phase, per round",
              "columns": ["round", "victims", "decision", "termination", "claim controller",
-                         "requeue", "total", "attempts after dealloc"],
+                         "requeue", "total", "attempts after dealloc", "claims read freed"],
              "rows": [[str(i + 1), str(r["victims"]), f"{r['decision_s']:.2f}",
                        f"{r['termination_s']:.2f}", f"{r['claims_s']:.2f}",
                        f"{r['requeue_s']:.2f}", f"{r['total_s']:.2f}",
-                       str(r["attempts_after_free"])] for i, r in enumerate(rows)]
+                       str(r["attempts_after_free"]), str(r.get("claims_read_freed", 0))]
+                      for i, r in enumerate(rows)]
                      + [["median", str(int(_median(rows, "victims"))),
                          *(f"{_median(rows, k):.2f}" for k in (
                              "decision_s", "termination_s", "claims_s", "requeue_s",
-                             "total_s")), str(int(_median(rows, "attempts_after_free")))]]},
+                             "total_s")), str(int(_median(rows, "attempts_after_free"))),
+                         str(sum(r.get("claims_read_freed", 0) for r in rows))]]},
             {"caption": "the same pod through default-scheduler (stock 1.37, in-tree "
                         "DynamicResources), same full pool, same run",
              "columns": ["scheduler", "bound", "victims", "nominatedNodeName", "waited",
@@ -199,6 +230,10 @@ def document(result: dict[str, Any], command: str) -> dict[str, Any]:
                        f"{base['waited_s']:.0f} s", base["message"][:160]],
                       ["drax", "yes", str(_median(rows, "victims")), "set", "–", "–"]]}],
         "notes": [
+            "victims are counted complete once drax's Preempting Event on the preemptor is "
+            "seen (it is written after the last victim is deleted); claims read freed: "
+            "victims' claims drax's filter found deallocated or gone by reading them from the "
+            "API server before its watch delivered the change (the last row sums them).",
             "termination is the harness playing the kubelet (grace 0 as soon as a victim "
             "is seen deleting, polled every 50 ms); a real kubelet adds the victims' grace "
             "period here."],

@@ -7,19 +7,21 @@ learns of the deallocation from its own watch, which can trail the API
 server by more than one such retry; a filter answered in that gap rejects a
 pod whose devices are in fact free, and the scheduler has to try again.
 
-So before the filter of a nominated preemptor (its own nomination, same
-uid) whose victims' released claims drax still sees allocated, `Catchup`
-reads those few claims from the API server and applies what is newer than
-the inventory's copy (a higher resourceVersion; a claim answered 404 is
-gone). The filter then answers from the API server's present state, as
-kube-scheduler's own cache would once the events arrive. The watch delivers
-the same changes later, and they change nothing.
+So before the filter of a nominated preemptor (its own nomination, same uid)
+whose victims' released claims drax still sees allocated, `Catchup` reads
+those few claims from the API server and applies what is newer than the
+inventory's copy (a higher resourceVersion; a claim answered 404 is gone;
+one the watch removed while the read was on its way stays removed). The
+filter then answers from the API server's present state, as kube-scheduler's
+own cache would once the events arrive. The watch delivers the same changes
+later, and they change nothing.
 
 The reads are bounded: only claims of a live nomination that drax sees
 allocated, one read of them at a time per preemptor (a filter arriving while
 one is under way waits for it), no more often than every `min_interval`
 seconds per preemptor, each with a short timeout. A failed read leaves the
-inventory as it was: the filter answers from the watch's view, as without it.
+inventory as it was: the filter answers from the watch's view, as without
+it.
 """
 
 from __future__ import annotations
@@ -45,7 +47,10 @@ log = logging.getLogger(__name__)
 # once per retry.
 DEFAULT_MIN_INTERVAL_SECONDS: Final = 0.005
 DEFAULT_READ_TIMEOUT_SECONDS: Final = 2.0
-READ_RESULTS: Final = ("deallocated", "allocated", "gone", "error")
+# What a read found: the claim still allocated at the API server; freed there
+# (deallocated or gone) before drax's watch said so; the watch already said so
+# by the time the read came back; no answer.
+READ_RESULTS: Final = ("allocated", "freed", "caught-up", "error")
 
 
 class CatchupMetrics:
@@ -133,20 +138,25 @@ class Catchup:
             return None
 
     def _apply(self, key: str, answer: tuple[int, dict[str, Any]] | None) -> str:
+        """Apply one read; what it found (`READ_RESULTS`)."""
         if answer is None:
             return "error"
         code, body = answer
+        held = self._inventory.claim(key)
+        if held is None:
+            # The watch delivered the deletion while the read was on its way: a
+            # copy read before it must not bring the claim back.
+            return "caught-up"
         if code == 404:
             self._inventory.delete("ResourceClaim", key)
-            return "gone"
+            return "freed"
         if code != 200:
             log.debug("reading resourceclaim %s: HTTP %d: %s", key, code,
                       body.get("message") or "no message")
             return "error"
-        held = self._inventory.claim(key)
         version = str((body.get("metadata") or {}).get("resourceVersion") or "")
-        if held is not None and not newer(version, held.resource_version):
-            return "allocated" if held.allocation is not None else "deallocated"
+        if not newer(version, held.resource_version):
+            return "allocated" if held.allocation is not None else "caught-up"
         try:
             self._inventory.apply("ResourceClaim", "MODIFIED", body)
         except InvalidObject as exc:
@@ -154,7 +164,7 @@ class Catchup:
             return "error"
         current = self._inventory.claim(key)
         return "allocated" if current is not None and current.allocation is not None \
-            else "deallocated"
+            else "freed"
 
 
 def newer(version: str, than: str) -> bool:
