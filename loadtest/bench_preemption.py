@@ -127,9 +127,10 @@ def one_round(kube: Kube, cluster: Cluster, prefix: str, i: int) -> dict[str, An
         time.sleep(POLL)
     else:
         raise TimeoutError(f"{name} not bound within {ROUND_TIMEOUT:.0f} s")
-    free = times.get("free", times["bound"])
-    gone = times.get("gone", free)
-    decided = times.get("decided", gone)
+    # Seen in the same poll as the bind, a phase ends at the bind.
+    free = min(times.get("free", times["bound"]), times["bound"])
+    gone = min(times.get("gone", free), free)
+    decided = min(times.get("decided", gone), gone)
     return {"pod": name, "victims": len(victims),
             "decision_s": round(decided - started, 2), "termination_s": round(gone - decided, 2),
             "claims_s": round(free - gone, 2), "requeue_s": round(times["bound"] - free, 2),

@@ -520,7 +520,7 @@ SECTIONS: Final = (
             "candidate victims each, against the filter over the same nodes in the same run "
             "(how: `loadtest/bench_preempt.py`)."),
     Section("preemption", "Preemption for devices on the real control plane",
-            "python -m loadtest.bench_preemption --rounds 5 --json "
+            "python -m loadtest.bench_preemption --rounds 10 --json "
             "loadtest/results/preemption.json", figures,
             "The real 1.37 control plane of `tests/e2e/cluster.py`, drax in allocator mode: a "
             "pool of 2 nodes (8 GPUs + 8 NICs each) full of low-priority 1-GPU pods; each "
