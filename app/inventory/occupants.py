@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from app.model import Pod, PodDisruptionBudget, PriorityClass, ResourceClaim
+from app.model.objects import PREEMPT_LOWER_PRIORITY
 
 PODS_RESOURCE: Final = "pods"
 
@@ -210,3 +211,27 @@ def reserved_for(claim: ResourceClaim, pod: Pod) -> bool:
     return any(ref.resource == PODS_RESOURCE and (ref.uid == pod.uid if ref.uid and pod.uid
                                                   else ref.name == pod.name)
                for ref in claim.reserved_for)
+
+
+def priority_of(pod: Pod, occupants: Occupants) -> int:
+    """spec.priority as admission sets it; for a pod that was never admitted
+    (objects from files) its PriorityClass's value, else the global default's,
+    else 0. The one reading of a pod's priority: the victim search, the holds
+    and the order of preemptors all use it."""
+    if pod.priority is not None:
+        return pod.priority
+    pc = _priority_class(pod, occupants)
+    return pc.value if pc is not None else 0
+
+
+def preemption_policy_of(pod: Pod, occupants: Occupants) -> str:
+    if pod.preemption_policy:
+        return pod.preemption_policy
+    pc = _priority_class(pod, occupants)
+    return pc.preemption_policy if pc is not None else PREEMPT_LOWER_PRIORITY
+
+
+def _priority_class(pod: Pod, occupants: Occupants) -> PriorityClass | None:
+    """The pod's named PriorityClass, else the global default."""
+    return (occupants.priority_class(pod.priority_class_name) if pod.priority_class_name
+            else occupants.default_priority_class)

@@ -33,7 +33,7 @@ from app.allocator.types import AllocatedState, ClaimAllocation, NodeView, PoolK
 from app.inventory.holdings import Holdings, Nomination, counted
 from app.inventory.nodepool import NodePool
 from app.inventory.objects import POD_CLAIM_NAME_ANNOTATION, Objects, object_key, unchanged
-from app.inventory.occupants import Occupants
+from app.inventory.occupants import Occupants, priority_of
 from app.inventory.pools import pool_view_for_node, upstream_pool_order
 from app.inventory.selectors import SelectorCache
 from app.inventory.versions import Versions
@@ -416,7 +416,7 @@ class Inventory:
         """The holds `pod` may take count as free within a synchronous block."""
         self._holdings.expire()
         return self._holdings.lifted_for(pod_key=pod.key, pod_uid=pod.uid,
-                                         priority=pod.priority or 0)
+                                         priority=priority_of(pod, self.occupants))
 
     def _nomination_seen(self, pod: Pod) -> None:
         """A preemptor's nomination ends once it is bound (on its node or

@@ -189,7 +189,7 @@ class Pod:
     containers: tuple[ContainerResources, ...] = ()  # init containers first
     extended_resource_claim_status: ExtendedResourceClaimStatus | None = None
     # What preemption reads. `priority` is spec.priority (None: not resolved by
-    # admission, see `app.preemption.priority_of`); `deleting`: a
+    # admission, see `app.inventory.occupants.priority_of`); `deleting`: a
     # deletionTimestamp is set; `start_time`: status.startTime in epoch seconds.
     priority: int | None = None
     priority_class_name: str = ""

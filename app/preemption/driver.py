@@ -40,7 +40,7 @@ from app.model import Pod
 from app.model.objects import PREEMPT_NEVER
 from app.preemption.actor import DEFAULT_HOLD_SECONDS, Actor, Preemption
 from app.preemption.metrics import PreemptionMetrics
-from app.preemption.search import VictimSearch, preemption_policy_of
+from app.preemption.search import VictimSearch, preemption_policy_of, priority_of
 from app.sources.kube.lease import Leadership
 
 log = logging.getLogger(__name__)
@@ -105,7 +105,8 @@ class Driver:
                  if pod.scheduler_name == self._scheduler and not pod.node_name
                  and not pod.deleting and not pod.terminal and pod.unschedulable
                  and (pod.resource_claims or pod.extended_resource_claim_status)]
-        found.sort(key=lambda p: (-(p.priority or 0), p.key))
+        occupants = self._inventory.occupants
+        found.sort(key=lambda p: (-priority_of(p, occupants), p.key))
         return found
 
     # ------------------------------------------------------------------ nominations

@@ -63,19 +63,18 @@ from app.extender.answers import (
 from app.extender.claims import ClaimResolver
 from app.extender.signature import HashedKey, flat_devices, map_outcome, usage_signature
 from app.extender.verbs import Extender
-from app.inventory import Inventory, NodeState, Occupants
+from app.inventory import Inventory, NodeState
+from app.inventory.occupants import preemption_policy_of, priority_of
 from app.model import (
     Device,
     DeviceRequestAllocationResult,
     Pod,
     PodDisruptionBudget,
-    PriorityClass,
     ResourceClaim,
 )
 from app.model.objects import (
     ALLOCATION_MODE_EXACT_COUNT,
     POD_TERMINAL_PHASES,
-    PREEMPT_LOWER_PRIORITY,
     PREEMPT_NEVER,
 )
 from app.topology import priority as topology_priority
@@ -191,32 +190,6 @@ def _score(score: float | None) -> float:
 def _start(pod: Pod) -> float:
     # kube-scheduler takes a pod that has not started yet as starting now.
     return math.inf if pod.start_time is None else pod.start_time
-
-
-# --------------------------------------------------------------------------- priorities
-
-
-def priority_of(pod: Pod, occupants: Occupants) -> int:
-    """spec.priority as admission sets it; for a pod that was never admitted
-    (objects from files) its PriorityClass's value, else the global default's,
-    else 0."""
-    if pod.priority is not None:
-        return pod.priority
-    pc = _priority_class(pod, occupants)
-    return pc.value if pc is not None else 0
-
-
-def preemption_policy_of(pod: Pod, occupants: Occupants) -> str:
-    if pod.preemption_policy:
-        return pod.preemption_policy
-    pc = _priority_class(pod, occupants)
-    return pc.preemption_policy if pc is not None else PREEMPT_LOWER_PRIORITY
-
-
-def _priority_class(pod: Pod, occupants: Occupants) -> PriorityClass | None:
-    """The pod's named PriorityClass, else the global default."""
-    return (occupants.priority_class(pod.priority_class_name) if pod.priority_class_name
-            else occupants.default_priority_class)
 
 
 def pdb_violations(victims: Iterable[Victim], pdbs: Mapping[str, Sequence[PodDisruptionBudget]]

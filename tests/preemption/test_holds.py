@@ -80,6 +80,21 @@ def test_held_devices_go_to_the_preemptor_and_higher_priorities_only(nominated: 
     assert [n.pod_key for n in inv.nominations()] == ["default/p"]
 
 
+def test_a_priority_from_the_priority_class_alone_counts_for_the_hold(nominated: Any) -> None:
+    """Objects from files carry no spec.priority: the hold compares the
+    priority the victim search gives the pod, from its PriorityClass."""
+    inv, ext, _ = nominated
+    for name, value in (("urgent", 2000), ("routine", 10)):
+        inv.apply("PriorityClass", "ADDED", {"kind": "PriorityClass",
+                                             "metadata": {"name": name}, "value": value})
+        pod = pending(name, 0)
+        del pod["spec"]["priority"]
+        pod["spec"]["priorityClassName"] = name
+        inv.apply("Pod", "ADDED", pod)
+    assert passes(ext, inv, "urgent")
+    assert not passes(ext, inv, "routine")
+
+
 async def test_bind_gives_the_preemptor_its_held_devices_and_refuses_a_lower_pod(
         nominated: Any) -> None:
     inv, ext, _ = nominated
