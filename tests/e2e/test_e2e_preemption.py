@@ -19,7 +19,8 @@ There is no kubelet: the test plays it for deletions (a terminating pod of the
 pool is removed with grace 0, as a kubelet would once its containers stopped);
 the resource-claim controller then deallocates the victims' claims. Advisor
 mode (the in-tree DynamicResources plugin allocates) runs the 2 GPU + 1 NIC
-case on a control plane of its own.
+case and the 8-GPU pod with a low-priority pod behind it on a control plane of
+its own.
 """
 
 from __future__ import annotations
@@ -102,26 +103,33 @@ def test_a_2gpu_nic_pod_preempts_two_pods_on_one_root_and_binds_aligned(
     assert drax_metric(cluster, "drax_preemptions_total") >= 1
 
 
-def test_an_8gpu_pod_takes_one_whole_node_and_a_low_pod_behind_it_gets_nothing(
-        pool: list[str], cluster: Cluster, kube: Kube) -> None:
-    kubelet = Kubelet(kube, "pre")
-    # The node without the pair pod is the only one where 8 GPUs can be freed.
-    pair_node = bound_node(kube, "pre-pair")
-    other = next(n for n in pool if n != pair_node)
-    before = {p["metadata"]["name"] for p in alive(kube, "pre")
+def check_eight_and_thief(kube: Kube, prefix: str, nodes: list[str]) -> None:
+    """A high-priority 8-GPU pod takes exactly the node of `nodes` without the
+    pair pod (the only one where 8 GPUs can be freed), and a low-priority
+    1-GPU pod created right behind it gets none of the held GPUs."""
+    kubelet = Kubelet(kube, prefix)
+    pair_node = bound_node(kube, f"{prefix}-pair")
+    other = next(n for n in nodes if n != pair_node)
+    before = {p["metadata"]["name"] for p in alive(kube, prefix)
               if p["spec"].get("nodeName") == other}
     assert len(before) == 8
-    kube.create(pod("pre", "eight", "eight", priority_class=HIGH))
-    kube.create(pod("pre", "thief", "one", priority_class=LOW))
-    node = kubelet.until("pre-eight bound", lambda: bound_node(kube, "pre-eight"), timeout=180)
+    kube.create(pod(prefix, "eight", "eight", priority_class=HIGH))
+    kube.create(pod(prefix, "thief", "one", priority_class=LOW))
+    eight = f"{prefix}-eight"
+    node = kubelet.until(f"{eight} bound", lambda: bound_node(kube, eight), timeout=180)
     assert node == other
     assert set(kubelet.removed) == before, (kubelet.removed, before)
-    assert len(devices_of(kube, "pre-eight")) == 8
+    assert len(devices_of(kube, eight)) == 8
     # The low-priority pod right behind it got nothing and took nobody's place.
     time.sleep(3)
     kubelet.step()
-    assert bound_node(kube, "pre-thief") is None
+    assert bound_node(kube, f"{prefix}-thief") is None
     assert set(kubelet.removed) == before
+
+
+def test_an_8gpu_pod_takes_one_whole_node_and_a_low_pod_behind_it_gets_nothing(
+        pool: list[str], cluster: Cluster, kube: Kube) -> None:
+    check_eight_and_thief(kube, "pre", pool)
 
 
 def test_a_never_pod_preempts_nothing(pool: list[str], cluster: Cluster, kube: Kube) -> None:
@@ -164,16 +172,31 @@ def advisor(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         yield running
 
 
-def test_advisor_mode_preempts_for_a_2gpu_nic_pod(advisor: Cluster) -> None:
+@pytest.fixture(scope="module")
+def advisor_pool(advisor: Cluster) -> Iterator[tuple[Kube, list[str]]]:
     kube = advisor.kube()
     try:
         priority_classes(kube)
-        add_pool(kube, prefix="apre", nodes=2, seed=11)
+        nodes = add_pool(kube, prefix="apre", nodes=2, seed=11)
         templates(kube, "apre")
-        fill(kube, "apre", ["a", "b"])
-        check_pair_preemption(kube, advisor, "apre")
+        fill(kube, "apre", nodes)
+        yield kube, nodes
     finally:
         kube.close()
+
+
+def test_advisor_mode_preempts_for_a_2gpu_nic_pod(advisor: Cluster,
+                                                  advisor_pool: tuple[Kube, list[str]]) -> None:
+    kube, _ = advisor_pool
+    check_pair_preemption(kube, advisor, "apre")
+
+
+def test_advisor_mode_holds_the_freed_gpus_from_a_low_pod_behind_the_preemptor(
+        advisor_pool: tuple[Kube, list[str]]) -> None:
+    """The in-tree plugin allocates in advisor mode: drax's filter keeps it off
+    the held GPUs by refusing their node to a pod of lower priority."""
+    kube, nodes = advisor_pool
+    check_eight_and_thief(kube, "apre", nodes)
 
 
 def test_a_pdb_sends_the_preemption_to_the_node_that_violates_none(cluster: Cluster,
