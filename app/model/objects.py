@@ -201,6 +201,8 @@ class Pod:
     # PodScheduled=False with reason Unschedulable: a scheduler tried and found
     # no node (the preemption driver's candidates).
     unschedulable: bool = False
+    # status.nominatedNodeName: the node a scheduler's preemption chose for it.
+    nominated_node_name: str = ""
     # spec.nodeSelector and the required node affinity: the nodes a preemption
     # for this pod may free devices on.
     node_selector: Mapping[str, str] = field(default_factory=dict)

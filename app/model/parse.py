@@ -269,6 +269,8 @@ def parse_pod(obj: Mapping[str, Any]) -> Pod:
                start_time=_timestamp(status.get("startTime"), f"{where} status.startTime"),
                labels=shared_labels(meta.get("labels"), f"{where} metadata.labels"),
                unschedulable=_unschedulable(status, where),
+               nominated_node_name=sys.intern(_str(status.get("nominatedNodeName"),
+                                                   f"{where} status.nominatedNodeName")),
                node_selector=_node_selector(spec, where),
                node_affinity=_required_node_affinity(spec, where),
                tolerations=_shared("tolerations", spec.get("tolerations"),

@@ -40,7 +40,12 @@ from app.model import Pod
 from app.model.objects import PREEMPT_NEVER
 from app.preemption.actor import DEFAULT_HOLD_SECONDS, Actor, Preemption
 from app.preemption.metrics import PreemptionMetrics
-from app.preemption.search import VictimSearch, preemption_policy_of, priority_of
+from app.preemption.search import (
+    NodePreemption,
+    VictimSearch,
+    preemption_policy_of,
+    priority_of,
+)
 from app.sources.kube.lease import Leadership
 
 log = logging.getLogger(__name__)
@@ -176,6 +181,7 @@ class Driver:
             # It fits once the pods already going are gone: the scheduler's retry
             # places it; nothing to delete.
             self._tried[pod.key] = _Tried(pod.uid, sequence, now, "fits")
+            self._hold_nominated(pod, plan.priority, best, now)
             return False
         self._tried.pop(pod.key, None)
         term = self._leadership.term
@@ -193,6 +199,31 @@ class Driver:
             self._metrics.devices_freed.inc(len(best.freed_devices))
             self._waiting[pod.key] = (pod.uid, self._clock())
         return outcome.refused is None or bool(outcome.deleted)
+
+    def _hold_nominated(self, pod: Pod, priority: int, best: NodePreemption,
+                        now: float) -> None:
+        """Hold the devices `pod` fits on for it when its scheduler nominated it
+        to that node, pods there are still going, and no hold of this
+        replica's covers it: what a failover leaves (holds live in the
+        leader's memory; the nomination and the terminating victims are in the
+        API server). kube-scheduler counts a nominated pod on its node for pods
+        of no higher priority; the hold does the same for its devices, with the
+        pods going on that node as its victims."""
+        if pod.nominated_node_name != best.node or not best.terminating:
+            return
+        held = self._inventory.nomination(pod.key)
+        if held is not None and held.pod_uid == pod.uid:
+            return
+        self._inventory.nominate(Nomination(
+            pod_key=pod.key, pod_uid=pod.uid, priority=priority, node=best.node,
+            allocations=best.allocation,
+            victims=tuple((t.key, t.uid) for t in best.terminating),
+            victim_claims=best.released_claims, started_at=now,
+            expires_at=now + self._hold_seconds))
+        log.info("holding devices %s on node %s for pod %s, nominated there by its "
+                 "scheduler", ", ".join(sorted({r.device_id for ca in best.allocation
+                                                for r in ca.allocation.results})),
+                 best.node, pod.key)
 
     def _refusal(self, pod: Pod, problem: str | None) -> str:
         if problem is None:

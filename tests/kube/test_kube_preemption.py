@@ -385,3 +385,73 @@ async def test_catching_up_reads_each_stale_claim_once_for_concurrent_filters(
 def test_resource_versions_compare_as_revisions() -> None:
     assert newer("120", "99") and not newer("99", "120") and not newer("7", "7")
     assert newer("b", "a") and not newer("a", "a")
+
+
+# --------------------------------------------------------------------------- a new leader
+
+
+async def test_a_new_leader_holds_the_devices_of_a_preemptor_its_scheduler_nominated(
+        tmp_path: Path) -> None:
+    """What a failover leaves: p nominated to node-a by drax's scheduler, its
+    two victims still terminating, no hold in the new leader's memory. The new
+    leader's first pass deletes nothing more and holds the victims' GPUs for p,
+    so a pod of lower priority is not given them."""
+    async with KubeHarness(tmp_path) as h:
+        full_cluster(h.server)
+        for name in ("v0", "v1"):
+            going = h.server.get("pods", name, "default")
+            going["metadata"]["deletionTimestamp"] = "2026-12-04T10:05:00Z"
+            h.server.update("pods", going)
+        c, p = preemptor()
+        p["status"]["nominatedNodeName"] = "node-a"
+        h.server.create("resourceclaims", c)
+        h.server.create("pods", p)
+        lc, low = preemptor("low", count=1, priority=5)
+        h.server.create("resourceclaims", lc)
+        h.server.create("pods", low)
+        h.watch()
+        await h.synced()
+        registry = CollectorRegistry()
+        driver = driver_of(h, registry)
+        assert not await driver.run_once()
+        assert pods_deleted(h.server) == []
+        held = h.inventory.nomination("default/p")
+        assert held is not None and held.node == "node-a" and held.pod_uid == "uid-p"
+        assert sorted(held.device_ids) == [f"{DRIVER}/node-a/gpu-0", f"{DRIVER}/node-a/gpu-1"]
+        assert sorted(held.victims) == [("default/v0", "uid-v0"), ("default/v1", "uid-v1")]
+        assert driver.victims_pending(held)
+        # The victims go, their claims are freed: the GPUs stay p's.
+        for name in ("v0", "v1"):
+            h.server.delete("pods", name, "default")
+            h.server.delete("resourceclaims", f"{name}-gpu", "default")
+        await h.caught_up()
+        ext = Extender(h.inventory, features=FeatureGates(), mode="allocator")
+        low_pod, p_pod = h.inventory.pod("default/low"), h.inventory.pod("default/p")
+        assert low_pod is not None and p_pod is not None
+        assert ext.filter(low_pod, ["node-a"]).passed == []
+        assert ext.filter(p_pod, ["node-a"]).passed == ["node-a"]
+
+
+async def test_a_nomination_elsewhere_or_none_rebuilds_no_hold(tmp_path: Path) -> None:
+    async with KubeHarness(tmp_path) as h:
+        full_cluster(h.server)
+        going = h.server.get("pods", "v0", "default")
+        going["metadata"]["deletionTimestamp"] = "2026-12-04T10:05:00Z"
+        h.server.update("pods", going)
+        c, p = preemptor(count=1)
+        h.server.create("resourceclaims", c)
+        h.server.create("pods", p)
+        h.watch()
+        await h.synced()
+        driver = driver_of(h, CollectorRegistry())
+        assert not await driver.run_once()
+        # p fits once v0 is gone, but no scheduler nominated it: nothing held.
+        assert h.inventory.nomination("default/p") is None
+        # Nominated to another node: nothing held here either.
+        elsewhere = h.server.get("pods", "p", "default")
+        elsewhere["status"]["nominatedNodeName"] = "node-b"
+        h.server.update("pods", elsewhere)
+        await h.caught_up()
+        assert not await driver_of(h, CollectorRegistry()).run_once()
+        assert h.inventory.nomination("default/p") is None
+        assert pods_deleted(h.server) == []
