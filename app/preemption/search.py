@@ -45,14 +45,14 @@ from __future__ import annotations
 
 import itertools
 import math
+import operator
 from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from cachetools import LRUCache
-
 from app.allocator.constraints import SCALAR_KINDS, lookup_attribute
 from app.allocator.types import AllocationOutcome, ClaimAllocation, NodeView
+from app.bounded_cache import BoundedCache
 from app.extender.answers import (
     AnswerBook,
     CallState,
@@ -222,6 +222,7 @@ def _importance(victim: Victim) -> tuple[float, float, str]:
 # --------------------------------------------------------------------------- the search
 
 _Released = Callable[[Collection[int]], tuple[int, ...]]
+_Pdbs = dict[str, list[PodDisruptionBudget]]  # namespace -> its PDBs, filled per search
 
 
 @dataclass(slots=True)
@@ -232,16 +233,19 @@ class _Claim:
     claim: ResourceClaim
     needs: frozenset[int] | None
     relevant: bool
-    ids: tuple[str, ...] = ()  # its results' devices
+    places: tuple[int | None, ...] = ()  # per result, its device's position in the view
 
-    def freeable(self, matched: frozenset[str]) -> frozenset[str]:
+    def freeable(self, matched: frozenset[int]) -> int:
         """Its devices the preemptor could use that its release frees (not
-        those it shares with other claims)."""
+        those it shares with other claims), as a mask of positions."""
         if not self.relevant:
-            return frozenset()
+            return 0
         assert self.claim.allocation is not None
-        return frozenset(i for i, r in zip(self.ids, self.claim.allocation.results, strict=True)
-                         if i in matched and r.share_id is None)
+        mask = 0
+        for at, r in zip(self.places, self.claim.allocation.results, strict=True):
+            if at is not None and at in matched and r.share_id is None:
+                mask |= 1 << at
+        return mask
 
 
 @dataclass(slots=True)
@@ -260,7 +264,18 @@ class _Problem:
     # kinds' matches, hardware, mode): with the usage once victims are gone, it
     # keys runs shared between nodes and problems.
     base: Hashable | None = None
-    freeable: list[frozenset[str]] = field(default_factory=list)  # per claim, when searched
+
+
+@dataclass(slots=True, frozen=True)
+class _Layout:
+    """Which of a node's devices a shape's requests can use, by position in the
+    node's view: the same on every node of equal hardware and selector
+    matches, so found once per kind of node."""
+
+    matched: frozenset[int]  # devices some request matches (or meets a CEL error on)
+    relevant: frozenset[int]  # those, and the devices drawing on the same counters
+    kinds: tuple[int, ...]  # per request kind: the devices it matches, as a mask
+    shared: bool  # some matched device takes several allocations: no counting
 
 
 @dataclass(slots=True, frozen=True)
@@ -271,44 +286,32 @@ class _NodeFacts:
     kinds: HashedKey  # the match columns of the shape's request kinds
     signature: Hashable  # hardware and usage (`StaticSignatures`)
     hardware: Hashable  # hardware alone
-    position: Mapping[str, int]  # device id -> index in the view
-    relevant: frozenset[str]
-    matched: frozenset[str]
-    # per request kind: (its devices nobody holds, its devices held)
-    by_kind: tuple[tuple[frozenset[str], frozenset[str]], ...]
-    devices: Mapping[str, Device]
-    shared: bool  # some matched device takes several allocations: no counting
+    devices: tuple[Device, ...]  # in the view's order
+    position: Mapping[str, int]  # device id -> index in `devices`
+    layout: _Layout
 
-    def attribute(self, device_id: str, name: str) -> Any:
-        """(kind, value) of the attribute as a constraint reads it (a name
-        without a domain is the driver's), None when the device lacks it."""
-        value = lookup_attribute(self.devices[device_id], name)
+    def attribute(self, at: int, name: str) -> Any:
+        """(kind, value) of the attribute of the device at `at` as a constraint
+        reads it (a name without a domain is the driver's), None when it has none."""
+        value = lookup_attribute(self.devices[at], name)
         return None if value is None else (value.kind, value.value)
 
 
-def _spots(results: Sequence[DeviceRequestAllocationResult], ids: Sequence[str],
-           position: Mapping[str, int]) -> tuple[Hashable, ...]:
-    """Where a claim's devices (`ids`, its results' devices) are, in
-    node-independent terms: their places in the node's view, plus what else a
-    result takes when it is not plain."""
-    places = []
-    plain = True
-    for r, device_id in zip(results, ids, strict=True):
-        at = position.get(device_id)
-        if at is None or r.admin_access or r.share_id is not None or r.consumed_capacity:
-            plain = False
-            break
-        places.append(at)
-    if plain:
-        return (0, *sorted(places))
-    return (1, *sorted(repr((position.get(r.device_id, r.device_id), r.admin_access,
+def _spots(results: Sequence[DeviceRequestAllocationResult],
+           places: Sequence[int | None]) -> tuple[Hashable, ...]:
+    """Where a claim's devices are, in node-independent terms: their places
+    in the node's view (`places`, per result), plus what else a result takes
+    when it is not plain."""
+    if None not in places and not any(
+            r.admin_access or r.share_id is not None or r.consumed_capacity for r in results):
+        return (0, *sorted(places))  # type: ignore[type-var]
+    return (1, *sorted(repr((r.device_id if at is None else at, r.admin_access,
                              r.share_id is not None,
                              sorted((k, q.value) for k, q in r.consumed_capacity.items())))
-                        for r in results))
+                        for r, at in zip(results, places, strict=True)))
 
 
-def _first_two(entry: tuple[Any, ...]) -> tuple[Any, Any]:
-    return entry[0], entry[1]
+_FIRST_TWO: Final = operator.itemgetter(0, 1)
 
 
 @dataclass(slots=True, frozen=True)
@@ -364,11 +367,11 @@ class VictimSearch:
         self._resolver = resolver
         self._first_fit = mode == "advisor"
         self._trial_budget = trial_budget
-        self._solved: LRUCache[Hashable, _Solved] = LRUCache(maxsize=_SHARED_SEARCHES)
-        self._node_facts: LRUCache[tuple[str, int, Hashable], _NodeFacts] = LRUCache(
-            maxsize=_NODE_FACTS)
-        self._runs: LRUCache[Hashable, _Run] = LRUCache(
-            maxsize=_SHARED_RUNS)
+        self._solved: BoundedCache[Hashable, _Solved] = BoundedCache(_SHARED_SEARCHES)
+        self._node_facts: BoundedCache[tuple[str, int, Hashable], _NodeFacts] = BoundedCache(
+            _NODE_FACTS)
+        self._runs: BoundedCache[Hashable, _Run] = BoundedCache(_SHARED_RUNS)
+        self._layouts: BoundedCache[Hashable, _Layout] = BoundedCache(_SHARED_SEARCHES)
         self.trials = 0  # allocator runs so far (for benchmarks and tests)
 
     @property
@@ -401,7 +404,8 @@ class VictimSearch:
                 "business, not drax's"))
         request = request_of(claims, pod=pod)
         names = self._inventory.node_names() if node_names is None else node_names
-        pdbs: dict[str, list[PodDisruptionBudget]] = {}
+        # None: no PDB anywhere, so no victim can violate one
+        pdbs: _Pdbs | None = {} if self._inventory.occupants.pdb_table() else None
         found: list[NodePreemption] = []
         refused: dict[str, str] = {}
         for name in names:
@@ -419,7 +423,7 @@ class VictimSearch:
 
     def _node(self, pod: Pod, p: int, request: CallState, name: str,
               allow: frozenset[str] | None,
-              pdbs: dict[str, list[PodDisruptionBudget]]) -> NodePreemption | str:
+              pdbs: _Pdbs | None) -> NodePreemption | str:
         inv = self._inventory
         state = inv.node_state(name)
         if state is None:
@@ -443,7 +447,7 @@ class VictimSearch:
         if solved is None:
             solved = self._solve(problem)
             if problem.key is not None:
-                self._solved[problem.key] = solved
+                self._solved.put(problem.key, solved)
         return self._express(solved, problem, pdbs)
 
     def _problem(self, pod: Pod, p: int, request: CallState, state: NodeState,
@@ -477,6 +481,7 @@ class VictimSearch:
         # must all go to release it, or None when someone who stays holds it.
         entries = []
         position = facts.position
+        relevant = facts.layout.relevant
         for claim_key, (claim, reservers, ids) in held.items():
             needs: set[int] | None = set()
             for reserver in reservers:
@@ -486,16 +491,13 @@ class VictimSearch:
                     needs = None
                     break
             assert claim.allocation is not None
-            entries.append((_spots(claim.allocation.results, ids, position), claim_key, claim,
-                            needs, ids))
-        entries.sort(key=_first_two)
-        relevant = facts.relevant
+            places = tuple(map(position.get, ids))
+            entries.append((_spots(claim.allocation.results, places), claim_key, claim,
+                            needs, places, not relevant.isdisjoint(places)))
+        entries.sort(key=_FIRST_TWO)
         first_spot: dict[int, int] = {}
         useful: set[int] = set()
-        of_use = []
-        for i, (_, _, _, needs, ids) in enumerate(entries):
-            is_relevant = not relevant.isdisjoint(ids)
-            of_use.append(is_relevant)
+        for i, (_, _, _, needs, _, is_relevant) in enumerate(entries):
             if needs:
                 for k in needs:
                     first_spot.setdefault(k, i)
@@ -507,10 +509,10 @@ class VictimSearch:
         index = {id(v.pod): i for i, v in enumerate(candidates)}
         claims = []
         shape = []
-        for (spot, _, claim, needs, ids), is_relevant in zip(entries, of_use, strict=True):
+        for spot, _, claim, needs, places, is_relevant in entries:
             at = (None if needs is None or not needs <= index.keys()
                   else frozenset(index[k] for k in needs))
-            claims.append(_Claim(claim=claim, needs=at, relevant=is_relevant, ids=ids))
+            claims.append(_Claim(claim=claim, needs=at, relevant=is_relevant, places=places))
             shape.append((spot, at, is_relevant))
         # The key holds everything the search reads, in node-independent terms,
         # but not the candidates' priorities or PDBs: those only choose among the
@@ -537,59 +539,29 @@ class VictimSearch:
             view, request.kinds, classes=self._inventory.classes,
             matcher=self._inventory.selectors.matches_shared)
         assert isinstance(kinds, HashedKey)
-        devices = flat_devices(view)
-        relevant, matched = self._relevant_devices(kinds, devices)
-        taken = state.allocated.devices
-        by_kind = []
-        assert isinstance(kinds.value, tuple)
-        for column in kinds.value:
-            ids = frozenset(() if column is None else (
-                d.id for d, m in zip(devices, column, strict=True) if m is True))
-            by_kind.append((ids - taken, ids & taken))
         static = self._book.static.of(state)
+        devices = flat_devices(view)
+        layout_key = (static.hardware, kinds)
+        layout = self._layouts.get(layout_key)
+        if layout is None:
+            layout = self._layouts.put(layout_key, _layout(kinds, devices))
         facts = _NodeFacts(view=view, kinds=kinds, signature=static.full,
-                           hardware=static.hardware,
-                           position={d.id: i for i, d in enumerate(devices)},
-                           relevant=frozenset(relevant), matched=frozenset(matched),
-                           by_kind=tuple(by_kind), devices={d.id: d for d in devices},
-                           shared=any(d.allow_multiple_allocations for d in devices
-                                      if d.id in matched))
-        self._node_facts[cache_key] = facts
+                           hardware=static.hardware, devices=devices,
+                           position={d.id: i for i, d in enumerate(devices)}, layout=layout)
+        self._node_facts.put(cache_key, facts)
         return facts
-
-    @staticmethod
-    def _relevant_devices(kinds: HashedKey, devices: Sequence[Device]
-                          ) -> tuple[set[str], set[str]]:
-        """(relevant, matched): the devices the preemptor's requests match
-        (`kinds`: the match columns of its request kinds, over `devices`), and
-        those plus the devices drawing on the same shared counters (freeing them
-        frees counters it needs)."""
-        columns = kinds.value
-        relevant = set()
-        counter_sets = set()
-        assert isinstance(columns, tuple)
-        for column in columns:
-            if column is None:
-                continue
-            for device, match in zip(devices, column, strict=True):
-                if match is not False:  # True, or a CEL error the allocator must meet
-                    relevant.add(device.id)
-                    for use in device.consumes_counters:
-                        counter_sets.add((device.driver, device.pool, use.counter_set))
-        matched = set(relevant)
-        if counter_sets:
-            for device in devices:
-                if any((device.driver, device.pool, use.counter_set) in counter_sets
-                       for use in device.consumes_counters):
-                    relevant.add(device.id)
-        return relevant, matched
 
     def _solve(self, problem: _Problem) -> _Solved:
         view = problem.state.view
         attempt, released = self._attempts(problem)
-        needs = None if problem.facts.shared else _needs(problem.pending, problem.kinds)
+        needs = None if problem.facts.layout.shared else _needs(problem.pending, problem.kinds)
+        counting = None if needs is None else _counting(problem, needs)
+
+        def plausible(idx: tuple[int, ...]) -> bool:
+            return counting is None or _plausible(counting, idx, needs or ())
+
         base = released(())
-        if needs is not None and not _plausible(problem, base, needs):
+        if not plausible(base):
             run = _Run(AllocationOutcome(feasible=False, reason=_NOT_ENOUGH), view)
         else:
             run = attempt(base)
@@ -611,7 +583,7 @@ class VictimSearch:
 
         # With everyone gone is tried first only when counting cannot tell: a
         # smaller set that works proves it works, and saves that allocator run.
-        if needs is None or not _plausible(problem, released(everyone), needs):
+        if counting is None or not plausible(released(everyone)):
             all_gone = attempt(released(everyone))
             if not all_gone.outcome.feasible:
                 return nothing_works(all_gone)
@@ -628,7 +600,7 @@ class VictimSearch:
                         continue
                     seen.add(combo)
                     idx = released(combo)
-                    if needs is not None and not _plausible(problem, idx, needs):
+                    if not plausible(idx):
                         continue  # counting rules it out: no allocator run
                     budget -= 1
                     if budget < 0:
@@ -673,7 +645,7 @@ class VictimSearch:
                 self.trials += 1
                 hit = _Run(self._book.allocate(problem.pending, state, allocated), state.view)
                 if key is not None:
-                    self._runs[key] = hit
+                    self._runs.put(key, hit)
             outcomes[idx] = hit
             return hit
 
@@ -700,32 +672,35 @@ class VictimSearch:
         return run.option(chosen, released(chosen)), False
 
     def _choose(self, solved: _Solved, problem: _Problem,
-                pdbs: dict[str, list[PodDisruptionBudget]]) -> tuple[_Option, bool]:
+                pdbs: _Pdbs | None) -> tuple[_Option, bool]:
         """This node's pick among the shared options: in allocator mode the best
         topology score, then (both modes) fewest PDB violations, lowest
         priorities, canonical order."""
         assert solved.options
+        if len(solved.options) == 1:
+            return solved.options[0], True
         pods = problem.pods
-
-        namespaces = {v.pod.namespace for v in pods}
-        self._pdbs_in(namespaces, pdbs)
-        covered = any(pdbs[ns] for ns in namespaces)
+        covered = False
+        if pdbs is not None:
+            namespaces = {v.pod.namespace for v in pods}
+            self._pdbs_in(namespaces, pdbs)
+            covered = any(pdbs[ns] for ns in namespaces)
 
         def preference(option: _Option) -> tuple[float, int, int, int, tuple[int, ...]]:
             victims = [pods[i] for i in option.victims]
             return (0.0 if self._first_fit else -_score(option.outcome.score),
-                    pdb_violations(victims, pdbs) if covered else 0,
+                    pdb_violations(victims, pdbs) if covered and pdbs is not None else 0,
                     max((v.priority for v in victims), default=0),
                     sum(v.priority for v in victims), option.victims)
 
         return min(solved.options, key=preference), True
 
-    def _pdbs_of(self, victims: Iterable[Victim], pdbs: dict[str, list[PodDisruptionBudget]]
-                 ) -> dict[str, list[PodDisruptionBudget]]:
-        return self._pdbs_in({v.pod.namespace for v in victims}, pdbs)
+    def _violations(self, victims: Iterable[Victim], pdbs: _Pdbs | None) -> int:
+        if pdbs is None:
+            return 0
+        return pdb_violations(victims, self._pdbs_in({v.pod.namespace for v in victims}, pdbs))
 
-    def _pdbs_in(self, namespaces: Iterable[str], pdbs: dict[str, list[PodDisruptionBudget]]
-                 ) -> dict[str, list[PodDisruptionBudget]]:
+    def _pdbs_in(self, namespaces: Iterable[str], pdbs: _Pdbs) -> _Pdbs:
         """`pdbs` (namespace -> its PDBs, filled per search) holding `namespaces`."""
         for namespace in namespaces:
             if namespace not in pdbs:
@@ -733,7 +708,7 @@ class VictimSearch:
         return pdbs
 
     def _express(self, solved: _Solved, problem: _Problem,
-                 pdbs: dict[str, list[PodDisruptionBudget]]) -> NodePreemption | str:
+                 pdbs: _Pdbs | None) -> NodePreemption | str:
         """A (possibly shared) canonical answer in this node's names."""
         view = problem.state.view
         if solved.cut:
@@ -753,7 +728,7 @@ class VictimSearch:
         return NodePreemption(
             node=view.node.name, victims=victims,
             released_claims=tuple(c.key for c in released), released=released,
-            pdb_violations=pdb_violations(victims, self._pdbs_of(victims, pdbs)),
+            pdb_violations=self._violations(victims, pdbs),
             score=outcome.score, priority=topology_priority(outcome.score),
             terminating=problem.terminating, exact=exact,
             candidates=tuple(v.pod for v in problem.pods),
@@ -803,39 +778,107 @@ def _needs(pending: Sequence[ResourceClaim], kinds: Sequence[Hashable]) -> list[
     return out
 
 
-def _plausible(problem: _Problem, released: tuple[int, ...], needs: Sequence[_Need]) -> bool:
+def _layout(kinds: HashedKey, devices: Sequence[Device]) -> _Layout:
+    """The positions the preemptor's requests match (`kinds`: the match columns
+    of its request kinds, over `devices`; a CEL error counts, the allocator
+    must meet it), those plus the devices drawing on the same shared counters
+    (freeing them frees counters it needs), and per kind the devices it
+    matches plainly."""
+    columns = kinds.value
+    assert isinstance(columns, tuple)
+    matched: set[int] = set()
+    masks = []
+    counter_sets = set()
+    for column in columns:
+        mask = 0
+        if column is not None:
+            for at, match in enumerate(column):
+                if match is not False:
+                    matched.add(at)
+                    if match is True:
+                        mask |= 1 << at
+        masks.append(mask)
+    for at in matched:
+        device = devices[at]
+        for use in device.consumes_counters:
+            counter_sets.add((device.driver, device.pool, use.counter_set))
+    relevant = set(matched)
+    if counter_sets:
+        for at, device in enumerate(devices):
+            if any((device.driver, device.pool, use.counter_set) in counter_sets
+                   for use in device.consumes_counters):
+                relevant.add(at)
+    return _Layout(matched=frozenset(matched), relevant=frozenset(relevant),
+                   kinds=tuple(masks),
+                   shared=any(devices[at].allow_multiple_allocations for at in matched))
+
+
+@dataclass(slots=True, frozen=True)
+class _Counting:
+    """What counting reads of one problem, as masks of device positions: per
+    claim what its release frees of the devices the preemptor's requests
+    match, per request kind (the devices nobody holds, those held), and per
+    matchAttribute group the devices of each of its values (None: values
+    counting cannot compare)."""
+
+    freeable: tuple[int, ...]
+    by_kind: tuple[tuple[int, int], ...]
+    values: tuple[tuple[int, ...] | None, ...]
+
+
+def _counting(problem: _Problem, needs: Sequence[_Need]) -> _Counting:
+    facts = problem.facts
+    layout = facts.layout
+    taken_ids = problem.state.allocated.devices
+    taken = 0
+    for at, device in enumerate(facts.devices):
+        if device.id in taken_ids:
+            taken |= 1 << at
+    groups: dict[int, str] = {}
+    for need in needs:
+        if need.group >= 0 and need.attribute is not None:
+            groups[need.group] = need.attribute
+    values: list[tuple[int, ...] | None] = []
+    for group in range(len(groups)):
+        by_value: dict[Any, int] = {}
+        for at in layout.matched:
+            value = facts.attribute(at, groups[group])
+            if value is not None:
+                by_value[value] = by_value.get(value, 0) | (1 << at)
+        plain = all(kind in SCALAR_KINDS for kind, _ in by_value)
+        values.append(tuple(by_value.values()) if plain else None)
+    return _Counting(freeable=tuple(c.freeable(layout.matched) for c in problem.claims),
+                     by_kind=tuple((mask & ~taken, mask & taken) for mask in layout.kinds),
+                     values=tuple(values))
+
+
+def _plausible(counting: _Counting, released: tuple[int, ...], needs: Sequence[_Need]) -> bool:
     """False when counting alone shows the preemptor cannot fit once the
     claims `released` go: too few free devices of a request's kind, or no
     value of a matchAttribute constraint with enough of them for every
     request it binds (a necessary condition; the allocator decides the rest)."""
-    facts = problem.facts
-    freeable = problem.freeable
-    if not freeable:
-        freeable.extend(c.freeable(facts.matched) for c in problem.claims)
-    freed: set[str] = set()
+    freeable = counting.freeable
+    freed = 0
     for i in released:
         freed |= freeable[i]
-    available = [(free | (held & freed)) for free, held in facts.by_kind]
-    if sum(n.count for n in needs if n.group < 0) > len(frozenset().union(*available)):
+    available = [free | (held & freed) for free, held in counting.by_kind]
+    union = 0
+    for mask in available:
+        union |= mask
+    if sum(n.count for n in needs if n.group < 0) > union.bit_count():
         return False
     groups: dict[int, list[_Need]] = {}
     for need in needs:
         if need.group < 0:
-            if len(available[need.kind]) < need.count:
+            if available[need.kind].bit_count() < need.count:
                 return False
         else:
             groups.setdefault(need.group, []).append(need)
-    for members in groups.values():
-        attribute = members[0].attribute
-        assert attribute is not None
-        values: dict[Any, list[int]] = {}
-        for slot, need in enumerate(members):
-            for device_id in available[need.kind]:
-                value = facts.attribute(device_id, attribute)
-                if value is not None:
-                    values.setdefault(value, [0] * len(members))[slot] += 1
-        if not any(all(c >= n.count for c, n in zip(counts, members, strict=True))
-                   for counts in values.values()):
+    for group, members in groups.items():
+        values = counting.values[group]
+        if values is not None and not any(
+                all((available[n.kind] & mask).bit_count() >= n.count for n in members)
+                for mask in values):
             return False
     return True
 
@@ -866,16 +909,17 @@ def _parts(problem: _Problem, needs: Sequence[_Need] | None) -> list[tuple[int, 
     if attribute is None:
         return None
     facts = problem.facts
-    value_of: dict[str, Hashable] = {}
+    devices = facts.devices
+    value_of: dict[int, Hashable] = {}
     by_counters: dict[tuple[str, str, str], set[Hashable]] = {}
-    for device_id in facts.matched:
-        value = facts.attribute(device_id, attribute)
+    for at in facts.layout.matched:
+        value = facts.attribute(at, attribute)
         if value is None:
             continue  # in no allocation: the constraint needs the attribute
         if value[0] not in SCALAR_KINDS:
             return None
-        value_of[device_id] = value
-        device = facts.devices[device_id]
+        value_of[at] = value
+        device = devices[at]
         for use in device.consumes_counters:
             by_counters.setdefault((device.driver, device.pool, use.counter_set),
                                    set()).add(value)
@@ -884,13 +928,14 @@ def _parts(problem: _Problem, needs: Sequence[_Need] | None) -> list[tuple[int, 
         if not claim.needs or not claim.relevant:
             continue
         values: set[Hashable] = set()
-        for device_id in claim.ids:
-            if device_id in value_of:
-                values.add(value_of[device_id])
-            held = facts.devices.get(device_id)
-            if held is not None:
-                for use in held.consumes_counters:
-                    values |= by_counters.get((held.driver, held.pool, use.counter_set), set())
+        for place in claim.places:
+            if place is None:
+                continue
+            if place in value_of:
+                values.add(value_of[place])
+            held = devices[place]
+            for use in held.consumes_counters:
+                values |= by_counters.get((held.driver, held.pool, use.counter_set), set())
         for value in values:
             members.setdefault(value, set()).update(claim.needs)
     return sorted({tuple(sorted(m)) for m in members.values()})

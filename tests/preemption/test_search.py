@@ -367,3 +367,17 @@ def test_a_pod_kept_on_one_root_enumerates_victims_per_root() -> None:
     assert best is not None and best.exact
     assert victims(search.search(inv.pod("default/p"))) == ["n1-10", "n1-11", "n1-8", "n1-9"]
     assert search.trials == 4
+
+
+def test_nodes_of_one_kind_read_their_devices_once_per_shape() -> None:
+    # Three nodes of the same hardware, held differently: which devices the
+    # pod's requests can use is worked out once, not per node.
+    objs = [GPU_CLASS, want(2), preemptor(), *gpus("n1", 1, 0, 3, 2), *gpus("n2", 3, 2),
+            *gpus("n3", 0, 1, 2)]
+    inv = load(*objs)
+    _, search = searcher(inv)
+    plan = search.search(inv.pod("default/p"))
+    assert victims(plan, "n1") == ["n1-0", "n1-1"]
+    assert victims(plan, "n2") == []
+    assert victims(plan, "n3") == ["n3-2"]  # beside the free GPU 3, on one root
+    assert len(search._layouts) == 1
