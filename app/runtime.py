@@ -39,7 +39,7 @@ from prometheus_client.registry import Collector
 
 from app import garbage_collector
 from app.allocator.types import ClaimAllocation
-from app.binder import BindMetrics, KubeBinder
+from app.binder import BindMetrics, ClaimCopies, KubeBinder
 from app.binder.repair import RepairMetrics, keep_releasing
 from app.binder.requeue import RequeueMetrics, Requeuer
 from app.capacity import CapacityShape, parse_capacity
@@ -388,15 +388,23 @@ def _kube_lifespan(settings: Settings, inventory: Inventory, binder: DeferredBin
         api = await api_client(kubeconfig=settings.kubeconfig or None)
         requeuer = Requeuer(api, waiting=extender.waiting, leadership=leadership,
                             metrics=requeue_metrics)
+        copies = ClaimCopies() if binder is not None else None
+
+        def on_change(kind: str, event_type: str, obj: Mapping[str, Any] | None) -> None:
+            requeuer.on_change(kind, event_type, obj)
+            if copies is not None:
+                copies.on_change(kind, event_type, obj)
+
         watches = KubeSource(api, inventory, metrics=watch_metrics, pool=inventory.pool,
-                             on_change=requeuer.on_change)
+                             on_change=on_change)
         loop = asyncio.get_running_loop()
         tasks = [loop.create_task(leadership.run(api), name="leadership"),
                  loop.create_task(requeuer.run(), name="requeue-rejected")]
         if binder is not None and bind_metrics is not None and repair_metrics is not None:
             binder.target = KubeBinder(
                 api, metrics=bind_metrics,
-                allocation_timestamp=settings.features.device_binding_conditions)
+                allocation_timestamp=settings.features.device_binding_conditions,
+                copies=copies)
             tasks.append(loop.create_task(
                 keep_releasing(api, metrics=repair_metrics, leadership=leadership),
                 name="release-half-written"))

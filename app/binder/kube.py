@@ -24,9 +24,12 @@ any claim, and `pod.status.extendedResourceClaimStatus` (its name and the
 container -> request mapping) is patched before the Binding. A failed bind
 deletes that claim (finalizer first) and clears the pod status it wrote.
 
-Every write is a PUT carrying the resourceVersion just read, so the API server
-rejects it (409) if anyone changed the claim in between; the binder then
-re-reads and retries, at most `max_attempts` times. A request that fails for
+Every write is a PUT carrying the resourceVersion of the claim as last seen, so
+the API server rejects it (409) if anyone changed the claim in between; the
+binder then re-reads and retries, at most `max_attempts` times. The first
+write of a claim to allocate starts from the claim watch's copy
+(`ClaimCopies`), as the in-tree PreBind starts from its informer's: no read
+before the write unless the copy is missing or stale. A request that fails for
 a passing reason (500, 502-504, 429 after its Retry-After, a timeout, a
 dropped connection) is sent again, at most `max_attempts` times with a short
 backoff: the resourceVersion makes a repeated PUT safe (if the first one was
@@ -74,6 +77,7 @@ from kubernetes_asyncio import client
 from prometheus_client import CollectorRegistry, Counter
 
 from app.allocator.types import ClaimAllocation
+from app.binder.copies import ClaimCopies
 from app.extender import BindCause, BindError
 from app.extender.extended import ExtendedClaim
 from app.model import Pod, ResourceClaim
@@ -132,7 +136,8 @@ class KubeBinder:
 
     def __init__(self, api_client: client.ApiClient, *, metrics: BindMetrics,
                  max_attempts: int = 5, request_timeout: float = 10.0,
-                 allocation_timestamp: bool = True) -> None:
+                 allocation_timestamp: bool = True,
+                 copies: ClaimCopies | None = None) -> None:
         # Typed as Any: the client's stubs demand model objects as bodies, but
         # it sends plain dicts as they are, which keeps unknown fields intact.
         self._claims: Any = client.ResourceV1Api(api_client)
@@ -144,6 +149,7 @@ class KubeBinder:
         # and locked on in 1.37): the in-tree PreBind then stamps every allocation
         # it reserves a claim under, and its binding timeout counts from the stamp.
         self._allocation_timestamp = allocation_timestamp
+        self._copies = copies
 
     async def bind(self, *, pod: Pod, node: str, allocations: Sequence[ClaimAllocation],
                    reserve: Sequence[ResourceClaim],
@@ -244,8 +250,14 @@ class KubeBinder:
 
     async def _write_claim(self, rec: _Written, *, pod: Pod, allocation: dict[str, Any] | None,
                            written: list[_Written]) -> None:
+        # The watch's copy for the first try (module doc); a conflict reads.
+        copy = self._copies.get(rec.key, uid=rec.uid) \
+            if self._copies is not None and allocation is not None else None
         for _ in range(self._max_attempts):
-            claim = await self._read_claim(rec)
+            claim = copy if copy is not None else await self._read_claim(rec)
+            copy = None
+            if not rec.uid:
+                rec.uid = str((claim.get("metadata") or {}).get("uid") or "")
             meta = claim.setdefault("metadata", {})
             status = claim.get("status") or {}
             claim["status"] = status
@@ -451,6 +463,9 @@ class KubeBinder:
         if code == 409:
             self._metrics.conflicts.inc()
             return None
+        if code == 404:  # deleted since the copy or read it was made from
+            raise BindError(f"{what}: resourceclaim {rec.key} not found",
+                            BindCause.CLAIM_NOT_FOUND)
         _expect_ok(code, body, what)
         return body
 

@@ -24,6 +24,7 @@ from app.sources.kube import (
     WatchSettings,
     api_client,
 )
+from app.sources.kube.watch import OnChange
 from tests.kube.apiserver import FakeApiServer
 
 DRIVER = "gpu.example.com"
@@ -59,10 +60,10 @@ class KubeHarness:
             await self.client.close()
         await self.server.stop()
 
-    def watch(self) -> KubeSource:
+    def watch(self, *, on_change: OnChange | None = None) -> KubeSource:
         assert self.client is not None
         self.source = KubeSource(self.client, self.inventory, metrics=self.metrics,
-                                 settings=self.settings, pool=self.pool)
+                                 settings=self.settings, pool=self.pool, on_change=on_change)
         self.source.start()
         return self.source
 

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from app.allocator.types import ClaimAllocation
-from app.binder import FINALIZER, RESERVED_FOR_MAX, BindMetrics, KubeBinder
-from app.extender import BindError
+from app.binder import FINALIZER, RESERVED_FOR_MAX, BindMetrics, ClaimCopies, KubeBinder
+from app.extender import BindCause, BindError
 from app.model import (
     AllocationResult,
     DeviceRequestAllocationResult,
@@ -46,12 +46,12 @@ def consumer(name: str) -> dict[str, str]:
 
 class Setup:
     def __init__(self, h: KubeHarness, *, max_attempts: int = 5,
-                 allocation_timestamp: bool = True) -> None:
+                 allocation_timestamp: bool = True, copies: ClaimCopies | None = None) -> None:
         assert h.client is not None
         self.h = h
         self.binder = KubeBinder(h.client, metrics=BindMetrics(h.registry),
                                  max_attempts=max_attempts,
-                                 allocation_timestamp=allocation_timestamp)
+                                 allocation_timestamp=allocation_timestamp, copies=copies)
         self.pod: Pod = parse_object("Pod", h.server.create("pods", pod("p1", "c1")))
 
     def claim_obj(self, name: str = "c1") -> dict[str, Any]:
@@ -83,6 +83,72 @@ async def test_bind_writes_finalizer_allocation_reservation_then_binding(tmp_pat
         writes = [(m, p) for m, p in h.server.requests if m in ("PUT", "POST")]
         assert [p.rsplit("/", 1)[-1] for _, p in writes] == ["c1", "status", "binding"]
         assert h.metric("drax_bind_attempts_total", result="ok") == 1
+
+
+async def watched_copies(h: KubeHarness, *names: str) -> ClaimCopies:
+    """Copies fed by a real watch of the API double, holding `names`."""
+    copies = ClaimCopies()
+    h.watch(on_change=copies.on_change)
+    await h.synced()
+    await h.watching()
+    for name in names:
+        h.server.create("resourceclaims", claim(name))
+    await h.caught_up()
+    return copies
+
+
+async def test_the_allocation_is_written_from_the_watch_copy_without_a_read(tmp_path: Path
+                                                                            ) -> None:
+    async with KubeHarness(tmp_path) as h:
+        copies = await watched_copies(h, "c1")
+        s = Setup(h, copies=copies)
+        chosen = allocation("node-a", "gpu-2")
+        await s.binder.bind(pod=s.pod, node="node-a",
+                            allocations=[ClaimAllocation("default/c1", chosen)], reserve=[])
+        written = s.claim_obj()
+        assert written["metadata"]["finalizers"] == [FINALIZER]
+        assert unstamped(written["status"]["allocation"]) == chosen.to_dict()
+        assert written["status"]["reservedFor"] == [consumer("p1")]
+        assert h.server.count("GET", "/resourceclaims/c1") == 0
+        assert h.metric("drax_bind_conflicts_total") == 0
+        assert len(h.server.bindings) == 1
+        await h.caught_up()
+        assert len(copies) == 0  # allocated now: a later bind only reserves it, and reads
+
+
+async def test_a_stale_copy_costs_one_conflict_then_the_claim_is_read(tmp_path: Path) -> None:
+    async with KubeHarness(tmp_path) as h:
+        copies = await watched_copies(h, "c1")
+        assert h.source is not None
+        await h.source.stop()  # the copy stays as it is while the claim changes
+        changed = h.server.get("resourceclaims", "c1", "default")
+        changed["metadata"]["annotations"] = {"test/concurrent": "x"}
+        h.server.update("resourceclaims", changed)
+        s = Setup(h, copies=copies)
+        chosen = allocation("node-a", "gpu-0")
+        await s.binder.bind(pod=s.pod, node="node-a",
+                            allocations=[ClaimAllocation("default/c1", chosen)], reserve=[])
+        written = s.claim_obj()
+        assert written["metadata"]["annotations"] == {"test/concurrent": "x"}  # kept
+        assert written["metadata"]["finalizers"] == [FINALIZER]
+        assert unstamped(written["status"]["allocation"]) == chosen.to_dict()
+        assert h.metric("drax_bind_conflicts_total") == 1
+        assert h.server.count("GET", "/resourceclaims/c1") == 1
+        assert len(h.server.bindings) == 1
+
+
+async def test_a_copy_of_a_claim_deleted_since_fails_as_not_found(tmp_path: Path) -> None:
+    async with KubeHarness(tmp_path) as h:
+        copies = await watched_copies(h, "c1")
+        assert h.source is not None
+        await h.source.stop()
+        h.server.delete("resourceclaims", "c1", "default")
+        s = Setup(h, copies=copies)
+        with pytest.raises(BindError, match="resourceclaim default/c1 not found") as failed:
+            await s.binder.bind(pod=s.pod, node="node-a", reserve=[], allocations=[
+                ClaimAllocation("default/c1", allocation("node-a", "gpu-0"))])
+        assert failed.value.cause is BindCause.CLAIM_NOT_FOUND
+        assert h.server.bindings == []
 
 
 @pytest.mark.parametrize("gate", [True, False])
