@@ -5,11 +5,21 @@ otherwise, inside a pod (`KUBERNETES_SERVICE_HOST` set), the in-cluster
 service-account token and CA are used. A configuration that cannot be loaded
 raises `KubeConfigError` with the reason, so `drax serve` fails at start-up
 instead of serving a cluster it cannot see.
+
+The proxy comes from the environment once, when the client is made
+(HTTPS_PROXY/HTTP_PROXY unless NO_PROXY names the API server), as client-go
+reads it, unless the kubeconfig names one. The HTTP session then looks at the
+environment no more: with `trust_env` aiohttp resolves the proxy and reads
+~/.netrc in a worker thread on every request, two thread hops on the path of
+every bind write, and a ~/.netrc naming the API server would add Basic
+credentials beside the client's own Authorization, which aiohttp refuses.
 """
 
 from __future__ import annotations
 
 import os
+import urllib.parse
+import urllib.request
 from typing import Any
 
 import orjson
@@ -45,7 +55,24 @@ async def api_client(*, kubeconfig: str | None = None, context: str | None = Non
     except (ConfigException, OSError) as exc:
         where = kubeconfig or "in-cluster service account"
         raise KubeConfigError(f"{where}: {exc}") from None
-    return client.ApiClient(configuration=cfg)
+    if not cfg.proxy and cfg.host:
+        cfg.proxy = env_proxy(cfg.host)
+    api = client.ApiClient(configuration=cfg)
+    # The session's own per-request look at the environment (module doc).
+    api.rest_client.pool_manager._trust_env = False
+    return api
+
+
+def env_proxy(server: str) -> str | None:
+    """The proxy the environment names for `server`'s scheme, None if NO_PROXY
+    matches its host or none is named."""
+    url = urllib.parse.urlsplit(server)
+    proxies = urllib.request.getproxies_environment()
+    host = url.netloc.rpartition("@")[2]
+    bypass = urllib.request.proxy_bypass_environment  # type: ignore[attr-defined]
+    if not url.hostname or bypass(host, proxies):
+        return None
+    return proxies.get(url.scheme) or None
 
 
 async def read_object(request: Any, *, what: str) -> dict[str, Any]:
