@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from app.extender import Extender
+from app.features import FeatureGates
 from app.model.objects import PriorityClass
-from app.preemption import Victim, pdb_violations, priority_of
+from app.preemption import Victim, VictimSearch, pdb_violations, priority_of
 from tests.extender.cluster import GPU_CLASS, NIC_CLASS, ROOT, gpu_node
 from tests.inventory.objects import device, device_class, node, resource_slice, template
 from tests.inventory.objects import exactly as request
@@ -381,3 +383,23 @@ def test_nodes_of_one_kind_read_their_devices_once_per_shape() -> None:
     assert victims(plan, "n2") == []
     assert victims(plan, "n3") == ["n3-2"]  # beside the free GPU 3, on one root
     assert len(search._layouts) == 1
+
+
+def test_counting_lets_overlapping_list_attributes_through() -> None:
+    # With list-typed attributes, GPU 0 (domains a, b) pairs with GPU 1 (a) or
+    # GPU 2 (b): no single list value is held by two GPUs, yet two GPUs share
+    # a domain. Counting must leave that to the allocator.
+    domain = "gpu.example.com/domains"
+    devices = [{"name": f"gpu-{i}", "attributes": {domain: {"strings": values}}}
+               for i, values in enumerate((["a", "b"], ["a"], ["b"]))]
+    objs = [GPU_CLASS, node("n1"),
+            resource_slice("n1-gpus", node_name="n1", pool="n1", devices=devices),
+            template("want", requests=[request("gpu", "gpu", count=2)],
+                     constraints=[{"requests": ["gpu"], "matchAttribute": domain}]),
+            preemptor()]
+    for i, prio in enumerate((1, 0, 2)):
+        objs += holder(f"n1-{i}", "n1", [f"{GPU}/n1/gpu-{i}"], priority=prio)
+    inv = load(*objs)
+    ext = Extender(inv, features=FeatureGates(list_type_attributes=True), file_mode=True)
+    plan = VictimSearch.of(ext).search(inv.pod("default/p"))
+    assert victims(plan) == ["n1-0", "n1-1"], plan.refused
