@@ -1,0 +1,65 @@
+"""The victim-search benchmark's clusters: every node's shared answer is its
+answer alone, and the benchmark runs end to end on a small cluster."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from app.extender import Extender
+from app.features import FeatureGates
+from app.preemption import NodePreemption, VictimSearch
+from loadtest.bench_preempt import _inventory, full_cluster, main
+
+NODE_KINDS = ("Node", "ResourceSlice", "Pod", "ResourceClaim")
+
+
+def alone(objs: list[dict[str, Any]], node: str) -> list[dict[str, Any]]:
+    """The cluster with `node` the only node: its slices, its pods and their
+    claims, and everything that is not per node."""
+    pods = [o for o in objs if o["kind"] == "Pod" and o["spec"].get("nodeName") == node]
+    claims = {c["resourceClaimName"] for p in pods for c in p["spec"]["resourceClaims"]}
+    return [o for o in objs if o["kind"] not in NODE_KINDS
+            or (o["kind"] == "Node" and o["metadata"]["name"] == node)
+            or (o["kind"] == "ResourceSlice" and o["spec"].get("nodeName") == node)
+            or (o["kind"] == "Pod" and (o in pods or not o["spec"].get("nodeName")))
+            or (o["kind"] == "ResourceClaim" and o["metadata"]["name"] in claims)]
+
+
+def answer(found: NodePreemption) -> tuple[Any, ...]:
+    return (sorted(v.pod.name for v in found.victims), found.score,
+            sorted(r.device_id for ca in found.allocation for r in ca.allocation.results))
+
+
+def search(objs: list[dict[str, Any]], mode: str) -> Any:
+    inv = _inventory(objs)
+    ext = Extender(inv, features=FeatureGates(), mode=mode, file_mode=True)
+    return VictimSearch.of(ext).search(inv.pod("default/preemptor"))
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 10**6), st.booleans(), st.sampled_from(["allocator", "advisor"]))
+def test_each_node_gets_the_answer_it_gets_alone(seed: int, varied: bool, mode: str) -> None:
+    objs = full_cluster(nodes=8, varied=varied, seed=seed)
+    plan = search(objs, mode)
+    found = {n.node: n for n in plan.nodes}
+    for node in (o["metadata"]["name"] for o in objs if o["kind"] == "Node"):
+        single = search(alone(objs, node), mode)
+        assert (node in found) == bool(single.nodes), (plan.refused.get(node), single.refused)
+        if single.best is not None:
+            assert answer(found[node]) == answer(single.best)
+        else:
+            assert plan.refused[node] == single.refused[node]
+
+
+def test_the_benchmark_runs_and_records(tmp_path: Path) -> None:
+    out = tmp_path / "victim-search.json"
+    assert main(["--nodes", "6", "--runs", "1", "--json", str(out)]) == 0
+    doc = orjson.loads(out.read_bytes())
+    assert [t["met"] for t in doc["targets"]] and doc["format"] == "figures"
+    facts = doc["tables"][1]["rows"]
+    assert [row[0] for row in facts] == ["uniform", "varied"]
