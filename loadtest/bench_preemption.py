@@ -229,7 +229,7 @@ def document(result: dict[str, Any], command: str) -> dict[str, Any]:
              "rows": [["default-scheduler", "yes" if base["bound"] else "no (Pending)",
                        str(base["victims"]), base["nominated"] or "–",
                        f"{base['waited_s']:.0f} s", base["message"][:160]],
-                      ["drax", "yes", str(_median(rows, "victims")), "set", "–", "–"]]}],
+                      ["drax", "yes", str(int(_median(rows, "victims"))), "set", "–", "–"]]}],
         "notes": [
             "victims are counted complete once drax's Preempting Event on the preemptor is "
             "seen (it is written after the last victim is deleted); claims read freed: "
