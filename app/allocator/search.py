@@ -29,6 +29,7 @@ preference wants the first one.
 from __future__ import annotations
 
 import sys
+from bisect import bisect_left
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -97,6 +98,9 @@ class Request:
     # class and request selectors per device of the node view, when the caller knew them
     known: Sequence[bool | str] | None = None
     memo: list[bool | None] = field(default_factory=list)  # selectable per device
+    # the devices `known` accepts, when it holds no CEL error: the others fail
+    # their selectors without an error, so a slot need not try them
+    candidates: list[int] | None = None
     capacity: dict[int, dict[str, Quantity] | None] = field(default_factory=dict)
 
     @property
@@ -188,6 +192,10 @@ class Search:
         self._bounded: bool | None = None  # decided at the first solution
         self._shape = (0, 0, 0)  # every allocation's units, accelerators, rooted NICs
         self._floor = -1.0  # a score some allocation is known to reach
+        # per candidate device, its class for the bound (where it is, its role);
+        # the bound of a branch depends on its picks' classes only
+        self._bound_class: dict[int, int] = {}
+        self._bounds: dict[tuple[int, ...], float] = {}
         self._mask: list[bool] | None = None  # devices a probe may pick
         self._all_requests: list[Request] = []
         self._constrained: tuple[str, ...] = ()
@@ -289,6 +297,10 @@ class Search:
                           known=(self.known_matches(device_class, spec.selectors)
                                  if self.known_matches is not None else None),
                           memo=[None] * len(self.devices))
+        if request.known is not None and str not in set(map(type, request.known)):
+            known = request.known
+            request.candidates = [i for i, position in enumerate(self.view_position)
+                                  if known[position] is True]
         if spec.allocation_mode == ALLOCATION_MODE_EXACT_COUNT:
             request.num_devices = spec.count
         elif spec.allocation_mode == ALLOCATION_MODE_ALL:
@@ -650,7 +662,9 @@ class Search:
             set() if self._twin is not None and not request.admin else None)
         key = None
         mask = self._mask
-        for index in range(start, len(self.devices)):
+        candidates = request.candidates
+        for index in (range(start, len(self.devices)) if candidates is None
+                      else candidates[bisect_left(candidates, start):]):
             if mask is not None and not mask[index]:
                 continue
             self._tick()
@@ -732,7 +746,11 @@ class Search:
             return False
         assert self._bound is not None and self.best is not None and self.objective is not None
         best = self.best.score
-        bound = self._bound(self._picked(), *self._shape)
+        classes = self._bound_class
+        key = tuple(sorted([classes[p.device] for c in self.picks for p in c]))
+        bound = self._bounds.get(key)
+        if bound is None:
+            bound = self._bounds[key] = self._bound(self._picked(), *self._shape)
         return (best is not None and (bound <= best or bound < self._floor)
                 and not self.objective.is_perfect(bound))
 
@@ -783,6 +801,7 @@ class Search:
             return False
         units: dict[int, Hashable] = {}
         profiles: dict[int, tuple[bool, bool, bool, bool] | None] = {}
+        kinds: dict[Hashable, int] = {}
         for request in self._all_requests:
             known = request.known
             if request.admin or request.all_devices is not None or known is None:
@@ -790,7 +809,7 @@ class Search:
             adds: set[tuple[bool, bool, bool, bool]] = set()
             for index, position in enumerate(self.view_position):
                 matched = known[position]
-                if matched is False or self.static_used[index]:
+                if matched is False or self.static_used[index] or self._never_fits(index):
                     continue
                 if matched is not True or self.devices[index].allow_multiple_allocations:
                     return False
@@ -799,6 +818,7 @@ class Search:
                     return False
                 units[index] = key[0]
                 adds.add(key[1])
+                self._bound_class[index] = kinds.setdefault(key[2], len(kinds))
             if len(adds) > 1:
                 return False
             profiles[id(request)] = adds.pop() if adds else None
@@ -817,6 +837,21 @@ class Search:
                 rooted_nics += request.num_devices * (nic and not no_root)
         self._shape = (total, accelerators, rooted_nics)
         return True
+
+    def _never_fits(self, index: int) -> bool:
+        """The device's counters exceed what its pool has left before any pick
+        of this search: it is never picked (a whole GPU beside a partition in use)."""
+        device = self.devices[index]
+        consumes = device.consumes_counters
+        if not consumes or device.allow_multiple_allocations:
+            return False  # a shared device may be picked without counting again
+        pool = self._pool_counters(self.device_pool[index])
+        if pool.overcommitted:
+            return True
+        return any(
+            (available := pool.available.get((c.counter_set, counter))) is not None
+            and quantity.value > available
+            for c in consumes for counter, quantity in c.counters.items())
 
     def _leaf(self) -> int:
         picks = tuple(tuple(p) for p in self.picks)

@@ -446,7 +446,7 @@ class _LazyObjective:
               rooted_nics: int) -> float:
         return self._objective().bound(picks, total, accelerators, rooted_nics)
 
-    def bound_key(self, device: Device) -> tuple[Hashable, Hashable] | None:
+    def bound_key(self, device: Device) -> tuple[Hashable, Hashable, Hashable] | None:
         return self._objective().bound_key(device)
 
 

@@ -103,7 +103,7 @@ class TopologyObjective:
     """The allocator's objective for one pod on one node (an
     `app.allocator.types.Objective`), plus `evaluate` for the score's parts."""
 
-    __slots__ = ("_bounds", "_branch_bounds", "_config", "_fill", "_first_fit", "_nested_roots",
+    __slots__ = ("_bounds", "_config", "_fill", "_first_fit", "_nested_roots",
                  "_node", "_node_used", "_numa_free", "_numa_used", "_perfect", "_root_free",
                  "_root_used", "_topology", "_used")
 
@@ -125,8 +125,6 @@ class TopologyObjective:
         self._numa_free = max((len(m) - self._numa_used[g]
                                for g, m in topology.numa_nodes.items()), default=0)
         self._bounds: dict[tuple[int, int, int, int, bool], float] = {}
-        # (where the picks are, and their roles; the allocation's counts) -> `bound`
-        self._branch_bounds: dict[Hashable, float] = {}
         self._nested_roots: bool | None = None
         self._perfect = 1.0
 
@@ -153,9 +151,10 @@ class TopologyObjective:
         return (topo.of(device), device.id in topo.accelerators, device.id in topo.nics,
                 unit is not None, unit in self._used)
 
-    def bound_key(self, device: Device) -> tuple[Hashable, Hashable] | None:
-        """(its unit, what it adds to an allocation's shape) for a free device
-        that counts as a new unit with a topology; None otherwise. An
+    def bound_key(self, device: Device) -> tuple[Hashable, Hashable, Hashable] | None:
+        """(its unit, what it adds to an allocation's shape, all `bound` reads
+        of it) for a free device that counts as a new unit with a topology;
+        None otherwise. An
         allocation's shape (units, new units, rooted, NUMA-placed, accelerators
         beside NICs) is the same for every allocation of a search when each
         request's candidates agree on the second part and no two share a unit."""
@@ -164,8 +163,9 @@ class TopologyObjective:
         unit = topo.unit_of.get(device.id)
         if not t.known or unit is None or unit in self._used:
             return None
-        return unit, (t.pcie_root is None, t.numa_node is None,
-                      device.id in topo.accelerators, device.id in topo.nics)
+        accelerator, nic = device.id in topo.accelerators, device.id in topo.nics
+        return unit, (t.pcie_root is None, t.numa_node is None, accelerator, nic), (
+            t, accelerator, nic)
 
     def bound(self, picks: Sequence[Device], total: int, accelerators: int,
               rooted_nics: int) -> float:
@@ -178,17 +178,6 @@ class TopologyObjective:
         have a NIC of the pod on their root, and no free block broken.
         Computed with the score's own formulas, so rounding never puts a score
         above it."""
-        topo = self._topology
-        key = (frozenset(Counter((topo.of(d), d.id in topo.accelerators, d.id in topo.nics)
-                                 for d in picks).items()), total, accelerators, rooted_nics)
-        hit = self._branch_bounds.get(key)
-        if hit is None:
-            hit = self._branch_bounds[key] = self._bound(picks, total, accelerators,
-                                                         rooted_nics)
-        return hit
-
-    def _bound(self, picks: Sequence[Device], total: int, accelerators: int,
-               rooted_nics: int) -> float:
         topo = self._topology
         known = [topo.of(d) for d in picks]
         remaining = total - len(known)
