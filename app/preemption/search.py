@@ -444,7 +444,7 @@ class VictimSearch:
                                   pdb_violations=0, score=None, priority=0)
         problem = self._problem(pod, p, request, state, allow)
         solved = self._solved.get(problem.key) if problem.key is not None else None
-        if solved is None:
+        if solved is None or not self._current(solved.view):
             solved = self._solve(problem)
             if problem.key is not None:
                 self._solved.put(problem.key, solved)
@@ -526,6 +526,12 @@ class VictimSearch:
         return _Problem(state=state, pending=request.pending, pods=candidates, claims=claims,
                         terminating=tuple(terminating), facts=facts, kinds=request.kinds,
                         key=key, base=base)
+
+    def _current(self, view: NodeView) -> bool:
+        """Whether an answer found on `view` still holds: the allocator also
+        reads the DeviceClasses (their config goes into the allocation), and a
+        class change moves every node's version."""
+        return self._inventory.version(view.node.name) == view.version
 
     def _facts(self, state: NodeState, request: CallState) -> _NodeFacts:
         """What one node's problems read of its devices for a shape's request
@@ -641,7 +647,7 @@ class VictimSearch:
                 key = HashedKey((problem.base, usage_signature(
                     NodeState(view=state.view, allocated=allocated))))
                 hit = self._runs.get(key)
-            if hit is None:
+            if hit is None or not self._current(hit.source):
                 self.trials += 1
                 hit = _Run(self._book.allocate(problem.pending, state, allocated), state.view)
                 if key is not None:

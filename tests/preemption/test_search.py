@@ -403,3 +403,20 @@ def test_counting_lets_overlapping_list_attributes_through() -> None:
     ext = Extender(inv, features=FeatureGates(list_type_attributes=True), file_mode=True)
     plan = VictimSearch.of(ext).search(inv.pod("default/p"))
     assert victims(plan) == ["n1-0", "n1-1"], plan.refused
+
+
+def test_a_changed_device_class_is_read_again() -> None:
+    # Shared answers are kept across searches; a class's config goes into the
+    # allocation, so a changed class is not answered from before.
+    objs = [GPU_CLASS, want(2), preemptor(), *gpus("n1", 1, 0, 3, 2), *gpus("n2", 1, 0, 3, 2)]
+    inv = load(*objs)
+    _, search = searcher(inv)
+    before = search.search(inv.pod("default/p")).best
+    assert before is not None
+    assert not [c for ca in before.allocation for c in ca.allocation.config]
+    parameters = {"driver": GPU, "parameters": {"mode": "exclusive"}}
+    inv.apply("DeviceClass", "MODIFIED", {**GPU_CLASS, "spec": {
+        **GPU_CLASS["spec"], "config": [{"opaque": parameters}]}})
+    after = search.search(inv.pod("default/p")).best
+    assert after is not None
+    assert [c["opaque"] for ca in after.allocation for c in ca.allocation.config] == [parameters]
