@@ -41,6 +41,12 @@ def names_of(m: Mapping[str, V]) -> tuple[str, ...]:
     return hit[1]
 
 
+def shared_layout(names: tuple[str, ...]) -> dict[str, int]:
+    """The name -> position table every FieldMap of `names` shares (a decoder
+    that builds maps by their slots keeps it instead of looking it up per map)."""
+    return _layout(names)
+
+
 def _layout(names: tuple[str, ...]) -> dict[str, int]:
     layout = _LAYOUTS.get(names)
     if layout is None:

@@ -29,7 +29,7 @@ import msgspec
 import orjson
 
 from app.bounded_cache import BoundedCache
-from app.model.compact import FieldMap
+from app.model.compact import FieldMap, shared_layout
 from app.model.interning import SHARED_MAX, UNSUPPORTED, qualified_layout, shared_attribute
 from app.model.objects import (
     AttributeValue,
@@ -243,9 +243,9 @@ def _device(d: _Device, driver: str, pool: str, slice_name: str) -> Device:
         raise NotTyped
     name = sys.intern(name)
     attributes = d.attributes
-    names = qualified_layout(driver, tuple(attributes))
-    if names is None:
-        raise NotTyped  # two names qualify alike: parse keeps the last
+    layout = _LAYOUTS.get((driver, tuple(attributes)))
+    if layout is None:
+        layout = _attribute_layout(driver, tuple(attributes))
     values = tuple(map(_ATTRIBUTES.__getitem__, attributes.values()))
     consumes = d.consumesCounters
     conditions, failures = d.bindingConditions, d.bindingFailureConditions
@@ -254,7 +254,10 @@ def _device(d: _Device, driver: str, pool: str, slice_name: str) -> Device:
     _set_pool(device, pool)
     _set_name(device, name)
     _set_slice_name(device, slice_name)
-    _set_attributes(device, FieldMap.from_layout(names, values))
+    attribute_map = _new(FieldMap)
+    _set_map_layout(attribute_map, layout)
+    _set_map_values(attribute_map, values)
+    _set_attributes(device, attribute_map)
     _set_capacity(device, _capacity(d.capacity, driver))
     _set_consumes_counters(device, () if consumes is None else _consumptions(consumes))
     _set_node_name(device, d.nodeName or None)
@@ -287,6 +290,20 @@ if tuple(f.name for f in dataclasses.fields(Device)) != _DEVICE_FIELDS:
  _set_binds_to_node, _set_binding_conditions, _set_binding_failure_conditions,
  _set_allow_multiple_allocations, _set_id) = (
     getattr(Device, field).__set__ for field in _DEVICE_FIELDS)
+
+
+# (driver, attribute names as published) -> the shared FieldMap layout of
+# their qualified names; a device's attribute map is built from it directly
+_LAYOUTS: BoundedCache[tuple[str, tuple[str, ...]], dict[str, int]] = BoundedCache(SHARED_MAX)
+_set_map_layout: Final = cast(Any, FieldMap)._layout.__set__
+_set_map_values: Final = cast(Any, FieldMap)._values.__set__
+
+
+def _attribute_layout(driver: str, names: tuple[str, ...]) -> dict[str, int]:
+    qualified = qualified_layout(driver, names)
+    if qualified is None:
+        raise NotTyped  # two names qualify alike: parse keeps the last
+    return _LAYOUTS.put((driver, names), shared_layout(qualified))
 
 
 def _attribute(a: _Attribute) -> AttributeValue:
