@@ -30,7 +30,7 @@ import orjson
 
 from app.bounded_cache import BoundedCache
 from app.model.compact import FieldMap, shared_layout
-from app.model.interning import SHARED_MAX, UNSUPPORTED, qualified_layout, shared_attribute
+from app.model.interning import SHARED_MAX, UNSUPPORTED, qualified_layout
 from app.model.objects import (
     AttributeValue,
     CounterSet,
@@ -314,7 +314,7 @@ def _attribute(a: _Attribute) -> AttributeValue:
         (k, v) for k, v in zip(_KINDS, values, strict=True) if v is not None)
     if kind in _LIST_KINDS and not value:
         return UNSUPPORTED
-    return shared_attribute(AttributeValue(kind, value))
+    return AttributeValue(kind, value)  # shared by _ATTRIBUTES, keyed by what it was read from
 
 
 # _Attribute's fields in order, by their API names
