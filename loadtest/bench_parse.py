@@ -1,0 +1,141 @@
+"""What a ResourceSlice device costs to read, in CPU per device.
+
+The slices of a generated cluster (`loadtest.generator`, the default node
+kinds: 8 GPUs and 8 NICs a node, a quarter MIG-partitionable) are encoded as
+the API server sends them, then read in this process, each way in the same
+run, with the cyclic collector paused as drax's lists and loads run, every
+object kept until the pass ends (the inventory keeps them too):
+
+- `reference`: orjson's dict tree, then the reference parse
+  (`app.model.parse.parse_object`), the baseline;
+- `typed`: the JSON straight into the model (`decode_resource_slice`), what
+  list pages, watch events and JSON files go through;
+- `event`: one watch event of each partitionable node's largest slice, its
+  JSON decoded and applied to an inventory that holds the cluster (MODIFIED,
+  a new pool generation), as the slice informer does: p50 and p99 per event.
+
+Each figure is the best of `--repeat` passes (the machine is shared).
+
+    .venv/bin/python -m loadtest.bench_parse [--nodes 2000] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import gc
+import json
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from app.inventory import Inventory
+from app.model import decode_resource_slice
+from app.model.parse import parse_object as reference_parse
+from loadtest import generator
+
+
+def _best(repeat: int, run: Callable[[], Any]) -> float:
+    """The least CPU time of `repeat` passes of `run`, its result kept until the pass ends."""
+    best = float("inf")
+    for _ in range(repeat):
+        gc.collect()
+        gc.disable()
+        try:
+            started = time.process_time()
+            kept = run()
+            best = min(best, time.process_time() - started)
+            del kept
+        finally:
+            gc.enable()
+    return best
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def measure(*, nodes: int, repeat: int) -> dict[str, Any]:
+    objects = list(generator.iter_cluster(nodes=nodes))
+    slices = [o for o in objects if o["kind"] == "ResourceSlice"]
+    bodies = [orjson.dumps(s) for s in slices]
+    devices = sum(len(s["spec"].get("devices") or ()) for s in slices)
+    reference = _best(repeat, lambda: [reference_parse("ResourceSlice", orjson.loads(b))
+                                       for b in bodies])
+    typed = _best(repeat, lambda: [decode_resource_slice(b) for b in bodies])
+
+    inventory = Inventory()
+    for obj in objects:
+        inventory.apply(obj["kind"], "ADDED", obj)
+    largest: dict[str, dict[str, Any]] = {}
+    for s in slices:
+        node = s["spec"].get("nodeName")
+        if len(s["spec"].get("devices") or ()) > len(
+                (largest.get(node) or {"spec": {}})["spec"].get("devices") or ()):
+            largest[node] = s
+    events = []
+    for s in largest.values():
+        if not any("consumesCounters" in d for d in s["spec"]["devices"]):
+            continue  # not a partitionable node's
+        changed = copy.deepcopy(s)
+        changed["spec"]["pool"]["generation"] += 1
+        events.append((orjson.dumps(changed), len(changed["spec"]["devices"])))
+    seconds = []
+    for body, _ in events:
+        started = time.perf_counter()
+        inventory.apply_parsed("ResourceSlice", "MODIFIED", decode_resource_slice(body))
+        seconds.append(time.perf_counter() - started)
+    return {
+        "nodes": nodes, "slices": len(slices), "devices": devices, "repeat": repeat,
+        "reference_us_per_device": round(reference * 1e6 / devices, 2),
+        "typed_us_per_device": round(typed * 1e6 / devices, 2),
+        "typed_over_reference": round(typed / reference, 3),
+        "event": {"events": len(events), "devices_per_event": max((n for _, n in events),
+                                                                  default=0),
+                  "p50_ms": round(_percentile(seconds, 0.5) * 1e3, 3) if seconds else None,
+                  "p99_ms": round(_percentile(seconds, 0.99) * 1e3, 3) if seconds else None},
+    }
+
+
+def render(r: dict[str, Any]) -> str:
+    e = r["event"]
+    return "\n".join([
+        f"{r['nodes']:,} generated nodes: {r['slices']:,} slices, {r['devices']:,} devices "
+        f"(best of {r['repeat']} passes, CPU time)",
+        "",
+        "| read | CPU per device | / reference |",
+        "| --- | --- | --- |",
+        f"| reference: orjson dict, then the reference parse | "
+        f"{r['reference_us_per_device']} us | 1.00 |",
+        f"| typed: JSON straight into the model | {r['typed_us_per_device']} us | "
+        f"{r['typed_over_reference']:.2f} |",
+        "",
+        f"One watch event of a partitionable node's slice ({e['devices_per_event']} devices, "
+        f"decoded and applied, {e['events']} events): p50 {e['p50_ms']} ms, "
+        f"p99 {e['p99_ms']} ms.",
+    ])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m loadtest.bench_parse", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--nodes", type=int, default=2000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--json", help="also write the result to this file")
+    args = parser.parse_args(argv)
+    if args.nodes < 1 or args.repeat < 1:
+        parser.error("--nodes and --repeat must be positive")
+    result = measure(nodes=args.nodes, repeat=args.repeat)
+    print(render(result))
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(result, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
