@@ -20,21 +20,24 @@ pool is removed with grace 0, as a kubelet would once its containers stopped);
 the resource-claim controller then deallocates the victims' claims. Advisor
 mode (the in-tree DynamicResources plugin allocates) runs the 2 GPU + 1 NIC
 case and the 8-GPU pod with a low-priority pod behind it on a control plane of
-its own.
+its own; a control plane with two drax replicas shows a new leader holding a
+preemptor's devices after the old one is killed while the victims terminate.
 """
 
 from __future__ import annotations
 
+import signal
 import time
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 
 from loadtest.generator import GPU_CLASS, GPU_DRIVER, MODE_LABEL, NIC_DRIVER
-from tests.e2e.cluster import Cluster
+from tests.e2e.cluster import LEASE, Cluster, drax_name, scheduler_name
 from tests.e2e.conftest import running_cluster
-from tests.e2e.kube import ApiError, Kube
+from tests.e2e.kube import ApiError, Kube, wait_for
 from tests.e2e.preemption import (
     HIGH,
     LOW,
@@ -296,3 +299,76 @@ def test_freeing_one_gpus_counters_is_enough_for_a_mig_slice(cluster: Cluster,
     parent = published_devices(kube)[mine]["attributes"]
     gpu = published_devices(kube)[victim]["attributes"]
     assert parent["parentUUID"] == gpu["uuid"], (mine, victim)
+
+
+# --------------------------------------------------------------------------- failover
+
+
+@pytest.fixture(scope="module")
+def two_replicas(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    with running_cluster(tmp_path_factory.mktemp("e2e-preempt-failover"),
+                         replicas=2) as running:
+        yield running
+
+
+def replica_metric(cluster: Cluster, replica: int, name: str) -> float:
+    text = httpx.get(f"http://127.0.0.1:{cluster.ports[drax_name(replica)]}/metrics",
+                     timeout=5).text
+    return sum(float(line.split()[-1]) for line in text.splitlines()
+               if line.startswith(name + " ") or line.startswith(name + "{"))
+
+
+def lease_holder(cluster: Cluster, kube: Kube) -> int | None:
+    namespace, name = LEASE
+    return cluster.replica_of(str(kube.get("Lease", name, namespace)["spec"]
+                                  .get("holderIdentity") or ""))
+
+
+def test_a_new_leader_holds_the_devices_of_a_preemptor_whose_victims_still_terminate(
+        two_replicas: Cluster) -> None:
+    """The leader preempts for a 2 GPU + 1 NIC pod and is killed (SIGKILL, with
+    its kube-scheduler) while the victims still terminate. The replica taking
+    the Lease deletes nothing more, holds the pod's devices from its
+    nominatedNodeName and the terminating victims, and the pod binds there
+    once they are gone; a low-priority pod behind it gets nothing."""
+    cluster = two_replicas
+    kube = cluster.kube()
+    prefix = "fo"
+    try:
+        priority_classes(kube)
+        nodes = add_pool(kube, prefix=prefix, nodes=2, seed=11)
+        templates(kube, prefix)
+        fill(kube, prefix, nodes)
+        leader = lease_holder(cluster, kube)
+        assert leader is not None
+        standby = 1 - leader
+        name = f"{prefix}-pair"
+        kube.create(pod(prefix, "pair", "pair", priority_class=HIGH))
+        # No kubelet yet: the victims stay terminating.
+        nominated = wait_for(f"{name} nominated, its 2 victims deleting", lambda: (
+            kube.get("Pod", name, "default").get("status", {}).get("nominatedNodeName")
+            if len([p for p in kube.list("Pod", "default", selector=f"e2e/pool={prefix}")
+                    if p["metadata"].get("deletionTimestamp")]) == 2 else None), timeout=120)
+        assert replica_metric(cluster, standby, "drax_nominated_devices") == 0
+        for component in (scheduler_name(leader), drax_name(leader)):
+            cluster.kill(component, sig=signal.SIGKILL)
+        namespace, lease_name = LEASE
+        duration = float(kube.get("Lease", lease_name, namespace)["spec"]
+                         ["leaseDurationSeconds"])
+        wait_for("the standby holding the Lease",
+                 lambda: lease_holder(cluster, kube) == standby, timeout=duration + 40)
+        wait_for("the new leader holding the pod's devices", lambda: replica_metric(
+            cluster, standby, "drax_nominated_devices") == 3, timeout=30)
+        kube.create(pod(prefix, "thief", "one", priority_class=LOW))
+        kubelet = Kubelet(kube, prefix)
+        node = kubelet.until(f"{name} bound", lambda: bound_node(kube, name), timeout=120)
+        assert node == nominated
+        assert len(kubelet.removed) == 2, kubelet.removed
+        assert replica_metric(cluster, standby, "drax_preemptions_total") == 0
+        time.sleep(3)
+        kubelet.step()
+        assert bound_node(kube, f"{prefix}-thief") is None
+        assert len(kubelet.removed) == 2, kubelet.removed
+        cluster.note_leader(kube)
+    finally:
+        kube.close()
