@@ -21,8 +21,10 @@ driver:
    with the pod's own holds lifted, over every node (the search refuses the
    nodes the pod can never run on: nodeSelector, required node affinity,
    taints, cordon). A best node without victims means the pod already fits
-   (it waits for the scheduler's retry); otherwise the actor carries out the
-   best node's preemption, and the pass ends there: the next search then sees
+   (it waits for the scheduler's retry; when its scheduler nominated it to
+   that node and pods there are still going, as a failover leaves it, its
+   devices there are held for it); otherwise the actor carries out the best
+   node's preemption, and the pass ends there: the next search then sees
    this one's victims as going.
 """
 
