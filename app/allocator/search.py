@@ -118,9 +118,9 @@ class Pick:
 
 @dataclass(slots=True)
 class PoolCounters:
-    available: dict[tuple[str, str], Fraction]
+    available: dict[tuple[str, str], int | Fraction]
     overcommitted: bool  # allocated devices already exceed some counter
-    used: dict[tuple[str, str], Fraction] = field(default_factory=dict)
+    used: dict[tuple[str, str], int | Fraction] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -169,6 +169,7 @@ class Search:
         self.capacity_static: dict[int, dict[str, Fraction]] = {}
         self.capacity_used: dict[int, dict[str, Fraction]] = {}
         self.counters: dict[int, PoolCounters] = {}
+        self._consumed: dict[int, list[tuple[tuple[str, str], int | Fraction]]] = {}
         self.class_cache: dict[tuple[str, int], bool] = {}
         self.selector_cache: dict[tuple[str, int], bool] = {}
 
@@ -196,6 +197,7 @@ class Search:
         # the bound of a branch depends on its picks' classes only
         self._bound_class: dict[int, int] = {}
         self._bounds: dict[tuple[int, ...], float] = {}
+        self._scores: dict[tuple[int, ...], float] = {}
         self._mask: list[bool] | None = None  # devices a probe may pick
         self._all_requests: list[Request] = []
         self._constrained: tuple[str, ...] = ()
@@ -422,31 +424,37 @@ class Search:
                 for counter, quantity in counter_set.counters.items():
                     key = (set_name, counter)
                     used = consumed.get(key)
-                    available[key] = quantity.value - (used.value if used else 0)
+                    available[key] = _exact(quantity.value - (used.value if used else 0))
             known = PoolCounters(available=available,
                                  overcommitted=any(v < 0 for v in available.values()))
             self.counters[pool_index] = known
+        return known
+
+    def _consumption(self, index: int) -> list[tuple[tuple[str, str], int | Fraction]]:
+        """The device's counter consumption, whole amounts as ints: counters are
+        summed at every pick and undo, and Fraction arithmetic is slow."""
+        known = self._consumed.get(index)
+        if known is None:
+            known = self._consumed[index] = [
+                ((consumption.counter_set, counter), _exact(quantity.value))
+                for consumption in self.devices[index].consumes_counters
+                for counter, quantity in consumption.counters.items()]
         return known
 
     def counters_fit(self, index: int) -> bool:
         pool = self._pool_counters(self.device_pool[index])
         if pool.overcommitted:
             return False
-        for consumption in self.devices[index].consumes_counters:
-            for counter, quantity in consumption.counters.items():
-                key = (consumption.counter_set, counter)
-                available = pool.available.get(key)
-                if available is not None and (
-                        pool.used.get(key, 0) + quantity.value > available):
-                    return False
+        for key, amount in self._consumption(index):
+            available = pool.available.get(key)
+            if available is not None and pool.used.get(key, 0) + amount > available:
+                return False
         return True
 
     def _take_counters(self, index: int, sign: int) -> None:
         used = self._pool_counters(self.device_pool[index]).used
-        for consumption in self.devices[index].consumes_counters:
-            for counter, quantity in consumption.counters.items():
-                key = (consumption.counter_set, counter)
-                used[key] = used.get(key, 0) + sign * quantity.value
+        for key, amount in self._consumption(index):
+            used[key] = used.get(key, 0) + sign * amount
 
     def tolerated(self, request: Request, device: Device) -> bool:
         return not device.taints or untolerated_taint(device.taints,
@@ -746,8 +754,7 @@ class Search:
             return False
         assert self._bound is not None and self.best is not None and self.objective is not None
         best = self.best.score
-        classes = self._bound_class
-        key = tuple(sorted([classes[p.device] for c in self.picks for p in c]))
+        key = self._class_key()
         bound = self._bounds.get(key)
         if bound is None:
             bound = self._bounds[key] = self._bound(self._picked(), *self._shape)
@@ -791,6 +798,10 @@ class Search:
                 again = self.try_pick(pick.request, pick.device, must=False)
                 assert again is not None and again.counted == pick.counted
         return floor
+
+    def _class_key(self) -> tuple[int, ...]:
+        classes = self._bound_class
+        return tuple(sorted([classes[p.device] for c in self.picks for p in c]))
 
     def _boundable(self) -> bool:
         """Every allocation has the same shape: each request's candidates (the
@@ -848,16 +859,20 @@ class Search:
         pool = self._pool_counters(self.device_pool[index])
         if pool.overcommitted:
             return True
-        return any(
-            (available := pool.available.get((c.counter_set, counter))) is not None
-            and quantity.value > available
-            for c in consumes for counter, quantity in c.counters.items())
+        return any((available := pool.available.get(key)) is not None and amount > available
+                   for key, amount in self._consumption(index))
 
     def _leaf(self) -> int:
         picks = tuple(tuple(p) for p in self.picks)
         score = None
         if self.objective is not None:
-            score = self.objective.score([self.devices[p.device] for c in picks for p in c])
+            # where the bound applies, a score depends on the picks' classes only
+            key = self._class_key() if self._bounded else None
+            score = self._scores.get(key) if key is not None else None
+            if score is None:
+                score = self.objective.score([self.devices[p.device] for c in picks for p in c])
+                if key is not None:
+                    self._scores[key] = score
         if self.best is None or (score is not None and self.best.score is not None
                                  and score > self.best.score):
             self.best = Solution(picks=picks, chosen=dict(self.chosen), score=score)
@@ -867,6 +882,10 @@ class Search:
             self.frozen = dict(self.chosen)
         assert self.objective is not None and score is not None
         return DONE if self.objective.is_perfect(score) else FAIL
+
+
+def _exact(value: Fraction) -> int | Fraction:
+    return value.numerator if value.denominator == 1 else value
 
 
 def node_matches(node: Node, *, name: str | None, all_nodes: bool,

@@ -207,6 +207,49 @@ def test_bound_cuts_the_search_on_a_partly_used_node() -> None:
     assert bounded_outcome.steps * 10 < unbounded.steps
 
 
+class _Counting:
+    """The objective, counting the allocations it scores."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.first_fit = inner.first_fit
+        self.scored = 0
+
+    def score(self, picks: Sequence[Device]) -> float:
+        self.scored += 1
+        return float(self._inner.score(picks))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def test_allocations_alike_for_the_objective_are_scored_once() -> None:
+    """Where the bound applies, a score depends only on where the picks are
+    and their roles, so allocations alike are scored once, and branches the
+    bound rules out are not scored at all: 3 GPUs of the 7 free on 4 roots
+    (the unbounded search scores 13 allocations, the bounded one 3)."""
+    gpus = [dev(f"gpu-{r}-{i}", {"kind": "full", ROOT: f"pci-{r}"})
+            for r in range(4) for i in range(2)]
+    nics = [dev(f"nic-{r}", {ROOT: f"pci-{r}", NUMA: r // 2}) for r in range(4)]
+    view = node_view([sl("gpus", gpus, driver=GPU, pool="gpus"),
+                      sl("nics", nics, driver=NIC, pool="nics")], node_obj())
+    taken = next(d.id for pool in view.pools for d in pool.devices if d.name == "gpu-0-0")
+    allocated = AllocatedState(devices=frozenset([taken]))
+    pod = [parse_object("ResourceClaim", claim("c", req("gpu", "gpu", count=3)))]
+    scored = []
+    outcomes = []
+    for bounded in (True, False):
+        objective = make_objective(node_view=view, allocated=allocated,
+                                   config=TopologyConfig(), mode="allocator")
+        counting = _Counting(objective if bounded else _Unbounded(objective))
+        outcomes.append(allocate(pod, node_view=view, classes=CLASSES, allocated=allocated,
+                                 features=FeatureGates(), objective=counting,
+                                 known_matches=known_matches(view)))
+        scored.append(counting.scored)
+    _same(*outcomes)
+    assert scored == [3, 13]
+
+
 def test_a_slot_tries_only_the_devices_known_to_match() -> None:
     """With every selector result known and none an error, a slot skips the
     devices that do not match instead of trying each: a GPU among 60 NICs
