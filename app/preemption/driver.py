@@ -166,7 +166,7 @@ class Driver:
             return False
         self._metrics.attempted.inc()
         with self._inventory.holds_lifted_for(pod):
-            plan = self._search.search(pod)
+            plan = self._search.search(pod, best_only=True)
         sequence = self._inventory.sequence  # lifting a hold stamps versions
         best = plan.best
         if plan.problem is not None or best is None:

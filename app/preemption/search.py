@@ -38,7 +38,13 @@ problems that leave the node in the same state once their victims are gone
 
 Across nodes the answer is ranked as kube-scheduler's
 `pickOneNodeForPreemption` ranks (`NodePreemption.rank_key`), then by
-drax's topology score. Pure: reads the inventory, changes nothing.
+drax's topology score. When only the best node is wanted (the preemption
+loop), each node first gets a floor by counting: the lowest highest victim
+priority any answer there can have (releasing every pod up to some priority
+must pass counting). Nodes are solved lowest floor first, and a node whose
+floor already ranks below the best answer found is left unsolved: its answer
+could not win, so the best node, its victims and its devices are those of
+the full search. Pure: reads the inventory, changes nothing.
 """
 
 from __future__ import annotations
@@ -88,6 +94,7 @@ _SHARED_SEARCHES: Final = 4096
 _NODE_FACTS: Final = 16384
 _SHARED_RUNS: Final = 16384
 _NOT_ENOUGH: Final = "too few devices the pod's requests match are free"
+_UNKNOWN: Final = (-math.inf, -math.inf)  # a node's floor when pods there are going
 
 
 # --------------------------------------------------------------------------- results
@@ -217,6 +224,14 @@ def pdb_violations(victims: Iterable[Victim], pdbs: Mapping[str, Sequence[PodDis
 def _importance(victim: Victim) -> tuple[float, float, str]:
     """Most important first: higher priority, then the earlier start (MoreImportantPod)."""
     return (-victim.priority, _start(victim.pod), victim.pod.key)
+
+
+def _cannot_win(floor: tuple[float, float], best: tuple[float, ...]) -> bool:
+    """Whether every answer with victims on a node whose victims' highest
+    priority and priority sum are at least `floor` ranks below `best`
+    (`NodePreemption.rank_key`): its first five terms are each at least
+    (1, 0, *floor, 1), and those alone already compare greater."""
+    return (1, 0, *floor, 1) > best[:5]
 
 
 # --------------------------------------------------------------------------- the search
@@ -372,7 +387,10 @@ class VictimSearch:
             _NODE_FACTS)
         self._runs: BoundedCache[Hashable, _Run] = BoundedCache(_SHARED_RUNS)
         self._layouts: BoundedCache[Hashable, _Layout] = BoundedCache(_SHARED_SEARCHES)
+        self._values: BoundedCache[Hashable, tuple[tuple[int, ...] | None]] = BoundedCache(
+            _SHARED_SEARCHES)
         self.trials = 0  # allocator runs so far (for benchmarks and tests)
+        self.left_out = 0  # nodes a best-only search left unsolved (for tests)
 
     @property
     def inventory(self) -> Inventory:
@@ -386,10 +404,14 @@ class VictimSearch:
                    mode=extender.mode, trial_budget=trial_budget)
 
     def search(self, pod: Pod, node_names: Sequence[str] | None = None, *,
-               allowed: Mapping[str, Collection[str] | None] | None = None) -> PreemptionPlan:
+               allowed: Mapping[str, Collection[str] | None] | None = None,
+               best_only: bool = False) -> PreemptionPlan:
         """Victims per node for `pod` (every node when `node_names` is None).
         `allowed`: per node, the UIDs that may be chosen (None or absent: any
-        pod on the node), as the preempt verb offers them."""
+        pod on the node), as the preempt verb offers them. `best_only`: only
+        the best node is wanted (`plan.best`, the same as without it); nodes
+        that provably rank below a node already found are left out unsolved,
+        so `nodes` and `refused` may miss them (`_cannot_win` says which)."""
         occupants = self._inventory.occupants
         p = priority_of(pod, occupants)
         if preemption_policy_of(pod, occupants) == PREEMPT_NEVER:
@@ -408,24 +430,48 @@ class VictimSearch:
         pdbs: _Pdbs | None = {} if self._inventory.occupants.pdb_table() else None
         found: list[NodePreemption] = []
         refused: dict[str, str] = {}
+        ready: list[tuple[str, NodeState, CallState, frozenset[str] | None]] = []
         for name in names:
             allow = None if allowed is None else allowed.get(name)
-            answer = self._node(pod, p, request, name,
-                                None if allow is None else frozenset(allow), pdbs)
+            prepared = self._prepare(pod, request, name)
+            if isinstance(prepared, str):
+                refused[name] = prepared
+            elif isinstance(prepared, NodePreemption):
+                found.append(prepared)
+            else:
+                ready.append((name, *prepared, None if allow is None else frozenset(allow)))
+        floors: dict[str, tuple[float, float] | None] = {}
+        if best_only:
+            for name, state, node_request, allow in ready:
+                floors[name] = self._floor(pod, p, node_request, state, allow)
+            # The likeliest winners first: the sooner a good node is found, the
+            # more nodes are left out.
+            ready.sort(key=lambda r: floors[r[0]] or _UNKNOWN)
+        best = min((n.rank_key() for n in found), default=None) if best_only else None
+        for name, state, node_request, allow in ready:
+            floor = floors.get(name)
+            if best is not None and floor is not None and _cannot_win(floor, best):
+                self.left_out += 1
+                continue
+            answer = self._node(pod, p, node_request, state, allow, pdbs)
             if isinstance(answer, str):
                 refused[name] = answer
-            else:
-                found.append(answer)
+                continue
+            found.append(answer)
+            if best_only:
+                key = answer.rank_key()
+                best = key if best is None or key < best else best
         found.sort(key=lambda n: (n.rank_key(), n.node))
         return PreemptionPlan(pod=pod, priority=p, nodes=tuple(found), refused=refused)
 
     # ------------------------------------------------------------------ one node
 
-    def _node(self, pod: Pod, p: int, request: CallState, name: str,
-              allow: frozenset[str] | None,
-              pdbs: _Pdbs | None) -> NodePreemption | str:
-        inv = self._inventory
-        state = inv.node_state(name)
+    def _prepare(self, pod: Pod, request: CallState, name: str
+                 ) -> tuple[NodeState, CallState] | NodePreemption | str:
+        """The node's state and the request as it stands there (the claim for
+        extended resources fitted to the node), or the node's answer when no
+        search is needed: why the pod can never run there, or no victims."""
+        state = self._inventory.node_state(name)
         if state is None:
             return f"node {name} is unknown to drax"
         never = pod.refusal_on(state.view.node)
@@ -442,6 +488,10 @@ class VictimSearch:
         if not request.pending:
             return NodePreemption(node=name, victims=(), released_claims=(),
                                   pdb_violations=0, score=None, priority=0)
+        return state, request
+
+    def _node(self, pod: Pod, p: int, request: CallState, state: NodeState,
+              allow: frozenset[str] | None, pdbs: _Pdbs | None) -> NodePreemption | str:
         problem = self._problem(pod, p, request, state, allow)
         solved = self._solved.get(problem.key) if problem.key is not None else None
         if solved is None or not self._current(solved.view):
@@ -449,6 +499,84 @@ class VictimSearch:
             if problem.key is not None:
                 self._solved.put(problem.key, solved)
         return self._express(solved, problem, pdbs)
+
+    def _floor(self, pod: Pod, p: int, request: CallState, state: NodeState,
+               allow: frozenset[str] | None) -> tuple[float, float] | None:
+        """The lowest highest victim priority, and the lowest priority sum, any
+        answer on the node can have, found by counting (`_plausible`): its
+        victims must release enough for the pod to fit, so releasing every
+        pod of priority up to its highest must too. Infinite when no set of
+        pods that may go is enough; None when counting cannot show that the
+        pod needs victims there (it may fit as the node is, or once pods
+        already going are gone): only the search can tell.
+
+        Releasing more never frees less, so the smallest t for which releasing
+        every claim whose pods that may go all have priority t at most passes
+        counting is a floor on the highest victim priority; the sum is at
+        least that plus the negative priorities."""
+        needs = _needs(request.pending, request.kinds)
+        if needs is None:
+            return None
+        facts = self._facts(state, request)
+        layout = facts.layout
+        if layout.shared:
+            return None
+        occupants = self._inventory.occupants
+        holders = []
+        eligible: dict[int, int] = {}  # id(pod) -> priority
+        negative = 0
+        for holder in occupants.occupancy(state.view.node.name):
+            other = holder.pod
+            if other.uid == pod.uid and other.name == pod.name \
+                    and other.namespace == pod.namespace:
+                continue
+            if other.deleting or other.phase in POD_TERMINAL_PHASES:
+                return None
+            holders.append(holder)
+            priority = other.priority
+            if priority is None:
+                priority = priority_of(other, occupants)
+            if priority < p and (allow is None or other.uid in allow):
+                eligible[id(other)] = priority
+                negative += min(priority, 0)
+        # Per releasable claim: the highest priority among the pods it needs
+        # gone, and the devices its release frees for the pod.
+        released: dict[str, tuple[int, int]] = {}
+        position = facts.position
+        matched = layout.matched
+        for holder in holders:
+            for key, claim, reservers in zip(holder.keys, holder.claims, holder.reservers,
+                                             strict=True):
+                if key in released:
+                    continue
+                top: int | None = None
+                for reserver in reservers:
+                    if reserver is not None and id(reserver) in eligible:
+                        priority = eligible[id(reserver)]
+                        top = priority if top is None or priority > top else top
+                    elif reserver is None or not (reserver.deleting or reserver.terminal):
+                        break
+                else:
+                    if top is None:
+                        return None  # released once the pods going are gone
+                    assert claim.allocation is not None
+                    mask = 0
+                    for r in claim.allocation.results:
+                        at = position.get(r.device_id)
+                        if at is not None and at in matched and r.share_id is None:
+                            mask |= 1 << at
+                    released[key] = (top, mask)
+        order = sorted(released.values(), key=operator.itemgetter(0))
+        counting = _counted(facts, state.allocated.devices, tuple(mask for _, mask in order),
+                            self._values_of(facts, needs))
+        if _plausible(counting, (), needs):
+            return None
+        for i, (top, _) in enumerate(order):
+            if (i + 1 < len(order) and order[i + 1][0] == top) \
+                    or not _plausible(counting, tuple(range(i + 1)), needs):
+                continue
+            return top, top + negative
+        return math.inf, math.inf
 
     def _problem(self, pod: Pod, p: int, request: CallState, state: NodeState,
                  allow: frozenset[str] | None) -> _Problem:
@@ -527,6 +655,19 @@ class VictimSearch:
                         terminating=tuple(terminating), facts=facts, kinds=request.kinds,
                         key=key, base=base)
 
+    def _values_of(self, facts: _NodeFacts, needs: Sequence[_Need]
+                   ) -> tuple[tuple[int, ...] | None, ...]:
+        """`_values` per matchAttribute group of `needs`, kept per kind of node
+        (the hardware holds the attribute values, the layout the positions)."""
+        out = []
+        for attribute in _attributes(needs):
+            key = (facts.hardware, facts.kinds, attribute)
+            hit = self._values.get(key)
+            if hit is None:
+                hit = self._values.put(key, (_values(facts, attribute),))
+            out.append(hit[0])
+        return tuple(out)
+
     def _current(self, view: NodeView) -> bool:
         """Whether an answer found on `view` still holds: the allocator also
         reads the DeviceClasses (their config goes into the allocation), and a
@@ -561,7 +702,12 @@ class VictimSearch:
         view = problem.state.view
         attempt, released = self._attempts(problem)
         needs = None if problem.facts.layout.shared else _needs(problem.pending, problem.kinds)
-        counting = None if needs is None else _counting(problem, needs)
+        counting = None
+        if needs is not None:
+            layout = problem.facts.layout
+            counting = _counted(problem.facts, problem.state.allocated.devices,
+                                tuple(c.freeable(layout.matched) for c in problem.claims),
+                                self._values_of(problem.facts, needs))
 
         def plausible(idx: tuple[int, ...]) -> bool:
             return counting is None or _plausible(counting, idx, needs or ())
@@ -832,30 +978,41 @@ class _Counting:
     values: tuple[tuple[int, ...] | None, ...]
 
 
-def _counting(problem: _Problem, needs: Sequence[_Need]) -> _Counting:
-    facts = problem.facts
-    layout = facts.layout
-    taken_ids = problem.state.allocated.devices
+def _counted(facts: _NodeFacts, taken_ids: Collection[str], freeable: tuple[int, ...],
+             values: tuple[tuple[int, ...] | None, ...]) -> _Counting:
+    """Counting's reading of a node whose devices `taken_ids` are taken, with
+    `freeable` per claim and `values` per matchAttribute group (`_values`)."""
     taken = 0
-    for at, device in enumerate(facts.devices):
-        if device.id in taken_ids:
+    position = facts.position
+    for device_id in taken_ids:
+        at = position.get(device_id)
+        if at is not None:
             taken |= 1 << at
+    return _Counting(freeable=freeable,
+                     by_kind=tuple((mask & ~taken, mask & taken)
+                                   for mask in facts.layout.kinds),
+                     values=values)
+
+
+def _attributes(needs: Sequence[_Need]) -> tuple[str, ...]:
+    """The attribute of each matchAttribute group of `needs`, in group order."""
     groups: dict[int, str] = {}
     for need in needs:
         if need.group >= 0 and need.attribute is not None:
             groups[need.group] = need.attribute
-    values: list[tuple[int, ...] | None] = []
-    for group in range(len(groups)):
-        by_value: dict[Any, int] = {}
-        for at in layout.matched:
-            value = facts.attribute(at, groups[group])
-            if value is not None:
-                by_value[value] = by_value.get(value, 0) | (1 << at)
-        plain = all(kind in SCALAR_KINDS for kind, _ in by_value)
-        values.append(tuple(by_value.values()) if plain else None)
-    return _Counting(freeable=tuple(c.freeable(layout.matched) for c in problem.claims),
-                     by_kind=tuple((mask & ~taken, mask & taken) for mask in layout.kinds),
-                     values=tuple(values))
+    return tuple(groups[group] for group in range(len(groups)))
+
+
+def _values(facts: _NodeFacts, attribute: str) -> tuple[int, ...] | None:
+    """The devices the requests match, by their value of `attribute`, as masks;
+    None when some value is not one counting can compare (a list, a version)."""
+    by_value: dict[Any, int] = {}
+    for at in facts.layout.matched:
+        value = facts.attribute(at, attribute)
+        if value is not None:
+            by_value[value] = by_value.get(value, 0) | (1 << at)
+    plain = all(kind in SCALAR_KINDS for kind, _ in by_value)
+    return tuple(by_value.values()) if plain else None
 
 
 def _plausible(counting: _Counting, released: tuple[int, ...], needs: Sequence[_Need]) -> bool:

@@ -121,6 +121,24 @@ async def test_the_driver_skips_a_node_whose_taint_the_preemptor_does_not_tolera
         assert h.server.get("pods", "p", "default")["status"]["nominatedNodeName"] == "node-b"
 
 
+async def test_the_driver_solves_no_node_that_cannot_beat_the_best(tmp_path: Path) -> None:
+    async with KubeHarness(tmp_path) as h:
+        full_cluster(h.server)
+        h.server.create("nodes", node("node-b"))
+        h.server.create("resourceslices", gpu_slice("node-b", 4))
+        for i, prio in enumerate((30, 40, 50, 60)):
+            for obj, plural in zip(victim(f"b{i}", i, priority=prio, on="node-b"),
+                                   ("resourceclaims", "pods"), strict=True):
+                h.server.create(plural, obj)
+        await start_with_preemptor(h)
+        driver = driver_of(h, CollectorRegistry())
+        search = driver._search
+        assert await driver.run_once()
+        assert pods_deleted(h.server) == ["v0", "v1"]
+        # node-b's cheapest two victims (30, 40) rank below node-a's (0, 5).
+        assert search.left_out == 1
+
+
 async def test_the_driver_preempts_the_two_lowest_once_and_holds_their_gpus(
         tmp_path: Path) -> None:
     async with KubeHarness(tmp_path) as h:

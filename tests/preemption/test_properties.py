@@ -7,7 +7,8 @@ computes, for every node, the smallest victim set by trying every subset of
 the pods and counting free GPUs itself, and compares with the search. Nodes
 come in identical copies, so answers shared between nodes (one search per
 problem, one allocator run per node state once victims are gone, per-root
-enumeration) are checked against the same node searched alone.
+enumeration) are checked against the same node searched alone, and the search
+for the best node alone (nodes that cannot win left out) against the full one.
 """
 
 from __future__ import annotations
@@ -91,6 +92,11 @@ def build(spec: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     return objs, truth
 
 
+def answer(found: Any) -> tuple[Any, ...]:
+    return (found.node, sorted(v.pod.name for v in found.victims), found.score,
+            sorted(r.device_id for ca in found.allocation for r in ca.allocation.results))
+
+
 def fits(node_truth: dict[str, Any], gone: set[str], count: int, same_root: bool) -> bool:
     held: set[int] = set()
     for gpus, holders in node_truth["claims"]:
@@ -140,6 +146,12 @@ def test_victims_never_exceed_the_brute_force_minimum(spec: dict[str, Any], mode
         picked = {r.device for ca in chosen.allocation for r in ca.allocation.results}
         assert len(picked) == spec["count"]
         assert all(r.pool == name for ca in chosen.allocation for r in ca.allocation.results)
+    # A search for the best node alone picks the same node, victims and devices.
+    _, best_search = searcher(inv, mode=mode)
+    best = best_search.search(inv.pod("default/p"), best_only=True).best
+    assert (best is None) == (plan.best is None)
+    if best is not None and plan.best is not None:
+        assert answer(best) == answer(plan.best)
     # Each node's answer is the one it gets searched alone, shared or not.
     for n, ns in enumerate(flat):
         alone_objs, _ = build({**spec, "nodes": [ns]})

@@ -420,3 +420,35 @@ def test_a_changed_device_class_is_read_again() -> None:
     after = search.search(inv.pod("default/p")).best
     assert after is not None
     assert [c["opaque"] for ca in after.allocation for c in ca.allocation.config] == [parameters]
+
+
+def answer(found: Any) -> tuple[Any, ...]:
+    return (found.node, sorted(v.pod.name for v in found.victims), found.score,
+            sorted(r.device_id for ca in found.allocation for r in ca.allocation.results))
+
+
+def test_a_best_only_search_leaves_out_nodes_whose_victims_cannot_win() -> None:
+    # n1's best costs priorities 5 and 6; n2 must lose a pod of priority 10 or
+    # more (its priority-0 pod frees one GPU of the two wanted), n3 two of 20+.
+    inv = load(GPU_CLASS, gpus("n1", 5, 6, 7, 8), gpus("n2", 0, 10, 11, 12),
+               gpus("n3", 20, 21, 22, 23), want(2), preemptor())
+    _, search = searcher(inv)
+    full = search.search(inv.pod("default/p"))
+    assert [n.node for n in full.nodes] == ["n1", "n2", "n3"]
+    _, search = searcher(inv)
+    best = search.search(inv.pod("default/p"), best_only=True)
+    assert answer(best.best) == answer(full.best)
+    assert search.left_out == 2 and [n.node for n in best.nodes] == ["n1"]
+
+
+def test_a_best_only_search_solves_nodes_where_pods_going_may_be_enough() -> None:
+    # n2's victims would cost more, but its terminating pod may free enough alone.
+    inv = load(GPU_CLASS, gpus("n1", 1, 2, 3, 4), node("n2"), *gpu_node("n2"),
+               holder("n2-0", "n2", [f"{GPU}/n2/gpu-0"], priority=50, deleting=True),
+               holder("n2-1", "n2", [f"{GPU}/n2/gpu-1"], priority=50),
+               holder("n2-2", "n2", [f"{GPU}/n2/gpu-2"], priority=50),
+               holder("n2-3", "n2", [f"{GPU}/n2/gpu-3"], priority=50), want(1), preemptor())
+    _, search = searcher(inv)
+    plan = search.search(inv.pod("default/p"), best_only=True)
+    assert plan.best is not None and plan.best.node == "n2" and not plan.best.victims
+    assert search.left_out == 1
