@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
@@ -466,3 +467,20 @@ async def test_a_list_puts_each_page_in_the_inventory_before_reading_the_next(
         # Each page's slice is in the inventory before the next page is read:
         # the parsed list is never held beside the inventory.
         assert pages_read_at_put == [1, 2, 3]
+
+
+async def test_slice_events_freeze_what_they_built_every_few_devices(tmp_path: Path) -> None:
+    async with KubeHarness(tmp_path) as h:
+        h.watch()
+        await h.synced()
+        await h.watching()
+        frozen = gc.get_freeze_count()
+        per_event = 16
+        events = watch.FREEZE_AFTER_DEVICES // per_event
+        assert events < watch.FREEZE_AFTER_EVENTS
+        for i in range(events):
+            h.server.create("resourceslices", gpu_slice(f"n{i}", per_event))
+        await h.caught_up()
+        assert h.inventory.counts().devices == events * per_event
+        # The slices built are out of the collector's young passes.
+        assert gc.get_freeze_count() > frozen
