@@ -18,11 +18,15 @@ Per cluster, timed in-process with the same inventory:
 - `filter, first`: `Extender.filter` over every node on a fresh extender (no
   answers kept for the shape), the baseline;
 - `filter, again`: the same call on the same extender;
-- `search, first`: `VictimSearch.search` over every node on a fresh extender
-  whose filter has run once (as in the server, where the scheduler's filter
-  comes before any preemption), no search done yet;
+- `search, first`: `VictimSearch.search(best_only=True)` over every node, as
+  the preemption loop asks (the best node; nodes that cannot win are left
+  unsolved), on a fresh extender whose filter has run once (as in the
+  server, where the scheduler's filter comes before any preemption), no
+  search done yet;
 - `search, again`: the same search repeated;
-- `search, cold`: on a fresh inventory and extender (nothing computed).
+- `search, cold`: on a fresh inventory and extender (nothing computed);
+- `every node, first` / `again`: the search answering for every node, as the
+  preempt verb and the dry run ask.
 
 CPU time of the calling thread is the measure, since the machine's cores are
 shared with other work; wall time is reported beside it.
@@ -167,46 +171,59 @@ def measure(*, nodes: int, runs: int, varied: bool) -> dict[str, Any]:
     warm = extender()
     warm.filter(pod, names)
 
-    def search_first() -> Callable[[], Any]:
-        ext = extender()
-        ext.filter(pod, names)
-        search = VictimSearch.of(ext)
-        return lambda: search.search(pod, names)
+    def search_first(best_only: bool) -> Callable[[], Callable[[], Any]]:
+        def make() -> Callable[[], Any]:
+            ext = extender()
+            ext.filter(pod, names)
+            search = VictimSearch.of(ext)
+            return lambda: search.search(pod, names, best_only=best_only)
+        return make
 
     def search_cold() -> Callable[[], Any]:
         fresh = _inventory(objs)
         fresh_pod = fresh.pod("default/preemptor")
         assert fresh_pod is not None
         search = VictimSearch.of(Extender(fresh, features=FeatureGates(), file_mode=True))
-        return lambda: search.search(fresh_pod, names)
+        return lambda: search.search(fresh_pod, names, best_only=True)
 
     again = VictimSearch.of(warm)
     plan = again.search(pod, names)
     if plan.problem is not None or not plan.nodes:
         raise SystemExit(f"the search found nothing: {plan.problem or plan.refused}")
     problems = len(again._solved)  # distinct problems among the nodes
+    best_again = VictimSearch.of(warm)
+    best = best_again.search(pod, names, best_only=True).best
+    if best is None or best.node != plan.nodes[0].node:
+        raise SystemExit("the search for the best node alone found another node")
     series = {
         "filter, first": _timed(runs, filter_first),
         "filter, again": _timed(runs, lambda: lambda: warm.filter(pod, names)),
-        "search, first": _timed(runs, search_first),
-        "search, again": _timed(runs, lambda: lambda: again.search(pod, names)),
+        "search, first": _timed(runs, search_first(True)),
+        "search, again": _timed(
+            runs, lambda: lambda: best_again.search(pod, names, best_only=True)),
         "search, cold": _timed(max(3, runs // 3), search_cold),
+        "every node, first": _timed(runs, search_first(False)),
+        "every node, again": _timed(runs, lambda: lambda: again.search(pod, names)),
     }
     victims = sorted({len(n.victims) for n in plan.nodes})
+    solved, runs_best = _first(inv, pod, names, best_only=True)
+    _, runs_every = _first(inv, pod, names, best_only=False)
     return {"cluster": "varied" if varied else "uniform", "nodes": nodes,
             "candidates_per_node": 8, "nodes_freed": len(plan.nodes),
             "victims_per_node": victims, "distinct_problems": problems,
-            "allocator_runs_first": _runs_of_first(inv, pod, names),
+            "nodes_solved_best_only": solved,
+            "allocator_runs_first": runs_best, "allocator_runs_every_node": runs_every,
             "timings": {k: {clock: summarize(v[clock]).to_dict() for clock in v}
                         for k, v in series.items()}}
 
 
-def _runs_of_first(inv: Inventory, pod: Pod, names: list[str]) -> int:
+def _first(inv: Inventory, pod: Pod, names: list[str], *, best_only: bool) -> tuple[int, int]:
+    """A first search's nodes solved and allocator runs."""
     ext = Extender(inv, features=FeatureGates(), file_mode=True)
     ext.filter(pod, names)
     search = VictimSearch.of(ext)
-    search.search(pod, names)
-    return search.trials
+    search.search(pod, names, best_only=best_only)
+    return len(names) - search.left_out, search.trials
 
 
 def report(results: list[dict[str, Any]], command: str) -> dict[str, Any]:
@@ -217,20 +234,24 @@ def report(results: list[dict[str, Any]], command: str) -> dict[str, Any]:
         first = t["search, first"]["cpu"]["p99_ms"]
         baseline = t["filter, first"]["cpu"]["p99_ms"]
         wall = t["search, first"]["wall"]["p99_ms"]
+        every = t["every node, first"]["cpu"]["p99_ms"]
         targets.append({
             "target": f"victim search, {r['nodes']} nodes x 8 candidate victims "
                       f"({r['cluster']}), p99 of the first search (CPU time)",
             "goal": f"<= {TARGET_P99_S * 1000:.0f} ms", "measured": round(first, 1),
             "unit": "ms", "met": first <= TARGET_P99_S * 1000,
-            "note": f"{first / baseline:.2f} x the filter's first p99 in the same run; "
-                    f"wall p99 {wall:.1f} ms"})
+            "note": f"the best node, as the preemption loop asks; {first / baseline:.2f} x "
+                    f"the filter's first p99 in the same run; wall p99 {wall:.1f} ms; "
+                    f"answering for every node (preempt verb, dry run): {every:.1f} ms"})
         for name, clocks in t.items():
             cpu, w = clocks["cpu"], clocks["wall"]
             rows.append([r["cluster"], name, f"{cpu['p50_ms']:.1f}", f"{cpu['p99_ms']:.1f}",
                          f"{cpu['p99_ms'] / baseline:.2f}", f"{w['p50_ms']:.1f}",
                          f"{w['p99_ms']:.1f}", str(cpu["count"])])
     facts = [[r["cluster"], str(r["nodes_freed"]), "/".join(map(str, r["victims_per_node"])),
-              str(r["distinct_problems"]), str(r["allocator_runs_first"])] for r in results]
+              str(r["distinct_problems"]), str(r["nodes_solved_best_only"]),
+              str(r["allocator_runs_first"]), str(r["allocator_runs_every_node"])]
+             for r in results]
     return {
         "format": "figures", **provenance(command),
         "about": (
@@ -239,24 +260,30 @@ def report(results: list[dict[str, Any]], command: str) -> dict[str, Any]:
             f"below the preemptor's), for a preemptor of the target claim ({SHAPE}); "
             "`uniform`: whole-GPU nodes; `varied`: a quarter partitionable, half the pods "
             "also holding their root's NIC. Baseline: `Extender.filter` over the same nodes "
-            "in the same run (`first`: a fresh extender; `again`: answers kept). `search, "
-            "first`: a fresh extender whose filter ran once, as the scheduler filters "
-            "before it preempts; `cold`: nothing computed before, not even the inventory's "
-            "index of who holds what. CPU time of the calling thread is the measure (the "
-            "machine's cores are shared with other work); wall time is shown beside it."),
+            "in the same run (`first`: a fresh extender; `again`: answers kept). `search`: "
+            "the best node, as the preemption loop asks (nodes whose victims cannot beat a "
+            "node found already are left unsolved); `every node`: an answer for every node, "
+            "as the preempt verb and the dry run ask. `first`: a fresh extender whose "
+            "filter ran once, as the scheduler filters before it preempts; `cold`: nothing "
+            "computed before, not even the inventory's index of who holds what. CPU time "
+            "of the calling thread is the measure (the machine's cores are shared with "
+            "other work); wall time is shown beside it."),
         "targets": targets,
         "tables": [
             {"caption": "Times per call over all nodes (ms): CPU time of the calling "
                         "thread, then wall time; ratio = CPU p99 / the filter's first CPU p99",
              "columns": ["cluster", "call", "CPU p50", "CPU p99", "ratio", "wall p50",
                          "wall p99", "runs"], "rows": rows},
-            {"caption": "What the search found",
+            {"caption": "What the search found (every node), and what the first searches did",
              "columns": ["cluster", "nodes freed", "victims per node", "distinct problems",
-                         "allocator runs (first search)"], "rows": facts},
+                         "nodes solved (best only)", "allocator runs (best only)",
+                         "allocator runs (every node)"], "rows": facts},
         ],
         "notes": [
             "Nodes whose problem is equal up to renaming share one search; each still picks "
             "its own victims by its pods' priorities and PDBs.",
+            "The search for the best node finds the same node, victims and devices as the "
+            "search for every node (checked before timing, and by the tests).",
         ],
     }
 
@@ -278,10 +305,11 @@ def main(argv: list[str] | None = None) -> int:
         t = r["timings"]
         print(f"{r['cluster']}: {r['nodes_freed']} nodes freed, victims {r['victims_per_node']}, "
               f"{r['distinct_problems']} distinct problems, "
-              f"{r['allocator_runs_first']} allocator runs")
+              f"{r['nodes_solved_best_only']} nodes solved for the best, allocator runs "
+              f"{r['allocator_runs_first']} (best) / {r['allocator_runs_every_node']} (every node)")
         for name, clocks in t.items():
             cpu, wall = clocks["cpu"], clocks["wall"]
-            print(f"  {name:14s} CPU p50 {cpu['p50_ms']:7.1f} p99 {cpu['p99_ms']:7.1f}   "
+            print(f"  {name:17s} CPU p50 {cpu['p50_ms']:7.1f} p99 {cpu['p99_ms']:7.1f}   "
                   f"wall p50 {wall['p50_ms']:7.1f} p99 {wall['p99_ms']:7.1f} ms")
     for target in doc["targets"]:
         print(f"{'MET ' if target['met'] else 'MISS'} {target['target']}: "
