@@ -442,8 +442,14 @@ class VictimSearch:
                 ready.append((name, *prepared, None if allow is None else frozenset(allow)))
         floors: dict[str, tuple[float, float] | None] = {}
         if best_only:
+            # per request (one per variant): its needs, arranged for counting
+            checks: dict[int, tuple[list[_Need], _Check] | None] = {}
             for name, state, node_request, allow in ready:
-                floors[name] = self._floor(pod, p, node_request, state, allow)
+                if id(node_request) not in checks:
+                    needs = _needs(node_request.pending, node_request.kinds)
+                    checks[id(node_request)] = None if needs is None else (needs, _check(needs))
+                floors[name] = self._floor(pod, p, node_request, state, allow,
+                                           checks[id(node_request)])
             # The likeliest winners first: the sooner a good node is found, the
             # more nodes are left out.
             ready.sort(key=lambda r: floors[r[0]] or _UNKNOWN)
@@ -501,7 +507,8 @@ class VictimSearch:
         return self._express(solved, problem, pdbs)
 
     def _floor(self, pod: Pod, p: int, request: CallState, state: NodeState,
-               allow: frozenset[str] | None) -> tuple[float, float] | None:
+               allow: frozenset[str] | None, needs: tuple[list[_Need], _Check] | None
+               ) -> tuple[float, float] | None:
         """The lowest highest victim priority, and the lowest priority sum, any
         answer on the node can have, found by counting (`_plausible`): its
         victims must release enough for the pod to fit, so releasing every
@@ -514,9 +521,9 @@ class VictimSearch:
         every claim whose pods that may go all have priority t at most passes
         counting is a floor on the highest victim priority; the sum is at
         least that plus the negative priorities."""
-        needs = _needs(request.pending, request.kinds)
         if needs is None:
             return None
+        needs_list, check = needs
         facts = self._facts(state, request)
         layout = facts.layout
         if layout.shared:
@@ -566,16 +573,17 @@ class VictimSearch:
                         if at is not None and at in matched and r.share_id is None:
                             mask |= 1 << at
                     released[key] = (top, mask)
-        order = sorted(released.values(), key=operator.itemgetter(0))
-        counting = _counted(facts, state.allocated.devices, tuple(mask for _, mask in order),
-                            self._values_of(facts, needs))
-        if _plausible(counting, (), needs):
+        counting = _counted(facts, state.allocated.devices, (),
+                            self._values_of(facts, needs_list))
+        if _plausible_freed(counting, 0, check):
             return None
-        for i, (top, _) in enumerate(order):
-            if (i + 1 < len(order) and order[i + 1][0] == top) \
-                    or not _plausible(counting, tuple(range(i + 1)), needs):
-                continue
-            return top, top + negative
+        order = sorted(released.values(), key=operator.itemgetter(0))
+        freed = 0
+        for i, (top, mask) in enumerate(order):
+            freed |= mask
+            if (i + 1 == len(order) or order[i + 1][0] != top) \
+                    and _plausible_freed(counting, freed, check):
+                return top, top + negative
         return math.inf, math.inf
 
     def _problem(self, pod: Pod, p: int, request: CallState, state: NodeState,
@@ -703,6 +711,7 @@ class VictimSearch:
         attempt, released = self._attempts(problem)
         needs = None if problem.facts.layout.shared else _needs(problem.pending, problem.kinds)
         counting = None
+        check = _check(needs or ())
         if needs is not None:
             layout = problem.facts.layout
             counting = _counted(problem.facts, problem.state.allocated.devices,
@@ -710,7 +719,7 @@ class VictimSearch:
                                 self._values_of(problem.facts, needs))
 
         def plausible(idx: tuple[int, ...]) -> bool:
-            return counting is None or _plausible(counting, idx, needs or ())
+            return counting is None or _plausible(counting, idx, check)
 
         base = released(())
         if not plausible(base):
@@ -1015,7 +1024,27 @@ def _values(facts: _NodeFacts, attribute: str) -> tuple[int, ...] | None:
     return tuple(by_value.values()) if plain else None
 
 
-def _plausible(counting: _Counting, released: tuple[int, ...], needs: Sequence[_Need]) -> bool:
+@dataclass(slots=True, frozen=True)
+class _Check:
+    """`_Need`s arranged for `_plausible`: the plain needs as (kind, count),
+    their total, and per matchAttribute group its index and members."""
+
+    plain: tuple[tuple[int, int], ...]
+    total: int
+    groups: tuple[tuple[int, tuple[tuple[int, int], ...]], ...]
+
+
+def _check(needs: Sequence[_Need]) -> _Check:
+    groups: dict[int, list[tuple[int, int]]] = {}
+    for need in needs:
+        if need.group >= 0:
+            groups.setdefault(need.group, []).append((need.kind, need.count))
+    plain = tuple((n.kind, n.count) for n in needs if n.group < 0)
+    return _Check(plain=plain, total=sum(count for _, count in plain),
+                  groups=tuple((g, tuple(m)) for g, m in groups.items()))
+
+
+def _plausible(counting: _Counting, released: tuple[int, ...], check: _Check) -> bool:
     """False when counting alone shows the preemptor cannot fit once the
     claims `released` go: too few free devices of a request's kind, or no
     value of a matchAttribute constraint with enough of them for every
@@ -1024,23 +1053,25 @@ def _plausible(counting: _Counting, released: tuple[int, ...], needs: Sequence[_
     freed = 0
     for i in released:
         freed |= freeable[i]
+    return _plausible_freed(counting, freed, check)
+
+
+def _plausible_freed(counting: _Counting, freed: int, check: _Check) -> bool:
+    """`_plausible` with the devices the released claims free (`freed`, a mask)."""
     available = [free | (held & freed) for free, held in counting.by_kind]
-    union = 0
-    for mask in available:
-        union |= mask
-    if sum(n.count for n in needs if n.group < 0) > union.bit_count():
-        return False
-    groups: dict[int, list[_Need]] = {}
-    for need in needs:
-        if need.group < 0:
-            if available[need.kind].bit_count() < need.count:
-                return False
-        else:
-            groups.setdefault(need.group, []).append(need)
-    for group, members in groups.items():
+    if check.total:
+        union = 0
+        for mask in available:
+            union |= mask
+        if check.total > union.bit_count():
+            return False
+    for kind, count in check.plain:
+        if available[kind].bit_count() < count:
+            return False
+    for group, members in check.groups:
         values = counting.values[group]
         if values is not None and not any(
-                all((available[n.kind] & mask).bit_count() >= n.count for n in members)
+                all((available[kind] & mask).bit_count() >= count for kind, count in members)
                 for mask in values):
             return False
     return True
