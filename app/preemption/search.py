@@ -94,7 +94,7 @@ _SHARED_SEARCHES: Final = 4096
 _NODE_FACTS: Final = 16384
 _SHARED_RUNS: Final = 16384
 _NOT_ENOUGH: Final = "too few devices the pod's requests match are free"
-_UNKNOWN: Final = (-math.inf, -math.inf)  # a node's floor when pods there are going
+_UNKNOWN: Final = (-math.inf,) * 3  # a node's order when counting cannot tell
 
 
 # --------------------------------------------------------------------------- results
@@ -226,12 +226,52 @@ def _importance(victim: Victim) -> tuple[float, float, str]:
     return (-victim.priority, _start(victim.pod), victim.pod.key)
 
 
-def _cannot_win(floor: tuple[float, float], best: tuple[float, ...]) -> bool:
-    """Whether every answer with victims on a node whose victims' highest
-    priority and priority sum are at least `floor` ranks below `best`
-    (`NodePreemption.rank_key`): its first five terms are each at least
-    (1, 0, *floor, 1), and those alone already compare greater."""
-    return (1, 0, *floor, 1) > best[:5]
+@dataclass(slots=True)
+class _Floor:
+    """Per term of `NodePreemption.rank_key` after the first two, the least a
+    node's answers can have (`VictimSearch._floor`): the highest victim
+    priority, the priority sum, the victim count (worked out only when the
+    first two tie, by `_fewest` over what each pod can free at most), and the
+    latest start."""
+
+    top: float
+    sum: float
+    latest: float
+    counting: _Counting | None = None
+    check: _Check | None = None
+    # per releasable claim (its highest priority, the devices it frees, its
+    # reservers), and the pods that may go (by id)
+    released: Sequence[tuple[int, int, Sequence[Pod | None]]] = ()
+    eligible: Collection[int] = ()
+    _count: float | None = None
+
+    def order(self) -> tuple[float, float, float]:
+        return self.top, self.sum, -self.latest
+
+    def count(self) -> float:
+        if self._count is None:
+            assert self.counting is not None and self.check is not None
+            reach: dict[int, int] = {}
+            for _, mask, reservers in self.released:
+                for reserver in reservers:
+                    if reserver is not None and id(reserver) in self.eligible:
+                        reach[id(reserver)] = reach.get(id(reserver), 0) | mask
+            self._count = _fewest(self.counting, self.check, reach.values())
+        return self._count
+
+
+_NOTHING_ENOUGH: Final = _Floor(top=math.inf, sum=math.inf, latest=-math.inf,
+                                _count=math.inf)
+
+
+def _cannot_win(floor: _Floor, best: tuple[float, ...]) -> bool:
+    """Whether every answer with victims on a node of `floor` ranks below
+    `best` (`NodePreemption.rank_key`): its first six terms are each at least
+    (1, 0, top, sum, count, -latest), and those alone already compare greater."""
+    head = (1, 0, floor.top, floor.sum)
+    if head != best[:4]:
+        return head > best[:4]
+    return (floor.count(), -floor.latest) > best[4:6]
 
 
 # --------------------------------------------------------------------------- the search
@@ -440,7 +480,7 @@ class VictimSearch:
                 found.append(prepared)
             else:
                 ready.append((name, *prepared, None if allow is None else frozenset(allow)))
-        floors: dict[str, tuple[float, float] | None] = {}
+        floors: dict[str, _Floor | None] = {}
         if best_only:
             # per request (one per variant): its needs, arranged for counting
             checks: dict[int, tuple[list[_Need], _Check] | None] = {}
@@ -452,7 +492,7 @@ class VictimSearch:
                                            checks[id(node_request)])
             # The likeliest winners first: the sooner a good node is found, the
             # more nodes are left out.
-            ready.sort(key=lambda r: floors[r[0]] or _UNKNOWN)
+            ready.sort(key=lambda r: _UNKNOWN if (f := floors[r[0]]) is None else f.order())
         best = min((n.rank_key() for n in found), default=None) if best_only else None
         for name, state, node_request, allow in ready:
             floor = floors.get(name)
@@ -508,19 +548,21 @@ class VictimSearch:
 
     def _floor(self, pod: Pod, p: int, request: CallState, state: NodeState,
                allow: frozenset[str] | None, needs: tuple[list[_Need], _Check] | None
-               ) -> tuple[float, float] | None:
-        """The lowest highest victim priority, and the lowest priority sum, any
-        answer on the node can have, found by counting (`_plausible`): its
-        victims must release enough for the pod to fit, so releasing every
-        pod of priority up to its highest must too. Infinite when no set of
-        pods that may go is enough; None when counting cannot show that the
-        pod needs victims there (it may fit as the node is, or once pods
-        already going are gone): only the search can tell.
+               ) -> _Floor | None:
+        """Per term of `NodePreemption.rank_key` after the first two, the least
+        any answer on the node can have (the highest victim priority, the
+        priority sum, the victim count, the latest start), found by counting
+        (`_plausible`); infinite terms when no set of pods that may go is
+        enough. None when counting cannot show that the pod needs victims
+        there (it may fit as the node is, or once pods already going are
+        gone): only the search can tell.
 
         Releasing more never frees less, so the smallest t for which releasing
         every claim whose pods that may go all have priority t at most passes
         counting is a floor on the highest victim priority; the sum is at
-        least that plus the negative priorities."""
+        least that plus the negative priorities. The count: `_fewest`. The
+        earliest start among the victims is no later than the latest start
+        among the pods that may go."""
         if needs is None:
             return None
         needs_list, check = needs
@@ -532,6 +574,7 @@ class VictimSearch:
         holders = []
         eligible: dict[int, int] = {}  # id(pod) -> priority
         negative = 0
+        latest = -math.inf
         for holder in occupants.occupancy(state.view.node.name):
             other = holder.pod
             if other.uid == pod.uid and other.name == pod.name \
@@ -546,9 +589,13 @@ class VictimSearch:
             if priority < p and (allow is None or other.uid in allow):
                 eligible[id(other)] = priority
                 negative += min(priority, 0)
+                start = other.start_time
+                if start is None or start > latest:
+                    latest = math.inf if start is None else start
         # Per releasable claim: the highest priority among the pods it needs
-        # gone, and the devices its release frees for the pod.
-        released: dict[str, tuple[int, int]] = {}
+        # gone, and the devices its release frees for the pod; per pod that
+        # may go, the devices of the claims it is needed for.
+        released: dict[str, tuple[int, int, tuple[Pod | None, ...]]] = {}
         position = facts.position
         matched = layout.matched
         for holder in holders:
@@ -572,19 +619,21 @@ class VictimSearch:
                         at = position.get(r.device_id)
                         if at is not None and at in matched and r.share_id is None:
                             mask |= 1 << at
-                    released[key] = (top, mask)
+                    released[key] = (top, mask, reservers)
         counting = _counted(facts, state.allocated.devices, (),
                             self._values_of(facts, needs_list))
         if _plausible_freed(counting, 0, check):
             return None
         order = sorted(released.values(), key=operator.itemgetter(0))
         freed = 0
-        for i, (top, mask) in enumerate(order):
+        for i, (top, mask, _) in enumerate(order):
             freed |= mask
             if (i + 1 == len(order) or order[i + 1][0] != top) \
                     and _plausible_freed(counting, freed, check):
-                return top, top + negative
-        return math.inf, math.inf
+                return _Floor(top=top, sum=top + negative, latest=latest,
+                              counting=counting, check=check, released=order,
+                              eligible=eligible.keys())
+        return _NOTHING_ENOUGH
 
     def _problem(self, pod: Pod, p: int, request: CallState, state: NodeState,
                  allow: frozenset[str] | None) -> _Problem:
@@ -1042,6 +1091,43 @@ def _check(needs: Sequence[_Need]) -> _Check:
     plain = tuple((n.kind, n.count) for n in needs if n.group < 0)
     return _Check(plain=plain, total=sum(count for _, count in plain),
                   groups=tuple((g, tuple(m)) for g, m in groups.items()))
+
+
+def _fewest(counting: _Counting, check: _Check, reach: Iterable[int]) -> int | float:
+    """The fewest pods that may free enough, when pod i can free at most the
+    devices `reach[i]` (those of every claim it is needed for): each check of
+    `_plausible` needs its shortfall of free devices made up, and a set of
+    pods frees no more than the sum of what each reaches."""
+    reach = list(reach)
+    held = [h for _, h in counting.by_kind]
+    free = [f for f, _ in counting.by_kind]
+
+    def least(short: int, within: int) -> int | float:
+        if short <= 0:
+            return 0
+        gains = sorted(((m & within).bit_count() for m in reach), reverse=True)
+        for i, gain in enumerate(itertools.accumulate(gains)):
+            if gain >= short:
+                return i + 1
+        return math.inf
+
+    fewest: int | float = 1
+    if check.total:
+        union_free = union_held = 0
+        for f, h in counting.by_kind:
+            union_free |= f
+            union_held |= h
+        fewest = max(fewest, least(check.total - union_free.bit_count(), union_held))
+    for kind, count in check.plain:
+        fewest = max(fewest, least(count - free[kind].bit_count(), held[kind]))
+    for group, members in check.groups:
+        values = counting.values[group]
+        if values is not None:
+            fewest = max(fewest, min((max(least(count - (free[kind] & mask).bit_count(),
+                                                held[kind] & mask)
+                                          for kind, count in members)
+                                      for mask in values), default=math.inf))
+    return fewest
 
 
 def _plausible(counting: _Counting, released: tuple[int, ...], check: _Check) -> bool:

@@ -452,3 +452,36 @@ def test_a_best_only_search_solves_nodes_where_pods_going_may_be_enough() -> Non
     plan = search.search(inv.pod("default/p"), best_only=True)
     assert plan.best is not None and plan.best.node == "n2" and not plan.best.victims
     assert search.left_out == 1
+
+
+def test_a_best_only_search_leaves_out_nodes_needing_more_victims_of_equal_priority() -> None:
+    # Every pod has priority 0: n1 frees two GPUs with one victim (one claim
+    # of two), n2 and n3 need two victims whatever they choose.
+    inv = load(GPU_CLASS, node("n1"), *gpu_node("n1"),
+               holder("n1-0", "n1", [f"{GPU}/n1/gpu-0", f"{GPU}/n1/gpu-1"]),
+               holder("n1-2", "n1", [f"{GPU}/n1/gpu-2"]),
+               holder("n1-3", "n1", [f"{GPU}/n1/gpu-3"]),
+               gpus("n2", 0, 0, 0, 0), gpus("n3", 0, 0, 0, 0), want(2), preemptor())
+    _, search = searcher(inv)
+    full = search.search(inv.pod("default/p"))
+    _, search = searcher(inv)
+    best = search.search(inv.pod("default/p"), best_only=True)
+    assert answer(best.best) == answer(full.best) and victims(best) == ["n1-0"]
+    assert search.left_out == 2
+
+
+def test_a_best_only_search_leaves_out_nodes_whose_pods_all_started_earlier() -> None:
+    # Equal priorities and counts: the victims that started latest win, so n2,
+    # whose pods all started before n1's, cannot.
+    objs: list[Any] = [GPU_CLASS, want(2), preemptor()]
+    for name, start in (("n1", "2026-01-03T00:00:00Z"), ("n2", "2026-01-01T00:00:00Z")):
+        objs += [node(name), *gpu_node(name)]
+        objs += [holder(f"{name}-{i}", name, [f"{GPU}/{name}/gpu-{i}"], start=start)
+                 for i in range(4)]
+    inv = load(*objs)
+    _, search = searcher(inv)
+    full = search.search(inv.pod("default/p"))
+    _, search = searcher(inv)
+    best = search.search(inv.pod("default/p"), best_only=True)
+    assert answer(best.best) == answer(full.best) and best.best.node == "n1"
+    assert search.left_out == 1
