@@ -197,7 +197,10 @@ class Search:
         # the bound of a branch depends on its picks' classes only
         self._bound_class: dict[int, int] = {}
         self._bounds: dict[tuple[int, ...], float] = {}
-        self._scores: dict[tuple[int, ...], float] = {}
+        # placement (the picks' score classes) -> (its score, whether it is perfect)
+        self._scores: dict[tuple[int, ...], tuple[float, bool]] = {}
+        self._score_class: dict[int, int | None] = {}
+        self._score_classes: dict[Hashable, int] = {}
         self._mask: list[bool] | None = None  # devices a probe may pick
         self._all_requests: list[Request] = []
         self._constrained: tuple[str, ...] = ()
@@ -799,6 +802,34 @@ class Search:
                 assert again is not None and again.counted == pick.counted
         return floor
 
+    def _score_key(self) -> tuple[int, ...] | None:
+        """The picks' placement as the objective's score sees it (its
+        `score_class` of each pick), when the score depends on nothing else:
+        no device picked twice, each a unit of its own. None otherwise."""
+        score_class = getattr(self.objective, "score_class", None)
+        if score_class is None:
+            return None
+        classes = self._score_class
+        key = []
+        seen = set()
+        for claim_picks in self.picks:
+            for pick in claim_picks:
+                index = pick.device
+                if index in seen:
+                    return None
+                seen.add(index)
+                known = classes.get(index, -1)
+                if known == -1:
+                    value = score_class(self.devices[index])
+                    known = classes[index] = (None if value is None else
+                                              self._score_classes.setdefault(
+                                                  value, len(self._score_classes)))
+                if known is None:
+                    return None
+                key.append(known)
+        key.sort()
+        return tuple(key)
+
     def _class_key(self) -> tuple[int, ...]:
         classes = self._bound_class
         return tuple(sorted([classes[p.device] for c in self.picks for p in c]))
@@ -865,14 +896,17 @@ class Search:
     def _leaf(self) -> int:
         picks = tuple(tuple(p) for p in self.picks)
         score = None
+        perfect = False
         if self.objective is not None:
-            # where the bound applies, a score depends on the picks' classes only
-            key = self._class_key() if self._bounded else None
-            score = self._scores.get(key) if key is not None else None
-            if score is None:
+            key = self._score_key()
+            hit = self._scores.get(key) if key is not None else None
+            if hit is None:
                 score = self.objective.score([self.devices[p.device] for c in picks for p in c])
+                perfect = self.objective.is_perfect(score)
                 if key is not None:
-                    self._scores[key] = score
+                    self._scores[key] = (score, perfect)
+            else:
+                score, perfect = hit
         if self.best is None or (score is not None and self.best.score is not None
                                  and score > self.best.score):
             self.best = Solution(picks=picks, chosen=dict(self.chosen), score=score)
@@ -880,8 +914,7 @@ class Search:
             return DONE
         if self.frozen is None:
             self.frozen = dict(self.chosen)
-        assert self.objective is not None and score is not None
-        return DONE if self.objective.is_perfect(score) else FAIL
+        return DONE if perfect else FAIL
 
 
 def _exact(value: Fraction) -> int | Fraction:

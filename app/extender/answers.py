@@ -442,6 +442,9 @@ class _LazyObjective:
         twin = getattr(self._objective(), "twin_key", None)
         return None if twin is None else twin(device)
 
+    def score_class(self, device: Device) -> Hashable | None:
+        return self._objective().score_class(device)
+
     def bound(self, picks: Sequence[Device], total: int, accelerators: int,
               rooted_nics: int) -> float:
         return self._objective().bound(picks, total, accelerators, rooted_nics)

@@ -151,6 +151,18 @@ class TopologyObjective:
         return (topo.of(device), device.id in topo.accelerators, device.id in topo.nics,
                 unit is not None, unit in self._used)
 
+    def score_class(self, device: Device) -> Hashable | None:
+        """What `score` reads of a device that is a unit of its own (its
+        topology, its role, whether its unit is in use): an allocation of such
+        devices, none twice, scores as the multiset of their classes does.
+        None for a device sharing its unit (a partition)."""
+        topo = self._topology
+        unit = topo.unit_of.get(device.id)
+        if unit is not None and len(topo.units[unit]) != 1:
+            return None
+        return (topo.of(device), device.id in topo.accelerators, device.id in topo.nics,
+                unit is not None and unit in self._used)
+
     def bound_key(self, device: Device) -> tuple[Hashable, Hashable, Hashable] | None:
         """(its unit, what it adds to an allocation's shape, all `bound` reads
         of it) for a free device that counts as a new unit with a topology;
