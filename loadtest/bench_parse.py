@@ -12,7 +12,8 @@ object kept until the pass ends (the inventory keeps them too):
   list pages, watch events and JSON files go through;
 - `event`: one watch event of each partitionable node's largest slice, its
   JSON decoded and applied to an inventory that holds the cluster (MODIFIED,
-  a new pool generation), as the slice informer does: p50 and p99 per event.
+  a new pool generation), freezing what it built as the slice informer does
+  (`FREEZE_AFTER_DEVICES`): p50 and p99 per event.
 
 Each figure is the best of `--repeat` passes (the machine is shared).
 
@@ -32,9 +33,11 @@ from typing import Any
 
 import orjson
 
+from app import garbage_collector
 from app.inventory import Inventory
 from app.model import decode_resource_slice
 from app.model.parse import parse_object as reference_parse
+from app.sources.kube.watch import FREEZE_AFTER_DEVICES
 from loadtest import generator
 
 
@@ -85,10 +88,16 @@ def measure(*, nodes: int, repeat: int) -> dict[str, Any]:
         changed["spec"]["pool"]["generation"] += 1
         events.append((orjson.dumps(changed), len(changed["spec"]["devices"])))
     seconds = []
-    for body, _ in events:
+    built = 0
+    garbage_collector.freeze()  # the inventory was loaded, as a list leaves it
+    for body, devices_of in events:
         started = time.perf_counter()
         inventory.apply_parsed("ResourceSlice", "MODIFIED", decode_resource_slice(body))
         seconds.append(time.perf_counter() - started)
+        built += devices_of
+        if built >= FREEZE_AFTER_DEVICES:
+            garbage_collector.freeze()
+            built = 0
     return {
         "nodes": nodes, "slices": len(slices), "devices": devices, "repeat": repeat,
         "reference_us_per_device": round(reference * 1e6 / devices, 2),

@@ -137,7 +137,27 @@ class _Slice(msgspec.Struct, gc=False):
     apiVersion: str | None = None
 
 
-_DECODER: Final = msgspec.json.Decoder(_Slice)
+# From JSON bytes, a device's capacity and counter consumptions stay
+# undecoded: looked up by their text, they are decoded only the first time
+# (the same few repeat on every node), which spares building a dozen structs
+# per partitionable device. `msgspec.convert` (from dicts) has no text to
+# keep, so dicts go through the fully typed `_Slice`.
+class _RawDevice(_Device, gc=False):
+    capacity: msgspec.Raw = msgspec.Raw()  # type: ignore[assignment]
+    consumesCounters: msgspec.Raw = msgspec.Raw()  # type: ignore[assignment]
+
+
+class _RawSpec(_Spec, gc=False):
+    devices: list[_RawDevice] | None = None  # type: ignore[assignment]
+
+
+class _RawSlice(_Slice, gc=False):
+    spec: _RawSpec
+
+
+_DECODER: Final = msgspec.json.Decoder(_RawSlice)
+_CAPACITY: Final = msgspec.json.Decoder(dict[str, _Capacity])
+_CONSUMPTIONS_JSON: Final = msgspec.json.Decoder(list[_Consumption] | None)
 
 
 class NotTyped(Exception):
@@ -258,8 +278,11 @@ def _device(d: _Device, driver: str, pool: str, slice_name: str) -> Device:
     _set_map_layout(attribute_map, layout)
     _set_map_values(attribute_map, values)
     _set_attributes(device, attribute_map)
-    _set_capacity(device, _capacity(d.capacity, driver))
-    _set_consumes_counters(device, () if consumes is None else _consumptions(consumes))
+    capacity = d.capacity
+    _set_capacity(device, _capacity_text(capacity, driver) if type(capacity) is msgspec.Raw
+                  else _capacity(capacity, driver))
+    _set_consumes_counters(device, _consumptions_text(consumes) if type(consumes) is msgspec.Raw
+                           else () if consumes is None else _consumptions(consumes))
     _set_node_name(device, d.nodeName or None)
     _set_node_selector(device, None if d.nodeSelector is None
                        else _node_selector(d.nodeSelector))
@@ -343,6 +366,33 @@ def _capacity(capacity: dict[str, _Capacity], driver: str) -> Mapping[str, Devic
                                    request_policy=_request_policy(c.requestPolicy))
                     for c in capacity.values()])
     return _CAPACITIES.put(key, FieldMap.from_layout(layout, values))
+
+
+# (driver, capacity JSON) -> shared capacity map; consumptions JSON -> shared tuple
+_CAPACITY_TEXTS: BoundedCache[tuple[str, bytes], Mapping[str, DeviceCapacity]] = (
+    BoundedCache(SHARED_MAX))
+_CONSUMPTION_TEXTS: BoundedCache[bytes, tuple[DeviceCounterConsumption, ...]] = (
+    BoundedCache(SHARED_MAX))
+
+
+def _capacity_text(raw: msgspec.Raw, driver: str) -> Mapping[str, DeviceCapacity]:
+    key = (driver, bytes(raw))
+    hit = _CAPACITY_TEXTS.get(key)
+    if hit is None:
+        hit = _CAPACITY_TEXTS.put(key, _capacity(_CAPACITY.decode(raw) if len(raw) else {},
+                                                 driver))
+    return hit
+
+
+def _consumptions_text(raw: msgspec.Raw) -> tuple[DeviceCounterConsumption, ...]:
+    if not len(raw):
+        return ()
+    key = bytes(raw)
+    hit = _CONSUMPTION_TEXTS.get(key)
+    if hit is None:
+        consumes = _CONSUMPTIONS_JSON.decode(raw)
+        hit = _CONSUMPTION_TEXTS.put(key, () if consumes is None else _consumptions(consumes))
+    return hit
 
 
 def _request_policy(p: _RequestPolicy | None) -> RequestPolicy | None:

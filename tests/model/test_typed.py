@@ -228,3 +228,24 @@ def test_identical_device_parts_are_shared_across_nodes() -> None:
     assert da.attributes["gpu.example.com/model"] is db.attributes["gpu.example.com/model"]
     assert da.attributes["gpu.example.com/uuid"].value == "GPU-n1"
     assert db.attributes["gpu.example.com/uuid"].value == "GPU-n2"
+
+
+def test_capacity_and_consumption_texts_seen_before_are_not_decoded_again(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    decoded: list[bytes] = []
+
+    class Counting:
+        def __init__(self, decoder: Any) -> None:
+            self._decoder = decoder
+
+        def decode(self, raw: Any) -> Any:
+            decoded.append(bytes(raw))
+            return self._decoder.decode(raw)
+
+    monkeypatch.setattr(typed, "_CAPACITY", Counting(typed._CAPACITY))
+    monkeypatch.setattr(typed, "_CONSUMPTIONS_JSON", Counting(typed._CONSUMPTIONS_JSON))
+    device = _device(capacity={"memory": {"value": "79Gi"}},
+                     consumesCounters=[{"counterSet": "cs", "counters": {"m": {"value": "3"}}}])
+    for node in ("n1", "n2", "n3"):
+        decode_resource_slice(orjson.dumps(_slice(nodeName=node, devices=[device])))
+    assert len(decoded) == 2  # once each, for the first node
