@@ -264,10 +264,10 @@ def drax_scheduler_config(workload: Workload, scheduler: str, port: int) -> dict
             profile["pluginConfig"] = kept
     if workload.scheduler_config:
         own = yaml.safe_load((workload.directory / workload.scheduler_config).read_text())
-        drax_plugins = config["profiles"][0].get("plugins")
+        drax_profile = {k: v for k, v in config["profiles"][0].items()
+                        if k in ("plugins", "percentageOfNodesToScore")}
         for profile in own.get("profiles") or [{}]:
-            if drax_plugins:
-                profile["plugins"] = drax_plugins
+            profile.update(drax_profile)
         config["profiles"] = own.get("profiles") or config["profiles"]
     for profile in config["profiles"]:
         profile["schedulerName"] = "default-scheduler"
@@ -276,6 +276,7 @@ def drax_scheduler_config(workload: Workload, scheduler: str, port: int) -> dict
     if scheduler == "drax-advisor":
         for profile in config["profiles"]:
             profile.pop("plugins", None)
+            profile.pop("percentageOfNodesToScore", None)
         for extender in config["extenders"]:
             extender.pop("bindVerb", None)
     return config

@@ -287,6 +287,7 @@ def drax_scheduler_config(cluster: Cluster, kubeconfig: Path, replica: int = 0
         # README "advisor mode": the in-tree plugin allocates and binds; drax filters and scores.
         for profile in config["profiles"]:
             profile.pop("plugins", None)
+            profile.pop("percentageOfNodesToScore", None)
         for extender in config["extenders"]:
             extender.pop("bindVerb", None)
     return config

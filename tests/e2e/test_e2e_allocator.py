@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.cluster import Cluster
+from tests.e2e.cluster import Cluster, make_node_ready
 from tests.e2e.kube import ApiError, Kube, load_documents, wait_for
 from tests.e2e.workload import (
     add_pool,
@@ -86,6 +86,36 @@ def test_a_template_pod_is_first_tried_once_its_claim_exists(pool: list[str], ku
               if e.get("involvedObject", {}).get("name") in names
               and e.get("reason") == "FailedScheduling"]
     assert failed == [], failed
+
+
+def test_drax_filters_every_node_not_a_window_of_them(pool: list[str], kube: Kube) -> None:
+    """Above 100 nodes kube-scheduler stops its filters once it has found a share of
+    the nodes feasible (percentageOfNodesToScore, adaptive: 48 % of 251) and offers
+    only those to the extender. With DynamicResources off every node passes the
+    in-tree filters, so a pod whose devices are on one node outside that window was
+    rejected on all it was offered. The profile asks for every node."""
+    prefix = f"{POOL}-window"
+    (devices,) = add_pool(kube, prefix=prefix, nodes=1, seed=6)
+    bare = [f"{prefix}-bare-{i}" for i in range(250)]
+    names = [f"{prefix}-{i}" for i in range(3)]
+    try:
+        for name in bare:
+            make_node_ready(kube, name, labels={"e2e/pool": prefix})
+        for name in names:
+            kube.create(pod(name, scheduler="drax", template=f"{POOL}-1gpu",
+                            node_selector={"e2e/pool": prefix}))
+        bound = wait_bound(kube, names, timeout=60)
+        assert {p["spec"]["nodeName"] for p in bound.values()} == {devices}
+        failed = [(e["involvedObject"]["name"], e.get("message"))
+                  for e in kube.list("Event", "default")
+                  if e.get("involvedObject", {}).get("name") in names
+                  and e.get("reason") == "FailedScheduling"]
+        assert failed == [], failed
+    finally:
+        for name in names:
+            kube.delete("Pod", name, "default")
+        for name in bare:
+            kube.delete("Node", name)
 
 
 def test_a_pod_that_cannot_fit_stays_pending_with_drax_reason(pool: list[str], kube: Kube

@@ -172,6 +172,7 @@ def test_each_value_group_changes_what_it_names(
     # mode
     advisor = scheduler_config(rendered["mode-advisor"], release_name("mode-advisor"))
     assert "plugins" not in advisor["profiles"][0]
+    assert "percentageOfNodesToScore" not in advisor["profiles"][0]
     assert "bindVerb" not in advisor["extenders"][0]
     # replicas
     assert one(rendered["one-replica"], "Deployment")["spec"]["replicas"] == 1

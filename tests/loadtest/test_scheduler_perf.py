@@ -123,6 +123,7 @@ def test_allocator_config_is_the_manifests_with_only_the_profile_name_and_url_ch
     manifest = _manifest_extender()
     assert [p["schedulerName"] for p in config["profiles"]] == ["default-scheduler"]
     assert config["profiles"][0]["plugins"] == manifest["profiles"][0]["plugins"]
+    assert config["profiles"][0]["percentageOfNodesToScore"] == 100
     (extender,) = config["extenders"]
     assert extender.pop("urlPrefix") == "http://127.0.0.1:4321/scheduler"
     (expected,) = manifest["extenders"]
@@ -135,6 +136,7 @@ def test_allocator_config_is_the_manifests_with_only_the_profile_name_and_url_ch
 def test_advisor_keeps_the_plugin_and_drops_the_bind_verb(upstream) -> None:
     config = drax_scheduler_config(discover(upstream)[0], "drax-advisor", 4321)
     assert "plugins" not in config["profiles"][0]
+    assert "percentageOfNodesToScore" not in config["profiles"][0]
     assert "bindVerb" not in config["extenders"][0]
     assert config["extenders"][0]["filterVerb"] == "filter"
 
@@ -145,6 +147,7 @@ def test_a_cases_own_scheduler_config_keeps_its_plugin_config(upstream) -> None:
     (profile,) = config["profiles"]
     assert profile["pluginConfig"] == OWN_CONFIG["profiles"][0]["pluginConfig"]
     assert profile["plugins"] == _manifest_extender()["profiles"][0]["plugins"]
+    assert profile["percentageOfNodesToScore"] == 100
 
 
 def test_generated_cases_name_the_generated_scheduler_config(upstream, tmp_path) -> None:

@@ -43,6 +43,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- $_ := set $profile "schedulerName" .Values.schedulerName -}}
 {{- if eq .Values.mode "advisor" -}}
 {{- $_ := unset $profile "plugins" -}}
+{{- $_ := unset $profile "percentageOfNodesToScore" -}}
 {{- end -}}
 {{- $pluginConfig := list -}}
 {{- range $profile.pluginConfig -}}
