@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from app.model.quantity import Quantity
+from app.model.requests import NO_RESOURCES, Resources
 
 ATTRIBUTE_KINDS: Final = ("int", "bool", "string", "version", "ints", "bools", "strings",
                           "versions")
@@ -127,6 +128,9 @@ class Node:
     # spec.taints and spec.unschedulable: which pods may be placed here at all.
     taints: tuple[DeviceTaint, ...] = ()
     unschedulable: bool = False
+    # status.allocatable as kube-scheduler's NodeResourcesFit reads it (None:
+    # the node reports none, and its room for pods is not judged).
+    resources: Resources | None = None
 
 
 @dataclass(slots=True, frozen=True)
@@ -209,6 +213,8 @@ class Pod:
     node_affinity: NodeSelector | None = None
     # spec.tolerations: with the above, whether a node may take the pod at all.
     tolerations: tuple[DeviceToleration, ...] = ()
+    # What it takes of its node's cpu, memory and the like (`app.model.requests`).
+    requests: Resources = NO_RESOURCES
 
     def may_run_on(self, node: Node) -> bool:
         """The pod's nodeSelector and required node affinity accept `node`."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Callable, Mapping
+from fractions import Fraction
 from types import MappingProxyType
 from typing import Any, Final, cast
 
@@ -71,6 +72,14 @@ from app.model.objects import (
     is_extended_resource_name,
 )
 from app.model.quantity import Quantity, QuantityError, parse_quantity
+from app.model.requests import (
+    ContainerRequests,
+    PodLevel,
+    PodUsage,
+    Resources,
+    pod_requests,
+    resources_of,
+)
 from app.model.times import parse_time
 from app.model.versions import READ_AS_V1, as_v1
 
@@ -168,18 +177,20 @@ def parse_node(obj: Mapping[str, Any]) -> Node:
     labels = _map(meta.get("labels"), f"Node {name} metadata.labels")
     status = _map(obj.get("status"), f"Node {name} status")
     allocatable = {}
-    for resource, value in _map(status.get("allocatable"),
-                                f"Node {name} status.allocatable").items():
-        if is_extended_resource_name(str(resource)):
-            amount = _quantity(value, f"Node {name} status.allocatable[{resource}]").value
-            allocatable[str(resource)] = math.ceil(amount)
+    raw_allocatable = status.get("allocatable")
+    listed = _resource_list(raw_allocatable, f"Node {name} status.allocatable")
+    for resource, amount in listed.items():
+        if is_extended_resource_name(resource):
+            allocatable[resource] = math.ceil(amount)
     spec = _map(obj.get("spec"), f"Node {name} spec")
     return Node(name=name, labels={str(k): str(v) for k, v in labels.items()},
                 uid=str(meta.get("uid") or ""),
                 resource_version=str(meta.get("resourceVersion") or ""),
                 allocatable=allocatable,
                 taints=_shared("taints", spec.get("taints"), f"Node {name} spec.taints", _taints),
-                unschedulable=spec.get("unschedulable") is True)
+                unschedulable=spec.get("unschedulable") is True,
+                resources=None if raw_allocatable is None
+                else resources_of(listed, with_pods=True))
 
 
 def _containers(spec: Mapping[str, Any], where: str) -> tuple[ContainerResources, ...]:
@@ -274,7 +285,76 @@ def parse_pod(obj: Mapping[str, Any]) -> Pod:
                node_selector=_node_selector(spec, where),
                node_affinity=_required_node_affinity(spec, where),
                tolerations=_shared("tolerations", spec.get("tolerations"),
-                                   f"{where} spec.tolerations", _tolerations))
+                                   f"{where} spec.tolerations", _tolerations),
+               requests=parse_pod_requests(spec, status, where))
+
+
+def parse_pod_usage(obj: Mapping[str, Any]) -> PodUsage:
+    """What a pod without claims takes of its node (`PodUsage`): its requests
+    are read only once it has a node."""
+    meta = _meta(obj)
+    name = _str(meta.get("name"), "Pod metadata.name", required=True)
+    namespace = _str(meta.get("namespace"), f"Pod {name} metadata.namespace") or "default"
+    where = f"Pod {namespace}/{name}"
+    spec = _map(obj.get("spec"), f"{where} spec")
+    node = _str(spec.get("nodeName"), f"{where} spec.nodeName")
+    if not node:
+        return PodUsage(namespace=namespace, name=name)
+    return PodUsage(namespace=sys.intern(namespace), name=name, uid=str(meta.get("uid") or ""),
+                    node_name=sys.intern(node), deleting=bool(meta.get("deletionTimestamp")),
+                    requests=parse_pod_requests(
+                        spec, _map(obj.get("status"), f"{where} status"), where))
+
+
+def _resource_list(raw: Any, what: str) -> dict[str, Fraction]:
+    return {str(k): _quantity(v, f"{what}[{k}]").value for k, v in _map(raw, what).items()}
+
+
+def _status_list(raw: Mapping[str, Any], name: str, what: str) -> dict[str, Fraction] | None:
+    value = raw.get(name)
+    return None if value is None else _resource_list(value, f"{what}.{name}")
+
+
+def parse_pod_requests(spec: Mapping[str, Any], status: Mapping[str, Any],
+                       where: str) -> Resources:
+    """The pod's requests as kube-scheduler counts them (`app.model.requests`)."""
+    statuses: dict[str, Mapping[str, Any]] = {}
+    for field_name in ("containerStatuses", "initContainerStatuses"):
+        for i, raw in enumerate(_list(status.get(field_name), f"{where} status.{field_name}")):
+            entry = _map(raw, f"{where} status.{field_name}[{i}]")
+            statuses.setdefault(str(entry.get("name") or ""), entry)
+    containers = []
+    for field_name, init in (("initContainers", True), ("containers", False)):
+        for i, raw in enumerate(_list(spec.get(field_name), f"{where} spec.{field_name}")):
+            what = f"{where} spec.{field_name}[{i}]"
+            c = _map(raw, what)
+            resources = _map(c.get("resources"), f"{what}.resources")
+            requests = _resource_list(resources.get("limits"), f"{what}.resources.limits")
+            requests.update(_resource_list(resources.get("requests"),
+                                           f"{what}.resources.requests"))
+            seen = statuses.get(str(c.get("name") or ""), {})
+            actual = _map(seen.get("resources"), f"{where} status of {what}")
+            containers.append(ContainerRequests(
+                spec=requests, init=init, sidecar=init and c.get("restartPolicy") == "Always",
+                allocated=_status_list(seen, "allocatedResources", f"{where} status of {what}"),
+                actuated=_status_list(actual, "requests", f"{where} status of {what}")))
+    pod_resources = _map(spec.get("resources"), f"{where} spec.resources")
+    pod_requested = _resource_list(pod_resources.get("limits"), f"{where} spec.resources.limits")
+    pod_requested.update(_resource_list(pod_resources.get("requests"),
+                                        f"{where} spec.resources.requests"))
+    status_resources = status.get("resources")
+    infeasible = any(
+        isinstance(c, Mapping) and c.get("type") == "PodResizePending"
+        and c.get("reason") == "Infeasible"
+        for c in _list(status.get("conditions"), f"{where} status.conditions"))
+    return pod_requests(containers, PodLevel(
+        requests=pod_requested,
+        overhead=_resource_list(spec.get("overhead"), f"{where} spec.overhead"),
+        status_resources=status_resources is not None,
+        actuated=_status_list(_map(status_resources, f"{where} status.resources"), "requests",
+                              f"{where} status.resources"),
+        allocated=_status_list(status, "allocatedResources", f"{where} status"),
+        resize_infeasible=infeasible))
 
 
 def _shared(kind: str, raw: Any, what: str, parse: Callable[[Any, str], tuple[Any, ...]]
