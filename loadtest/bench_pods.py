@@ -5,13 +5,14 @@ annotations, owner references, containers with env and mounts, the projected
 token volume, tolerations, status conditions and container statuses, about
 6 KiB of JSON each), every one with a claim from a template, as on a GPU
 cluster where every pod holds devices. They go through the source's own
-path: `pod_uses_claims`, `parse_object`, `Inventory.replacing_parsed`; what
-stays allocated after the raw objects are dropped is measured with
-tracemalloc. Two figures in the same run set it in proportion:
+path: `parse_live_pod`, `Inventory.replacing_parsed`; what stays allocated
+after the raw objects are dropped is measured with tracemalloc. Two figures
+in the same run set it in proportion:
 
 - `raw`: the same pods kept as decoded JSON (what an informer that stores
   whole objects would hold), the baseline;
-- `no-claims`: as many pods without claims, which the source never parses.
+- `no-claims`: as many bound pods without claims, which the source keeps
+  only as their requests on their node (`Inventory.usage`).
 
     .venv/bin/python -m loadtest.bench_pods [--pods 10000] [--json FILE]
 """
@@ -29,8 +30,7 @@ from typing import Any
 import orjson
 
 from app.inventory import Inventory
-from app.model import parse_object
-from app.sources.kube.watch import pod_uses_claims
+from app.sources.kube.watch import parse_live_pod
 
 
 def make_pod(i: int, *, claims: bool = True) -> dict[str, Any]:
@@ -125,7 +125,7 @@ def _through_source(encoded: list[bytes]) -> Inventory:
     parsed: list[Any] = []
     for start in range(0, len(encoded), 500):
         page = [orjson.loads(raw) for raw in encoded[start:start + 500]]
-        parsed.extend(parse_object("Pod", o) for o in page if pod_uses_claims(o))
+        parsed.extend(parse_live_pod("Pod", o) for o in page)
         del page
     for _ in inventory.replacing_parsed("Pod", parsed):
         pass
@@ -142,10 +142,12 @@ def run(pods: int) -> dict[str, Any]:
         f"ns-{i % 17}/{make_pod(i)['metadata']['name']}") is not None)
     del inventory
     skip_bytes, skipped = _retained(lambda: _through_source(without))
+    counted = sum(len(skipped.usage.on(f"gpu-node-{n:05d}").pods)
+                  for n in range((pods + 7) // 8))
     del skipped
     per_10k = 10_000 / pods
     return {
-        "benchmark": "pods-memory", "pods": pods, "held": held,
+        "benchmark": "pods-memory", "pods": pods, "held": held, "counted": counted,
         "jsonBytesPerPod": round(sum(map(len, with_claims)) / pods),
         "inventoryMiBPer10000": round(inv_bytes * per_10k / 2**20, 2),
         "rawMiBPer10000": round(raw_bytes * per_10k / 2**20, 2),

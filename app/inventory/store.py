@@ -24,6 +24,7 @@ allocated until the claim arrives carrying an allocation, until
 from __future__ import annotations
 
 import time
+from collections import ChainMap
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ from app.inventory.objects import POD_CLAIM_NAME_ANNOTATION, Objects, object_key
 from app.inventory.occupants import Occupants, priority_of
 from app.inventory.pools import pool_view_for_node, upstream_pool_order
 from app.inventory.selectors import SelectorCache
+from app.inventory.usage import PodUsages, Usage
 from app.inventory.versions import Versions
 from app.model import (
     Device,
@@ -48,6 +50,7 @@ from app.model import (
     ResourceSlice,
     parse_object,
 )
+from app.model.requests import PodUsage
 
 # What the allocator needs; a default inventory waits for these to sync.
 DEVICE_KINDS: Final = ("Node", "ResourceSlice", "DeviceClass", "ResourceClaim",
@@ -89,6 +92,8 @@ class Inventory:
         self._objects = Objects()
         self.occupants = Occupants(claim=self._objects.claims.get,
                                    pod=self._objects.pods.get)
+        # Every live pod's requests on its node, with claims or without.
+        self.usage = PodUsages()
         self._versions = Versions()
         self._holdings = Holdings(clock=clock, on_change=self._stamp_pools)
         self._states: dict[str, NodeState] = {}
@@ -227,6 +232,12 @@ class Inventory:
             objects.templates[obj.key] = obj
         elif kind == "Pod":
             key = obj.key
+            self.usage.put(key, obj.node_name, Usage(obj.uid, obj.requests, obj.deleting))
+            if isinstance(obj, PodUsage):  # a pod without claims: only what it takes
+                held = objects.pods.pop(key, None)
+                if held is not None:
+                    self.occupants.remove_pod(held)
+                return
             self.occupants.put_pod(objects.pods.get(key), obj)
             objects.pods[key] = obj
             self._nomination_seen(obj)
@@ -263,6 +274,7 @@ class Inventory:
         elif kind == "ResourceClaimTemplate":
             objects.templates.pop(key, None)
         elif kind == "Pod":
+            self.usage.remove(key)
             pod = objects.pods.pop(key, None)
             if pod is not None:
                 self.occupants.remove_pod(pod)
@@ -365,6 +377,8 @@ class Inventory:
             return self.occupants.pdb_table()
         if kind == "PriorityClass":
             return self.occupants.priority_classes
+        if kind == "Pod":  # pods with claims, and the bound pods of every kind
+            return ChainMap[str, Any](self._objects.pods, self.usage.keys)  # type: ignore[arg-type]
         return self._objects.table(kind)
 
     def class_matcher(self, device_class: DeviceClass, device: Device) -> bool:

@@ -6,8 +6,9 @@ they applied and how fresh it is.
 
 RBAC (see manifests/rbac.yaml): `get`, `list`, `watch` on
 `resource.k8s.io` resourceslices, deviceclasses, resourceclaims (all
-namespaces) and core nodes; `list`, `watch` on pods (only live pods that use
-claims are kept, see `watch.pod_uses_claims`). The source writes nothing.
+namespaces) and core nodes; `list`, `watch` on pods (live pods only: those
+that use claims are kept whole, the others as their requests on their node,
+see `watch.parse_live_pod`). The source writes nothing.
 """
 
 from app.sources.kube.client import KubeConfigError, api_client, in_cluster
