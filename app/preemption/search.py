@@ -4,7 +4,9 @@ A node the preemptor can never run on is refused with the reason before any
 search, as kube-scheduler's preemption skips nodes that fail a filter no
 victim can change: nodeSelector and required node affinity,
 `spec.unschedulable` (unless tolerated), and NoSchedule/NoExecute taints it
-does not tolerate (`Pod.refusal_on`).
+does not tolerate (`Pod.refusal_on`). A node where the pod would still lack
+cpu, memory or room for one more pod once the victims are gone is refused
+too (`app.preemption.fit`).
 
 For a preemptor P of priority p and each other candidate node, the search
 finds the smallest set of running pods of priority below p whose release lets an
@@ -83,6 +85,7 @@ from app.model.objects import (
     POD_TERMINAL_PHASES,
     PREEMPT_NEVER,
 )
+from app.preemption.fit import NodeFit
 from app.topology import priority as topology_priority
 
 # Allocator runs one node's search may spend on exact search before it settles
@@ -188,6 +191,15 @@ class PreemptionPlan:
     @property
     def best(self) -> NodePreemption | None:
         return self.nodes[0] if self.nodes else None
+
+
+def _fitted(fit: NodeFit, answer: NodePreemption | str) -> NodePreemption | str:
+    """`answer`, or why the pod would still lack cpu, memory or room for one
+    more pod on its node once the victims are gone (`app.preemption.fit`)."""
+    if isinstance(answer, str):
+        return answer
+    refusal = fit.refusal(answer.node, (v.pod for v in answer.victims), answer.candidates)
+    return answer if refusal is None else refusal
 
 
 def _score(score: float | None) -> float:
@@ -468,12 +480,15 @@ class VictimSearch:
         names = self._inventory.node_names() if node_names is None else node_names
         # None: no PDB anywhere, so no victim can violate one
         pdbs: _Pdbs | None = {} if self._inventory.occupants.pdb_table() else None
+        fit = NodeFit(pod, self._inventory, allowed)
         found: list[NodePreemption] = []
         refused: dict[str, str] = {}
         ready: list[tuple[str, NodeState, CallState, frozenset[str] | None]] = []
         for name in names:
             allow = None if allowed is None else allowed.get(name)
             prepared = self._prepare(pod, request, name)
+            if isinstance(prepared, NodePreemption):
+                prepared = _fitted(fit, prepared)
             if isinstance(prepared, str):
                 refused[name] = prepared
             elif isinstance(prepared, NodePreemption):
@@ -499,7 +514,7 @@ class VictimSearch:
             if best is not None and floor is not None and _cannot_win(floor, best):
                 self.left_out += 1
                 continue
-            answer = self._node(pod, p, node_request, state, allow, pdbs)
+            answer = _fitted(fit, self._node(pod, p, node_request, state, allow, pdbs))
             if isinstance(answer, str):
                 refused[name] = answer
                 continue
