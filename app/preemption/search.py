@@ -98,6 +98,10 @@ _NODE_FACTS: Final = 16384
 _SHARED_RUNS: Final = 16384
 _NOT_ENOUGH: Final = "too few devices the pod's requests match are free"
 _UNKNOWN: Final = (-math.inf,) * 3  # a node's order when counting cannot tell
+# kube-scheduler adds MaxInt32+1 to each victim's priority before summing, so
+# every term is at least 0 and more victims of equal (even negative) priority
+# never sum lower than fewer.
+PRIORITY_OFFSET: Final = 2**31
 
 
 # --------------------------------------------------------------------------- results
@@ -166,13 +170,14 @@ class NodePreemption:
     def rank_key(self) -> tuple[float, ...]:
         """Smaller is better: kube-scheduler's pickOneNodeForPreemption order
         (no victims; fewest PDB violations; lowest highest victim priority;
-        lowest priority sum; fewest victims; latest start among the
-        highest-priority victims), then the better topology score."""
+        lowest sum of priorities, each offset by `PRIORITY_OFFSET`; fewest
+        victims; latest start among the highest-priority victims), then the
+        better topology score."""
         if not self.victims:
             return (0, 0, 0, 0, 0, 0, -_score(self.score))
         top = max(v.priority for v in self.victims)
         earliest = min(_start(v.pod) for v in self.victims if v.priority == top)
-        return (1, self.pdb_violations, top, sum(v.priority for v in self.victims),
+        return (1, self.pdb_violations, top, _priority_sum(v.priority for v in self.victims),
                 len(self.victims), -earliest, -_score(self.score))
 
 
@@ -200,6 +205,11 @@ def _fitted(fit: NodeFit, answer: NodePreemption | str) -> NodePreemption | str:
         return answer
     refusal = fit.refusal(answer.node, (v.pod for v in answer.victims), answer.candidates)
     return answer if refusal is None else refusal
+
+
+def _priority_sum(priorities: Iterable[int]) -> int:
+    """kube-scheduler's sum of victim priorities (`PRIORITY_OFFSET`)."""
+    return sum(p + PRIORITY_OFFSET for p in priorities)
 
 
 def _score(score: float | None) -> float:
@@ -242,9 +252,10 @@ def _importance(victim: Victim) -> tuple[float, float, str]:
 class _Floor:
     """Per term of `NodePreemption.rank_key` after the first two, the least a
     node's answers can have (`VictimSearch._floor`): the highest victim
-    priority, the priority sum, the victim count (worked out only when the
-    first two tie, by `_fewest` over what each pod can free at most), and the
-    latest start."""
+    priority, the priority sum (`sum` from one victim alone, `summed` given
+    the victim count), the victim count (worked out only when the first terms
+    tie, by `_fewest` over what each pod can free at most), and the latest
+    start."""
 
     top: float
     sum: float
@@ -252,9 +263,9 @@ class _Floor:
     counting: _Counting | None = None
     check: _Check | None = None
     # per releasable claim (its highest priority, the devices it frees, its
-    # reservers), and the pods that may go (by id)
+    # reservers), and the pods that may go (id -> priority)
     released: Sequence[tuple[int, int, Sequence[Pod | None]]] = ()
-    eligible: Collection[int] = ()
+    eligible: Mapping[int, int] = field(default_factory=dict)
     _count: float | None = None
 
     def order(self) -> tuple[float, float, float]:
@@ -271,6 +282,17 @@ class _Floor:
             self._count = _fewest(self.counting, self.check, reach.values())
         return self._count
 
+    def summed(self) -> float:
+        """The least priority sum of an answer with `count()` victims or more:
+        one victim of priority `top` at least, and the others each at least
+        one of the lowest priorities of the pods that may go (every offset
+        priority is 0 or more, so further victims only add)."""
+        count = self.count()
+        if math.isinf(count):
+            return math.inf
+        others = sorted(self.eligible.values())[:int(count) - 1]
+        return self.sum + _priority_sum(others)
+
 
 _NOTHING_ENOUGH: Final = _Floor(top=math.inf, sum=math.inf, latest=-math.inf,
                                 _count=math.inf)
@@ -280,10 +302,12 @@ def _cannot_win(floor: _Floor, best: tuple[float, ...]) -> bool:
     """Whether every answer with victims on a node of `floor` ranks below
     `best` (`NodePreemption.rank_key`): its first six terms are each at least
     (1, 0, top, sum, count, -latest), and those alone already compare greater."""
-    head = (1, 0, floor.top, floor.sum)
-    if head != best[:4]:
-        return head > best[:4]
-    return (floor.count(), -floor.latest) > best[4:6]
+    head = (1, 0, floor.top)
+    if head != best[:3]:
+        return head > best[:3]
+    if floor.sum > best[3]:
+        return True
+    return (floor.summed(), floor.count(), -floor.latest) > best[3:6]
 
 
 # --------------------------------------------------------------------------- the search
@@ -574,8 +598,8 @@ class VictimSearch:
 
         Releasing more never frees less, so the smallest t for which releasing
         every claim whose pods that may go all have priority t at most passes
-        counting is a floor on the highest victim priority; the sum is at
-        least that plus the negative priorities. The count: `_fewest`. The
+        counting is a floor on the highest victim priority; the sum
+        (`_priority_sum`) is at least that one victim's. The count: `_fewest`. The
         earliest start among the victims is no later than the latest start
         among the pods that may go."""
         if needs is None:
@@ -588,7 +612,6 @@ class VictimSearch:
         occupants = self._inventory.occupants
         holders = []
         eligible: dict[int, int] = {}  # id(pod) -> priority
-        negative = 0
         latest = -math.inf
         for holder in occupants.occupancy(state.view.node.name):
             other = holder.pod
@@ -603,7 +626,6 @@ class VictimSearch:
                 priority = priority_of(other, occupants)
             if priority < p and (allow is None or other.uid in allow):
                 eligible[id(other)] = priority
-                negative += min(priority, 0)
                 start = other.start_time
                 if start is None or start > latest:
                     latest = math.inf if start is None else start
@@ -645,9 +667,9 @@ class VictimSearch:
             freed |= mask
             if (i + 1 == len(order) or order[i + 1][0] != top) \
                     and _plausible_freed(counting, freed, check):
-                return _Floor(top=top, sum=top + negative, latest=latest,
+                return _Floor(top=top, sum=_priority_sum((top,)), latest=latest,
                               counting=counting, check=check, released=order,
-                              eligible=eligible.keys())
+                              eligible=eligible)
         return _NOTHING_ENOUGH
 
     def _problem(self, pod: Pod, p: int, request: CallState, state: NodeState,

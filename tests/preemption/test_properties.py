@@ -178,10 +178,10 @@ def test_victims_never_exceed_the_brute_force_minimum(spec: dict[str, Any], mode
                 == sorted(r.device for ca in alone.best.allocation for r in ca.allocation.results)
 
 
-# Few priorities and start times over several different nodes: nodes tie on
+# Few priorities (one negative) and start times over several different nodes: nodes tie on
 # the first terms of the ranking, so leaving one out wrongly shows.
 tied_st = st.fixed_dictionaries({
-    "nodes": st.lists(st.tuples(node_strategy([0, 0, 1, 49]), st.just(1)), min_size=2,
+    "nodes": st.lists(st.tuples(node_strategy([-3, 0, 0, 1, 49]), st.just(1)), min_size=2,
                       max_size=4),
     "count": st.integers(1, 3),
     "same_root": st.booleans(),

@@ -218,6 +218,46 @@ def test_nodes_rank_by_priorities_then_count_then_start() -> None:
     assert [n.node for n in search.search(inv.pod("default/p")).nodes] == ["new", "old", "hi"]
 
 
+def test_priority_sums_count_each_victim_offset_like_kube_scheduler() -> None:
+    # pickOneNodeForPreemption adds MaxInt32+1 to each victim's priority before
+    # summing: a's {10, 1} beats b's {10, 0, 0} (raw sums 11 and 10).
+    objs = [GPU_CLASS, want(2), preemptor(), node("a"), *gpu_node("a")]
+    for i, prio in enumerate((10, 1, 20, 20)):
+        objs += holder(f"a{i}", "a", [f"{GPU}/a/gpu-{i}"], priority=prio)
+    objs += [node("b"), *gpu_node("b"),
+             *holder("b0", "b", [f"{GPU}/b/gpu-0"], priority=10),
+             *holder("b1", "b", [f"{GPU}/b/gpu-1"], priority=0, claim_name="shared",
+                     sharers=("b2",)),
+             *holder("b2", "b", [], priority=0, claim_name="shared"),
+             *holder("b3", "b", [f"{GPU}/b/gpu-2"], priority=2000),
+             *holder("b4", "b", [f"{GPU}/b/gpu-3"], priority=2000)]
+    inv = load(*objs)
+    _, search = searcher(inv)
+    plan = search.search(inv.pod("default/p"))
+    assert [n.node for n in plan.nodes] == ["a", "b"]
+    assert victims(plan) == ["a0", "a1"] and victims(plan, "b") == ["b0", "b1", "b2"]
+    _, search = searcher(inv)
+    assert victims(search.search(inv.pod("default/p"), best_only=True)) == ["a0", "a1"]
+
+
+def test_a_best_only_search_leaves_out_nodes_whose_offset_priority_sum_cannot_win() -> None:
+    # Both nodes' highest victim has priority 10. n1 frees two GPUs with its
+    # one pod of 10 (one claim of two); n2 needs its pod of -100 and one of 10,
+    # whose sum is higher once each priority is offset by MaxInt32+1.
+    inv = load(GPU_CLASS, node("n1"), *gpu_node("n1"),
+               holder("n1-0", "n1", [f"{GPU}/n1/gpu-0", f"{GPU}/n1/gpu-1"], priority=10),
+               holder("n1-2", "n1", [f"{GPU}/n1/gpu-2"], priority=20),
+               holder("n1-3", "n1", [f"{GPU}/n1/gpu-3"], priority=20),
+               gpus("n2", 10, -100, 10, 10), want(2), preemptor())
+    _, search = searcher(inv)
+    full = search.search(inv.pod("default/p"))
+    assert [n.node for n in full.nodes] == ["n1", "n2"]
+    _, search = searcher(inv)
+    best = search.search(inv.pod("default/p"), best_only=True)
+    assert answer(best.best) == answer(full.best) and victims(best) == ["n1-0"]
+    assert search.left_out == 1
+
+
 def test_within_a_node_pdb_covered_pods_are_spared_when_the_size_allows() -> None:
     objs = [GPU_CLASS, want(1), preemptor(), pdb("keep", {"app": "keep"}, 0),
             node("n1"), *gpu_node("n1", roots=("r0", "r0"))]
