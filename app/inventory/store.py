@@ -19,6 +19,14 @@ changes.
 Assumed allocations (made by bind before the API confirms them) count as
 allocated until the claim arrives carrying an allocation, until
 `forget_assumed`, or until their time-to-live passes.
+
+A claim can be newer in the inventory than in its watch: the preemption's
+catch-up reads it from the API server (`delete` on a 404, `apply` of a newer
+copy). So a claim's watch event not newer than the held copy is dropped
+(resourceVersions compared as revisions, as kube-scheduler's assume cache
+compares them, and only when both are integers), and a claim read as gone is
+remembered by uid until its deletion arrives or the claims are listed again,
+so that the watch's older events cannot bring it back.
 """
 
 from __future__ import annotations
@@ -60,7 +68,7 @@ KINDS: Final = (*DEVICE_KINDS, "PodDisruptionBudget", "PriorityClass")
 EVENT_TYPES: Final = ("ADDED", "MODIFIED", "DELETED")
 
 __all__ = ["DEVICE_KINDS", "EVENT_TYPES", "KINDS", "POD_CLAIM_NAME_ANNOTATION", "Inventory",
-           "InventoryCounts", "NodeState"]
+           "InventoryCounts", "NodeState", "compare_revisions"]
 
 
 @dataclass(slots=True, frozen=True, weakref_slot=True)
@@ -97,6 +105,8 @@ class Inventory:
         self._versions = Versions()
         self._holdings = Holdings(clock=clock, on_change=self._stamp_pools)
         self._states: dict[str, NodeState] = {}
+        # Claims read as gone before their watch said so: key -> uid.
+        self._gone_claims: dict[str, str] = {}
         self.selectors = SelectorCache()
         # With a pool, only its nodes and the slices they can use are held (`nodepool`).
         self.pool = pool
@@ -116,6 +126,8 @@ class Inventory:
     def apply_parsed(self, kind: str, event_type: str, parsed: Any) -> None:
         """`apply` of an object parsed already (a slice decoded straight from
         its JSON); the pool's check is made on the parsed object (`upsert`)."""
+        if kind == "ResourceClaim" and self._claim_event_stale(event_type, parsed):
+            return
         if event_type == "DELETED":
             self._delete(kind, object_key(kind, parsed))
         else:
@@ -162,14 +174,37 @@ class Inventory:
         that parses a large list page by page never holds the parsed list
         beside the inventory (the objects the list repeats unchanged are freed
         as they are put), and a failed list has changed only what it read."""
+        if kind == "ResourceClaim":
+            self._gone_claims.clear()
         return Listing(self, kind)
 
     def delete(self, kind: str, key: str) -> None:
         """Remove the object `key` of `kind`, known gone without a watch event
-        (a read answered 404); nothing when it is not held."""
+        (a read answered 404); nothing when it is not held. A claim's watch
+        events for the removed copy's uid are then ignored until its deletion
+        arrives or the claims are listed again."""
         if kind not in KINDS:
             raise InvalidObject(f"unsupported kind {kind!r}")
+        if kind == "ResourceClaim":
+            held = self._objects.claims.get(key)
+            if held is not None:
+                self._gone_claims[key] = held.uid
         self._delete(kind, key)
+
+    def _claim_event_stale(self, event_type: str, claim: ResourceClaim) -> bool:
+        """Whether a claim's watch event is older than what the inventory holds:
+        not newer than the held copy, or about a copy read as gone."""
+        key = claim.key
+        gone = self._gone_claims.get(key)
+        if gone is not None and gone == claim.uid:
+            if event_type == "DELETED":
+                del self._gone_claims[key]
+            return True
+        held = self._objects.claims.get(key)
+        if held is None:
+            return False
+        order = compare_revisions(claim.resource_version, held.resource_version)
+        return order is not None and order <= 0
 
     def admits(self, kind: str, obj: Mapping[str, Any]) -> bool:
         """False for a raw object the pool leaves out without parsing it: a
@@ -476,6 +511,18 @@ class Inventory:
         return NodeState(view=NodeView(node=node, version=version, pools=pools),
                          allocated=self._holdings.allocated_for(pools,
                                                                 self._objects.pool_devices))
+
+
+def compare_revisions(version: str, than: str) -> int | None:
+    """-1, 0 or 1 as resourceVersion `version` is older than, the same as or
+    later than `than`; None when either is not an integer. They are opaque
+    strings by contract, but every API server serves etcd revisions, and
+    kube-scheduler's assume cache compares them as integers to tell a late
+    event from a newer copy."""
+    if not (version.isdigit() and than.isdigit()):
+        return None
+    a, b = int(version), int(than)
+    return (a > b) - (a < b)
 
 
 class Listing:

@@ -13,8 +13,9 @@ those few claims from the API server and applies what is newer than the
 inventory's copy (a higher resourceVersion; a claim answered 404 is gone;
 one the watch removed while the read was on its way stays removed). The
 filter then answers from the API server's present state, as kube-scheduler's
-own cache would once the events arrive. The watch delivers the same changes
-later, and they change nothing.
+own cache would once the events arrive. The watch delivers the same writes
+later; the inventory drops those older than its copy, and ignores those of a
+claim read as gone until its deletion arrives (`Inventory.delete`).
 
 The reads are bounded: only claims of a live nomination that drax sees
 allocated, one read of them at a time per preemptor (a filter arriving while

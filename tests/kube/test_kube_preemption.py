@@ -17,6 +17,7 @@ from prometheus_client import CollectorRegistry
 from app.config import Settings
 from app.extender import Extender
 from app.features import FeatureGates
+from app.inventory import Inventory
 from app.model import Pod, parse_object
 from app.preemption import Actor, Catchup, Driver, Preemption, PreemptionMetrics, VictimSearch
 from app.preemption.actor import DISRUPTION_TARGET, PREEMPTION_BY_SCHEDULER
@@ -398,6 +399,63 @@ async def test_catching_up_reads_each_stale_claim_once_for_concurrent_filters(
         # Another pod (no hold of its own) never reads.
         v2 = h.inventory.pod("default/v2")
         assert v2 is not None and catchup.stale_claims(v2) == []
+
+
+async def test_a_claim_read_as_gone_is_not_brought_back_by_the_watch_s_late_events(
+        tmp_path: Path) -> None:
+    """The catch-up reads a victim's claim as gone (404) while drax's watch
+    still trails with the claim's last writes: its deletionTimestamp, still
+    allocated, then its deletion. Those late events never bring it back."""
+    async with KubeHarness(tmp_path) as h:
+        full_cluster(h.server)
+        c, p = preemptor()
+        h.server.create("resourceclaims", c)
+        h.server.create("pods", p)
+        seen: list[tuple[str, bool]] = []
+        h.watch(on_change=lambda kind, event, obj: seen.append(
+            (event, h.inventory.claim("default/v0-gpu") is not None))
+            if kind == "ResourceClaim" and obj and obj["metadata"]["name"] == "v0-gpu" else None)
+        await h.synced()
+        assert await driver_of(h, CollectorRegistry()).run_once()
+        await h.caught_up()
+        h.server.hold_watches("resourceclaims")
+        h.server.delete("pods", "v0", "default")
+        going = h.server.get("resourceclaims", "v0-gpu", "default")
+        going["metadata"]["deletionTimestamp"] = "2026-12-04T10:05:00Z"
+        h.server.update("resourceclaims", going)
+        h.server.delete("resourceclaims", "v0-gpu", "default")
+        catchup = Catchup(h.inventory)
+        catchup.api = h.client
+        pod = h.inventory.pod("default/p")
+        assert pod is not None
+        seen.clear()
+        await catchup.before_filter(pod)
+        assert h.inventory.claim("default/v0-gpu") is None
+        h.server.release_watches("resourceclaims")
+        await h.caught_up()
+        assert seen == [("MODIFIED", False), ("DELETED", False)]
+        assert h.inventory.claim("default/v0-gpu") is None
+        held = h.inventory.nomination("default/p")
+        assert held is not None and "default/v0-gpu" not in catchup.stale_claims(pod)
+
+
+def test_a_claim_s_late_watch_event_leaves_a_newer_copy() -> None:
+    """A copy read newer than the watch's (deallocated at rv 12) stays when the
+    watch then delivers its older write (allocated at rv 11)."""
+    inventory = Inventory()
+    c, _ = victim("v0", 0)
+    c["metadata"].update(uid="uid-c", resourceVersion="11")
+    inventory.apply("ResourceClaim", "ADDED", c)
+    fresh = {**c, "metadata": {**c["metadata"], "resourceVersion": "12"}, "status": {}}
+    inventory.apply("ResourceClaim", "MODIFIED", fresh)
+    inventory.apply("ResourceClaim", "MODIFIED", c)
+    held = inventory.claim("default/v0-gpu")
+    assert held is not None and held.allocation is None and held.resource_version == "12"
+    # Versions that are not revisions are not compared: the event applies.
+    c["metadata"]["resourceVersion"] = "x"
+    inventory.apply("ResourceClaim", "MODIFIED", c)
+    held = inventory.claim("default/v0-gpu")
+    assert held is not None and held.allocation is not None
 
 
 def test_resource_versions_compare_as_revisions() -> None:
