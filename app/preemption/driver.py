@@ -22,8 +22,9 @@ driver:
    nodes the pod can never run on: nodeSelector, required node affinity,
    taints, cordon). A best node without victims means the pod already fits
    (it waits for the scheduler's retry; when its scheduler nominated it to
-   that node and pods there are still going, as a failover leaves it, its
-   devices there are held for it); otherwise the actor carries out the best
+   that node and it takes devices that pods of lower priority still going
+   there release, as a failover leaves it, its devices there are held for
+   it); otherwise the actor carries out the best
    node's preemption, and the pass ends there: the next search then sees
    this one's victims as going.
 """
@@ -205,27 +206,52 @@ class Driver:
     def _hold_nominated(self, pod: Pod, priority: int, best: NodePreemption,
                         now: float) -> None:
         """Hold the devices `pod` fits on for it when its scheduler nominated it
-        to that node, pods there are still going, and no hold of this
-        replica's covers it: what a failover leaves (holds live in the
-        leader's memory; the nomination and the terminating victims are in the
-        API server). kube-scheduler counts a nominated pod on its node for pods
-        of no higher priority; the hold does the same for its devices, with the
-        pods going on that node as its victims."""
+        to that node, its allocation there takes devices of claims that pods
+        of lower priority, all going, release, and no hold of this replica's
+        covers it: what a failover leaves (holds live in the leader's memory;
+        the nomination and the terminating victims are in the API server).
+        kube-scheduler counts a nominated pod on its node for pods of no
+        higher priority; the hold does the same for its devices, with those
+        going pods as its victims and their claims as its victims' claims. A
+        pod going that the allocation does not need, or one of no lower
+        priority (never a victim of this pod), is none of the hold's business."""
         if pod.nominated_node_name != best.node or not best.terminating:
             return
         held = self._inventory.nomination(pod.key)
         if held is not None and held.pod_uid == pod.uid:
             return
+        victims, victim_claims = self._victims_going(priority, best)
+        if not victim_claims:
+            return
         self._inventory.nominate(Nomination(
             pod_key=pod.key, pod_uid=pod.uid, priority=priority, node=best.node,
-            allocations=best.allocation,
-            victims=tuple((t.key, t.uid) for t in best.terminating),
-            victim_claims=best.released_claims, started_at=now,
-            expires_at=now + self._hold_seconds))
+            allocations=best.allocation, victims=victims, victim_claims=victim_claims,
+            started_at=now, expires_at=now + self._hold_seconds))
         log.info("holding devices %s on node %s for pod %s, nominated there by its "
                  "scheduler", ", ".join(sorted({r.device_id for ca in best.allocation
                                                 for r in ca.allocation.results})),
                  best.node, pod.key)
+
+    def _victims_going(self, priority: int, best: NodePreemption
+                       ) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
+        """The going pods below `priority` whose released claims hold devices
+        `best.allocation` takes (key, uid), and those claims: a claim counts
+        only when every pod reserving it is such a pod."""
+        taken = {r.device_id for ca in best.allocation for r in ca.allocation.results}
+        occupants = self._inventory.occupants
+        going = {t.uid: t for t in best.terminating if priority_of(t, occupants) < priority}
+        victims: dict[str, str] = {}
+        claims: list[str] = []
+        for claim in best.released:
+            if claim.allocation is None or not claim.reserved_for or taken.isdisjoint(
+                    r.device_id for r in claim.allocation.results):
+                continue
+            reservers = [going.get(ref.uid) for ref in claim.reserved_for]
+            if any(r is None for r in reservers):
+                continue
+            claims.append(claim.key)
+            victims.update((r.key, r.uid) for r in reservers if r is not None)
+        return tuple(sorted(victims.items())), tuple(sorted(claims))
 
     def _refusal(self, pod: Pod, problem: str | None) -> str:
         if problem is None:

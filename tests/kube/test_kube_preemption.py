@@ -508,6 +508,69 @@ async def test_a_new_leader_holds_the_devices_of_a_preemptor_its_scheduler_nomin
         assert ext.filter(p_pod, ["node-a"]).passed == ["node-a"]
 
 
+def going(h: KubeHarness, name: str, priority: int) -> None:
+    pod = h.server.get("pods", name, "default")
+    pod["spec"]["priority"] = priority
+    pod["metadata"]["deletionTimestamp"] = "2026-12-04T10:05:00Z"
+    h.server.update("pods", pod)
+
+
+async def nominated_after_failover(h: KubeHarness) -> Driver:
+    c, p = preemptor(count=1)
+    p["status"]["nominatedNodeName"] = "node-a"
+    h.server.create("resourceclaims", c)
+    h.server.create("pods", p)
+    h.watch()
+    await h.synced()
+    driver = driver_of(h, CollectorRegistry())
+    assert not await driver.run_once()
+    assert pods_deleted(h.server) == []
+    return driver
+
+
+async def test_a_rebuilt_hold_takes_as_victims_only_the_lower_pods_going_that_free_its_devices(
+        tmp_path: Path) -> None:
+    """After a failover, p (1 GPU) nominated to node-a, where v0 (below p) and
+    v1 (above p, stuck) are going: the hold takes v0's GPU, with v0 alone as
+    its victim, and ends its wait once v0 is gone though v1 stays."""
+    async with KubeHarness(tmp_path) as h:
+        full_cluster(h.server)
+        going(h, "v0", 0)
+        going(h, "v1", 2000)
+        driver = await nominated_after_failover(h)
+        held = h.inventory.nomination("default/p")
+        assert held is not None
+        assert held.device_ids == (f"{DRIVER}/node-a/gpu-0",)
+        assert held.victims == (("default/v0", "uid-v0"),)
+        assert held.victim_claims == ("default/v0-gpu",)
+        h.server.delete("pods", "v0", "default")
+        h.server.delete("resourceclaims", "v0-gpu", "default")
+        await h.caught_up()
+        assert not driver.victims_pending(held)
+
+
+async def test_no_hold_is_rebuilt_for_a_pod_going_that_is_of_higher_priority_or_not_needed(
+        tmp_path: Path) -> None:
+    """p's GPU can only come from v0, going but of higher priority than p: no
+    victim of p's, so nothing is held. Nor when the pod going holds a GPU p's
+    allocation does not take."""
+    async with KubeHarness(tmp_path) as h:
+        full_cluster(h.server)
+        going(h, "v0", 2000)
+        await nominated_after_failover(h)
+        assert h.inventory.nomination("default/p") is None
+    async with KubeHarness(tmp_path) as h:
+        h.server.create("deviceclasses", device_class())
+        h.server.create("nodes", node("node-a"))
+        h.server.create("resourceslices", gpu_slice("node-a", 2))
+        c, v = victim("v0", 1)
+        h.server.create("resourceclaims", c)
+        h.server.create("pods", v)
+        going(h, "v0", 0)
+        await nominated_after_failover(h)
+        assert h.inventory.nomination("default/p") is None
+
+
 async def test_a_nomination_elsewhere_or_none_rebuilds_no_hold(tmp_path: Path) -> None:
     async with KubeHarness(tmp_path) as h:
         full_cluster(h.server)
