@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 from collections.abc import Mapping
-from typing import Any, Final, cast
+from typing import Annotated, Any, Final, cast
 
 import msgspec
 import orjson
@@ -47,16 +47,23 @@ from app.model.parse import parse_object as reference_parse
 from app.model.quantity import Quantity, QuantityError, parse_quantity
 from app.model.versions import READ_AS_V1
 
+# An int64, as the API publishes. orjson reads an integer outside
+# [-2**63, 2**64 - 1] as a float, which the reference parse refuses (or, in an
+# attribute, leaves unsupported), while msgspec would read it as an int, so a
+# slice holding one goes to the reference parse; so does one above int64
+# (msgspec bounds stop at int64), which the reference reads as an int.
+_Int64 = Annotated[int, msgspec.Meta(ge=-2**63, le=2**63 - 1)]
+
 
 class _Attribute(msgspec.Struct, frozen=True, gc=False):
     """One attribute value as published; frozen so it is its own cache key
     (field by field, so `{"int": 1}` and `{"bool": true}` never meet)."""
 
-    int_: int | None = msgspec.field(default=None, name="int")
+    int_: _Int64 | None = msgspec.field(default=None, name="int")
     bool_: bool | None = msgspec.field(default=None, name="bool")
     string: str | None = None
     version: str | None = None
-    ints: tuple[int, ...] | None = None
+    ints: tuple[_Int64, ...] | None = None
     bools: tuple[bool, ...] | None = None
     strings: tuple[str, ...] | None = None
     versions: tuple[str, ...] | None = None
@@ -105,8 +112,8 @@ class _Device(msgspec.Struct, gc=False):
 
 class _Pool(msgspec.Struct, gc=False):
     name: str
-    generation: int | None = None
-    resourceSliceCount: int | None = None
+    generation: _Int64 | None = None
+    resourceSliceCount: _Int64 | None = None
 
 
 class _CounterSet(msgspec.Struct, gc=False):
