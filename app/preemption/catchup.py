@@ -10,8 +10,9 @@ pod whose devices are in fact free, and the scheduler has to try again.
 So before the filter of a nominated preemptor (its own nomination, same uid)
 whose victims' released claims drax still sees allocated, `Catchup` reads
 those few claims from the API server and applies what is newer than the
-inventory's copy (a higher resourceVersion; a claim answered 404 is gone;
-one the watch removed while the read was on its way stays removed). The
+inventory's copy (a higher resourceVersion; a claim answered 404 is gone,
+unless the watch changed the inventory's copy while the read was on its way;
+one the watch removed meanwhile stays removed). The
 filter then answers from the API server's present state, as kube-scheduler's
 own cache would once the events arrive. The watch delivers the same writes
 later; the inventory drops those older than its copy, and ignores those of a
@@ -122,9 +123,10 @@ class Catchup:
 
     async def _read_all(self, api: client.ApiClient, keys: list[str]) -> None:
         claims: Any = client.ResourceV1Api(api)
+        sent = [self._copy(key) for key in keys]
         answers = await asyncio.gather(*(self._read(claims, key) for key in keys))
-        for key, answer in zip(keys, answers, strict=True):
-            result = self._apply(key, answer)
+        for key, copy, answer in zip(keys, sent, answers, strict=True):
+            result = self._apply(key, answer, copy)
             if self._metrics is not None:
                 self._metrics.reads.labels(result=result).inc()
 
@@ -138,8 +140,15 @@ class Catchup:
             log.debug("reading resourceclaim %s: %s: %s", key, type(exc).__name__, exc)
             return None
 
-    def _apply(self, key: str, answer: tuple[int, dict[str, Any]] | None) -> str:
-        """Apply one read; what it found (`READ_RESULTS`)."""
+    def _copy(self, key: str) -> tuple[str, str] | None:
+        """The (uid, resourceVersion) of the inventory's copy of claim `key`."""
+        held = self._inventory.claim(key)
+        return None if held is None else (held.uid, held.resource_version)
+
+    def _apply(self, key: str, answer: tuple[int, dict[str, Any]] | None,
+               sent: tuple[str, str] | None) -> str:
+        """Apply one read, sent while the inventory held copy `sent` of the
+        claim; what it found (`READ_RESULTS`)."""
         if answer is None:
             return "error"
         code, body = answer
@@ -149,6 +158,10 @@ class Catchup:
             # copy read before it must not bring the claim back.
             return "caught-up"
         if code == 404:
+            if (held.uid, held.resource_version) != sent:
+                # The watch delivered a later write while the read was on its
+                # way, perhaps a new claim of that name: the 404 may be older.
+                return "caught-up"
             self._inventory.delete("ResourceClaim", key)
             return "freed"
         if code != 200:

@@ -439,6 +439,40 @@ async def test_a_claim_read_as_gone_is_not_brought_back_by_the_watch_s_late_even
         assert held is not None and "default/v0-gpu" not in catchup.stale_claims(pod)
 
 
+async def test_a_404_read_before_a_claim_was_made_again_leaves_the_new_claim(
+        tmp_path: Path) -> None:
+    """The read of v0's claim answers 404; before the answer is applied, the
+    watch delivers a new claim of the same name (another uid). The 404 is
+    about the old one: the new claim stays."""
+    async with KubeHarness(tmp_path) as h:
+        full_cluster(h.server)
+        await start_with_preemptor(h)
+        assert await driver_of(h, CollectorRegistry()).run_once()
+        await h.caught_up()
+        h.server.hold_watches("resourceclaims")
+        h.server.delete("pods", "v0", "default")
+        h.server.delete("resourceclaims", "v0-gpu", "default")
+
+        class Remade(Catchup):
+            async def _read(self, claims: Any, key: str) -> Any:
+                answer = await super()._read(claims, key)
+                if key == "default/v0-gpu":
+                    again = claim("v0-gpu")
+                    again["metadata"]["uid"] = "uid-again"
+                    h.server.create("resourceclaims", again)
+                    h.server.release_watches("resourceclaims")
+                    await h.caught_up()
+                return answer
+
+        catchup = Remade(h.inventory)
+        catchup.api = h.client
+        pod = h.inventory.pod("default/p")
+        assert pod is not None
+        await catchup.before_filter(pod)
+        again = h.inventory.claim("default/v0-gpu")
+        assert again is not None and again.uid == "uid-again"
+
+
 def test_a_claim_s_late_watch_event_leaves_a_newer_copy() -> None:
     """A copy read newer than the watch's (deallocated at rv 12) stays when the
     watch then delivers its older write (allocated at rv 11)."""
