@@ -10,6 +10,7 @@ from app.inventory.store import (
     Inventory,
     InventoryCounts,
     NodeState,
+    compare_revisions,
 )
 
 __all__ = [
@@ -22,4 +23,5 @@ __all__ = [
     "NodeState",
     "Nomination",
     "Occupants",
+    "compare_revisions",
 ]

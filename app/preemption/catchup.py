@@ -39,7 +39,7 @@ from kubernetes_asyncio import client
 from prometheus_client import CollectorRegistry, Counter
 
 from app.binder import call_with_retries
-from app.inventory import Inventory
+from app.inventory import Inventory, compare_revisions
 from app.model import InvalidObject, Pod
 
 log = logging.getLogger(__name__)
@@ -182,10 +182,8 @@ class Catchup:
 
 
 def newer(version: str, than: str) -> bool:
-    """Whether resourceVersion `version` is later than `than`. They are opaque
-    strings by contract, but every API server serves etcd revisions (decimal
-    integers), and a watch delivers them in order; anything else is taken as
-    different, and so newer."""
-    if version.isdigit() and than.isdigit():
-        return int(version) > int(than)
-    return version != than
+    """Whether resourceVersion `version` is a later revision than `than`; False
+    when either is not an integer (nothing is known of their order, and the
+    read then leaves the watch's copy)."""
+    order = compare_revisions(version, than)
+    return order is not None and order > 0

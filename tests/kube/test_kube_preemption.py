@@ -494,7 +494,9 @@ def test_a_claim_s_late_watch_event_leaves_a_newer_copy() -> None:
 
 def test_resource_versions_compare_as_revisions() -> None:
     assert newer("120", "99") and not newer("99", "120") and not newer("7", "7")
-    assert newer("b", "a") and not newer("a", "a")
+    # Versions that are not revisions have no known order.
+    assert not newer("b", "a") and not newer("a", "b") and not newer("a", "a")
+    assert not newer("12", "a") and not newer("a", "12") and not newer("", "12")
 
 
 # --------------------------------------------------------------------------- a new leader
