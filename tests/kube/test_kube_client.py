@@ -39,6 +39,57 @@ def test_the_proxy_is_the_environment_s_unless_no_proxy_names_the_server(
     assert env_proxy("https://api.example:6443") is None
 
 
+@pytest.mark.parametrize(("no_proxy", "server", "direct"), [
+    ("10.0.0.0/8", "https://10.96.0.1:443", True),
+    ("10.0.0.0/8", "https://11.0.0.1:443", False),
+    ("10.1.2.3/8", "https://10.200.0.1", True),  # host bits set, as Go's ParseCIDR
+    ("fd00::/8", "https://[fd00::1]:6443", True),
+    ("fd00::/8", "https://10.0.0.1:6443", False),
+    ("10.0.0.0/8", "https://[::ffff:10.0.0.1]:6443", True),  # IPv4-mapped
+    ("10.0.0.0/8", "https://api.example:6443", False),  # a name is not resolved
+    ("10.0.0.1", "https://10.0.0.1:6443", True),
+    ("10.0.0.1:6443", "https://10.0.0.1:6443", True),
+    ("10.0.0.1:443", "https://10.0.0.1:6443", False),
+    ("10.0.0.1:443", "https://10.0.0.1", True),  # the scheme's default port
+    ("[fd00::1]:6443", "https://[fd00::1]:6443", True),
+    ("fd00::1", "https://[fd00::1]:6443", True),
+    ("example", "https://api.example:6443", True),
+    ("example", "https://example:6443", True),
+    ("example", "https://api.notexample:6443", False),  # whole labels only
+    ("other.example", "https://api.example:6443", False),
+    (".example", "https://example:6443", False),  # a leading dot: subdomains only
+    ("*.example", "https://api.example:6443", True),
+    ("API.Example:6443", "https://api.example:6443", True),
+    ("api.example:443", "https://api.example:6443", False),
+    (" , other , *", "https://api.example:6443", True),
+    ("", "https://127.0.0.1:6443", True),  # loopback is never proxied
+    ("", "https://[::1]:6443", True),
+    ("", "https://localhost:6443", True),
+    ("", "https://api.example:6443", False),
+    ("10.0.0.0/33,/8,:80", "https://10.0.0.1:6443", False),  # malformed: ignored
+])
+def test_no_proxy_matches_as_client_go_reads_it(
+        no_proxy: str, server: str, direct: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """golang.org/x/net/http/httpproxy's rules: CIDR blocks, IPs and domain
+    suffixes, each with an optional port, `*`; loopback and localhost direct."""
+    for name in ("https_proxy", "http_proxy", "no_proxy", "HTTP_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
+    monkeypatch.setenv("NO_PROXY", no_proxy)
+    assert env_proxy(server) == (None if direct else "http://proxy.example:3128")
+
+
+def test_the_upper_case_variables_win_and_a_bare_proxy_is_http(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HTTPS_PROXY", "proxy.example:3128")
+    monkeypatch.setenv("https_proxy", "http://other.example:3128")
+    monkeypatch.setenv("NO_PROXY", "")
+    monkeypatch.setenv("no_proxy", "api.example")
+    assert env_proxy("https://api.example:6443") is None  # an empty NO_PROXY is unset
+    monkeypatch.setenv("NO_PROXY", "elsewhere.example")
+    assert env_proxy("https://api.example:6443") == "http://proxy.example:3128"
+
+
 async def test_the_client_takes_the_proxy_at_creation(tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("https_proxy", "http_proxy", "no_proxy", "HTTPS_PROXY", "HTTP_PROXY",

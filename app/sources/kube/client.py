@@ -6,9 +6,14 @@ service-account token and CA are used. A configuration that cannot be loaded
 raises `KubeConfigError` with the reason, so `drax serve` fails at start-up
 instead of serving a cluster it cannot see.
 
-The proxy comes from the environment once, when the client is made
-(HTTPS_PROXY/HTTP_PROXY unless NO_PROXY names the API server), as client-go
-reads it, unless the kubeconfig names one. The HTTP session then looks at the
+The proxy comes from the environment once, when the client is made, unless
+the kubeconfig names one: HTTPS_PROXY or HTTP_PROXY by the server's scheme,
+unless NO_PROXY names the server, read by the rules client-go reads it by
+(golang.org/x/net/http/httpproxy): upper-case names first; NO_PROXY entries
+are CIDR blocks, IPs and domain names (a name matches itself and its
+subdomains, a leading "." or "*." subdomains only), each with an optional
+port, or `*` for every host; loopback addresses and localhost never go
+through a proxy. The HTTP session then looks at the
 environment no more: with `trust_env` aiohttp resolves the proxy and reads
 ~/.netrc in a worker thread on every request, two thread hops on the path of
 every bind write, and a ~/.netrc naming the API server would add Basic
@@ -17,9 +22,9 @@ credentials beside the client's own Authorization, which aiohttp refuses.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import urllib.parse
-import urllib.request
 from typing import Any
 
 import orjson
@@ -65,14 +70,81 @@ async def api_client(*, kubeconfig: str | None = None, context: str | None = Non
 
 def env_proxy(server: str) -> str | None:
     """The proxy the environment names for `server`'s scheme, None if NO_PROXY
-    matches its host or none is named."""
+    matches its host (module doc) or none is named."""
     url = urllib.parse.urlsplit(server)
-    proxies = urllib.request.getproxies_environment()
-    host = url.netloc.rpartition("@")[2]
-    bypass = urllib.request.proxy_bypass_environment  # type: ignore[attr-defined]
-    if not url.hostname or bypass(host, proxies):
+    names = {"https": ("HTTPS_PROXY", "https_proxy"), "http": ("HTTP_PROXY", "http_proxy")}
+    proxy = _env(*names.get(url.scheme, ()))
+    if not proxy or not url.hostname:
         return None
-    return proxies.get(url.scheme) or None
+    try:
+        port = str(url.port or _PORTS[url.scheme])
+    except ValueError:  # not a port number
+        return None
+    if not _use_proxy(url.hostname, port, _env("NO_PROXY", "no_proxy")):
+        return None
+    scheme = urllib.parse.urlsplit(proxy).scheme
+    return proxy if scheme in ("http", "https", "socks5") else f"http://{proxy}"
+
+
+_PORTS = {"http": 80, "https": 443}
+
+
+def _env(*names: str) -> str:
+    return next((v for v in map(os.environ.get, names) if v), "")
+
+
+def _use_proxy(host: str, port: str, no_proxy: str) -> bool:
+    ip = _ip(host)
+    if host == "localhost" or (ip is not None and ip.is_loopback):
+        return False
+    entries = (e.strip().lower() for e in no_proxy.split(","))
+    return not any(_bypasses(e, host, port, ip) for e in entries if e)
+
+
+def _ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    try:
+        ip = ipaddress.ip_address(text)
+    except ValueError:
+        return None
+    # Go holds an IPv4 address as its IPv4-mapped IPv6 form: the two are one
+    return ip.ipv4_mapped or ip if isinstance(ip, ipaddress.IPv6Address) else ip
+
+
+def _bypasses(entry: str, host: str, port: str,
+              ip: ipaddress.IPv4Address | ipaddress.IPv6Address | None) -> bool:
+    """Whether the NO_PROXY `entry` names `host`:`port`; a malformed entry names nothing."""
+    if entry == "*":
+        return True
+    if "/" in entry:
+        try:
+            return ip is not None and ip in ipaddress.ip_network(entry, strict=False)
+        except ValueError:
+            pass  # then read as a name, as Go does; it matches no host
+    name, entry_port = _split_host_port(entry)
+    if not name:
+        return False
+    if entry_port and entry_port != port:
+        return False
+    entry_ip = _ip(name)
+    if entry_ip is not None:
+        return entry_ip == ip
+    if name.startswith("*."):
+        name = name[1:]
+    return host.endswith(name) if name.startswith(".") else (
+        host == name or host.endswith("." + name))
+
+
+def _split_host_port(entry: str) -> tuple[str, str]:
+    """Go's net.SplitHostPort where it succeeds, else (`entry`, "")."""
+    if entry.startswith("["):
+        end = entry.find("]")
+        if end > 0 and entry[end + 1:end + 2] == ":" and ":" not in entry[end + 2:]:
+            return entry[1:end], entry[end + 2:]
+        return entry, ""
+    if entry.count(":") == 1:
+        name, _, port = entry.partition(":")
+        return name, port
+    return entry, ""
 
 
 async def read_object(request: Any, *, what: str) -> dict[str, Any]:
