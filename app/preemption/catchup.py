@@ -107,6 +107,7 @@ class Catchup:
             return
         stale = self.stale_claims(pod)
         now = self._clock()
+        self._forget_ended()
         if not stale:
             self._last.pop(pod.key, None)
             return
@@ -120,6 +121,13 @@ class Catchup:
         finally:
             if self._running.get(pod.key) is task:
                 del self._running[pod.key]
+
+    def _forget_ended(self) -> None:
+        """Forget the last read of preemptors whose nomination ended (deleted,
+        bound, replaced) before their claims were seen freed."""
+        ended = [key for key in self._last if self._inventory.nomination(key) is None]
+        for key in ended:
+            del self._last[key]
 
     async def _read_all(self, api: client.ApiClient, keys: list[str]) -> None:
         claims: Any = client.ResourceV1Api(api)

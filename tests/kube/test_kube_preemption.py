@@ -492,6 +492,28 @@ def test_a_claim_s_late_watch_event_leaves_a_newer_copy() -> None:
     assert held is not None and held.allocation is not None
 
 
+async def test_catching_up_forgets_a_preemptor_whose_nomination_ended(tmp_path: Path) -> None:
+    async with KubeHarness(tmp_path) as h:
+        full_cluster(h.server)
+        await start_with_preemptor(h)
+        assert await driver_of(h, CollectorRegistry()).run_once()
+        await h.caught_up()
+        catchup = Catchup(h.inventory)
+        catchup.api = h.client
+        p = h.inventory.pod("default/p")
+        assert p is not None
+        await catchup.before_filter(p)
+        assert h.server.count("GET", "/resourceclaims/v0-gpu") == 1
+        assert list(catchup._last) == ["default/p"]
+        # p goes while its victims' claims are still allocated.
+        h.server.delete("pods", "p", "default")
+        await h.caught_up()
+        other = h.inventory.pod("default/v2")
+        assert other is not None
+        await catchup.before_filter(other)
+        assert catchup._last == {}
+
+
 def test_resource_versions_compare_as_revisions() -> None:
     assert newer("120", "99") and not newer("99", "120") and not newer("7", "7")
     # Versions that are not revisions have no known order.
