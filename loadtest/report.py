@@ -472,7 +472,7 @@ SECTIONS: Final = (
             "`drax serve --kubeconfig` is timed from process start to `/readyz` 200, every "
             "kind listed in pages of 500."),
     Section("node-pool", "One node pool (`--node-selector`) against the whole cluster",
-            "python -m loadtest.bench_pool --nodes 20000 --json "
+            "python -m loadtest.bench_pool --nodes 100000 --json "
             "loadtest/results/node-pool.json", _node_pool,
             "The real `drax serve` on one generated cluster (8 GPUs + 8 RDMA NICs per node, "
             "a quarter of the nodes partitionable, no claims), started four times in one run: "
