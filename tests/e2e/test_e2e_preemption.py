@@ -13,7 +13,8 @@ is filled with low-priority 1-GPU pods (claims from a template). Then:
   nothing is preempted (kube-scheduler 1.37 never preempts for DRA devices);
 - pools of their own: a PDB sends the victims to the node that violates none;
   a claim shared with a pod that stays is not counted as freed; on a
-  partitionable node, freeing one GPU's counters is enough for a MIG slice.
+  partitionable node, freeing one GPU's counters is enough for a MIG slice;
+  no victim goes on a node where the preemptor would still lack cpu.
 
 There is no kubelet: the test plays it for deletions (a terminating pod of the
 pool is removed with grace 0, as a kubelet would once its containers stopped);
@@ -299,6 +300,43 @@ def test_freeing_one_gpus_counters_is_enough_for_a_mig_slice(cluster: Cluster,
     parent = published_devices(kube)[mine]["attributes"]
     gpu = published_devices(kube)[victim]["attributes"]
     assert parent["parentUUID"] == gpu["uuid"], (mine, victim)
+
+
+def test_no_victim_goes_on_a_node_that_would_still_lack_cpu(cluster: Cluster,
+                                                             kube: Kube) -> None:
+    """A full 1-node pool whose cpu a pod of the preemptor's own priority (no
+    claims, so drax counts only its requests) nearly fills: freeing a GPU
+    there would leave the 4-cpu preemptor short of cpu, so nothing is deleted.
+    Once that pod is gone, the same preemptor takes exactly one victim."""
+    prefix = "cpu"
+    priority_classes(kube)
+    (node,) = add_pool(kube, prefix=prefix, nodes=1, seed=11)
+    templates(kube, prefix)
+    fill(kube, prefix, [node])
+    kube.create({"apiVersion": "v1", "kind": "Pod",
+                 "metadata": {"name": "cpu-hog", "namespace": "default"},
+                 "spec": {"nodeName": node, "priorityClassName": HIGH, "containers": [
+                     {"name": "main", "image": "registry.k8s.io/pause:3.10",
+                      "resources": {"requests": {"cpu": "62"}}}]}})
+    attempted = drax_metric(cluster, "drax_preemptions_attempted_total")
+    kubelet = Kubelet(kube, prefix)
+    body = pod(prefix, "wide", "one", priority_class=HIGH)
+    body["spec"]["containers"][0]["resources"]["requests"] = {"cpu": "4"}
+    kube.create(body)
+    kubelet.until("cpu-wide unschedulable", lambda: any(
+        c["type"] == "PodScheduled" and c["status"] == "False"
+        for c in kube.get("Pod", "cpu-wide", "default").get("status", {})
+        .get("conditions", [])), timeout=90)
+    # drax searches for an unschedulable pod within a second or two of seeing it
+    time.sleep(5)
+    kubelet.step()
+    assert drax_metric(cluster, "drax_preemptions_attempted_total") > attempted
+    assert kubelet.removed == {}, kubelet.removed
+    assert bound_node(kube, "cpu-wide") is None
+    kube.delete("Pod", "cpu-hog", "default", grace_period_seconds=0)
+    assert kubelet.until("cpu-wide bound", lambda: bound_node(kube, "cpu-wide"),
+                         timeout=150) == node
+    assert len(kubelet.removed) == 1, kubelet.removed
 
 
 # --------------------------------------------------------------------------- failover
