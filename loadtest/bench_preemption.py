@@ -14,8 +14,16 @@ NIC on one PCIe root, and a watcher polling every 50 ms records:
 - **claim controller**: until every claim the victims held is deallocated or
   deleted (the resource-claim controller);
 - **requeue**: until the preemptor is bound (the scheduler's backoff and
-  retry), and how many scheduling attempts that took: drax's `filter`
-  requests in that span (one per attempt).
+  retry).
+
+The scheduling attempts after the victims' claims are deallocated are drax's
+`filter` requests (one per attempt of the preemptor, the only pod of drax's
+scheduler pending) from that moment to the bind. The moment itself is not
+observed, only bracketed: no claim can be freed before the harness removes
+the last victim, so the filters counted from just before that removal are an
+upper bound (the target is judged on it); the poll that first sees every
+claim freed comes after the moment, so the filters counted from then are a
+lower bound (zero when the same poll sees the bind).
 
 drax deletes the victims one after the other, and the harness removes each
 as soon as it is seen deleting, so the first victim's claim can be freed
@@ -111,6 +119,8 @@ def one_round(kube: Kube, cluster: Cluster, prefix: str, i: int) -> dict[str, An
                                          p.get("status", {}).get("resourceClaimStatuses", [])
                                          if s.get("resourceClaimName")]
                 times.setdefault("decided", now)
+                # No claim of this victim is freed before this removal.
+                filters["removed"] = filter_requests(cluster)
                 kube.delete("Pod", meta["name"], "default", grace_period_seconds=0)
             if meta["name"] == name and p["spec"].get("nodeName"):
                 times["bound"] = now
@@ -136,6 +146,8 @@ def one_round(kube: Kube, cluster: Cluster, prefix: str, i: int) -> dict[str, An
             "claims_s": round(free - gone, 2), "requeue_s": round(times["bound"] - free, 2),
             "total_s": round(times["bound"] - started, 2),
             "attempts_after_free": int(filters["bound"] - filters.get("free", filters["bound"])),
+            "attempts_after_removed": int(filters["bound"]
+                                          - filters.get("removed", filters["bound"])),
             "claims_read_freed": int(claims_read_freed(cluster) - read_freed)}
 
 
@@ -191,19 +203,25 @@ def _median(rows: list[dict[str, Any]], key: str) -> float:
     return round(statistics.median(r[key] for r in rows), 2)
 
 
+def _bounds(upper: float, lower: float) -> str:
+    return f"{upper:g}, {lower:g}"
+
+
 def document(result: dict[str, Any], command: str) -> dict[str, Any]:
     rows = result["rounds"]
     base = result["default_scheduler"]
-    worst = max(r["attempts_after_free"] for r in rows)
+    worst = max(r["attempts_after_removed"] for r in rows)
     return {
         "format": "figures", **provenance(command),
         "targets": [
             {"target": "scheduling attempts after the victims' claims are deallocated, worst "
-                       "round", "goal": f"<= {TARGET_ATTEMPTS}", "measured": worst, "unit": "",
-             "met": worst <= TARGET_ATTEMPTS,
-             "note": f"per round: {', '.join(str(r['attempts_after_free']) for r in rows)} "
-                     "(drax filter requests between the last claim seen deallocated, polled "
-                     "every 50 ms, and the bind)"},
+                       "round (upper bound)", "goal": f"<= {TARGET_ATTEMPTS}",
+             "measured": worst, "unit": "", "met": worst <= TARGET_ATTEMPTS,
+             "note": "per round, upper bound (drax filter requests from just before the last "
+                     "victim's removal to the bind): "
+                     f"{', '.join(str(r['attempts_after_removed']) for r in rows)}; lower bound "
+                     "(from the poll that first sees every claim freed): "
+                     f"{', '.join(str(r['attempts_after_free']) for r in rows)}"},
             {"target": "creation to bind, median", "goal": "bound", "unit": "s",
              "measured": _median(rows, "total_s"), "met": all(r["total_s"] > 0 for r in rows),
              "beside": f"default-scheduler: {'bound' if base['bound'] else 'Pending'} after "
@@ -211,17 +229,21 @@ def document(result: dict[str, Any], command: str) -> dict[str, Any]:
         "tables": [
             {"caption": "drax (allocator mode): seconds per phase, per round",
              "columns": ["round", "victims", "decision", "termination", "claim controller",
-                         "requeue", "total", "attempts after dealloc", "claims read freed"],
+                         "requeue", "total", "attempts after dealloc (upper, lower bound)",
+                         "claims read freed"],
              "rows": [[str(i + 1), str(r["victims"]), f"{r['decision_s']:.2f}",
                        f"{r['termination_s']:.2f}", f"{r['claims_s']:.2f}",
                        f"{r['requeue_s']:.2f}", f"{r['total_s']:.2f}",
-                       str(r["attempts_after_free"]), str(r.get("claims_read_freed", 0))]
+                       _bounds(r["attempts_after_removed"], r["attempts_after_free"]),
+                       str(r.get("claims_read_freed", 0))]
                       for i, r in enumerate(rows)]
                      + [["median", str(int(_median(rows, "victims"))),
                          *(f"{_median(rows, k):.2f}" for k in (
                              "decision_s", "termination_s", "claims_s", "requeue_s",
-                             "total_s")), str(int(_median(rows, "attempts_after_free"))),
-                         str(sum(r.get("claims_read_freed", 0) for r in rows))]]},
+                             "total_s")),
+                         _bounds(_median(rows, "attempts_after_removed"),
+                                 _median(rows, "attempts_after_free")),
+                         f"{_median(rows, 'claims_read_freed'):g}"]]},
             {"caption": "the same pod through default-scheduler (stock 1.37, in-tree "
                         "DynamicResources), same full pool, same run",
              "columns": ["scheduler", "bound", "victims", "nominatedNodeName", "waited",
@@ -234,7 +256,8 @@ def document(result: dict[str, Any], command: str) -> dict[str, Any]:
             "victims are counted complete once drax's Preempting Event on the preemptor is "
             "seen (it is written after the last victim is deleted); claims read freed: "
             "victims' claims drax's filter found deallocated or gone by reading them from the "
-            "API server before its watch delivered the change (the last row sums them).",
+            "API server before its watch delivered the change "
+            f"({sum(r['claims_read_freed'] for r in rows)} over all rounds).",
             "termination is the harness playing the kubelet (grace 0 as soon as a victim "
             "is seen deleting, polled every 50 ms); a real kubelet adds the victims' grace "
             "period here."],
