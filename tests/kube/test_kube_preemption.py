@@ -355,7 +355,7 @@ async def test_a_preemptors_filter_sees_its_victims_claims_freed_before_drax_s_w
                 "PodName": "p", "PodNamespace": "default", "PodUID": "uid-p",
                 "Node": "node-a"})).json()
             assert not bound.get("Error"), bound
-            # The watch's late events change nothing.
+            # The watch's late events, older than what was read, are dropped.
             api.release_watches("resourceclaims")
             await eventually(lambda: inventory.claim("default/p-gpus") is not None
                              and inventory.claim("default/p-gpus").allocation is not None,
