@@ -219,10 +219,32 @@ def unchanged(old: Any, new: Any) -> bool:
         new, resource_version=old.resource_version) == old
 
 
+NAMESPACED_KINDS: Final = frozenset({"ResourceClaim", "ResourceClaimTemplate", "Pod",
+                                      "PodDisruptionBudget"})
+
+
 def object_key(kind: str, obj: Any) -> str:
-    if kind in ("ResourceClaim", "ResourceClaimTemplate", "Pod", "PodDisruptionBudget"):
+    if kind in NAMESPACED_KINDS:
         return str(obj.key)
     return str(obj.name)
+
+
+def raw_key(kind: str, obj: Any) -> str | None:
+    """The `object_key` an unparsed object would have, read from its metadata
+    alone (an object refused by the parse still names what it replaces or
+    deletes); None when its metadata names nothing."""
+    meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+    if not isinstance(meta, Mapping):
+        return None
+    name = meta.get("name")
+    if not isinstance(name, str) or not name:
+        return None
+    if kind not in NAMESPACED_KINDS:
+        return name
+    namespace = meta.get("namespace")
+    if namespace is not None and not isinstance(namespace, str):
+        return None
+    return f"{namespace or 'default'}/{name}"
 
 
 def _decrement(counts: dict[PoolKey, int], key: PoolKey) -> None:

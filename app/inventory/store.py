@@ -41,7 +41,13 @@ from typing import Any, Final
 from app.allocator.types import AllocatedState, ClaimAllocation, NodeView, PoolKey
 from app.inventory.holdings import Holdings, Nomination, counted
 from app.inventory.nodepool import NodePool
-from app.inventory.objects import POD_CLAIM_NAME_ANNOTATION, Objects, object_key, unchanged
+from app.inventory.objects import (
+    POD_CLAIM_NAME_ANNOTATION,
+    Objects,
+    object_key,
+    raw_key,
+    unchanged,
+)
 from app.inventory.occupants import Occupants, priority_of
 from app.inventory.pools import pool_view_for_node, upstream_pool_order
 from app.inventory.selectors import SelectorCache
@@ -114,14 +120,24 @@ class Inventory:
     # ------------------------------------------------------------------ event API
 
     def apply(self, kind: str, event_type: str, obj: Mapping[str, Any]) -> None:
-        """Apply one watch event; raises InvalidObject and changes nothing on bad input."""
+        """Apply one watch event; raises InvalidObject and changes nothing on bad
+        input, but for a DELETED event: the object its metadata names is deleted
+        however invalid the rest is, so no copy of a deleted object stays."""
         if event_type not in EVENT_TYPES:
             raise InvalidObject(f"unknown event type {event_type!r}")
         if not self.admits(kind, obj):
             # Outside the pool: never parsed, and gone if it was held.
             self._delete(kind, str(obj["metadata"]["name"]))
             return
-        self.apply_parsed(kind, event_type, parse_object(kind, obj))
+        try:
+            parsed = parse_object(kind, obj)
+        except InvalidObject:
+            key = raw_key(kind, obj) if event_type == "DELETED" else None
+            if key is None:
+                raise
+            self._delete(kind, key)
+            return
+        self.apply_parsed(kind, event_type, parsed)
 
     def apply_parsed(self, kind: str, event_type: str, parsed: Any) -> None:
         """`apply` of an object parsed already (a slice decoded straight from
@@ -537,6 +553,13 @@ class Listing:
         """Add or replace one listed, parsed object."""
         self.keys.add(object_key(self.kind, obj))
         self._inventory.upsert(self.kind, obj)
+
+    def keep(self, obj: Mapping[str, Any]) -> None:
+        """A listed object the parse refused: the copy held of it, if any, stays
+        (as a refused watch event leaves it), so `finishing` does not delete it."""
+        key = raw_key(self.kind, obj)
+        if key is not None:
+            self.keys.add(key)
 
     def finishing(self, *, step: int = 1) -> Iterator[None]:
         """Delete every object of the kind the list did not hold, in steps of

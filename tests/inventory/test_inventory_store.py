@@ -378,6 +378,21 @@ def test_invalid_object_raises_and_changes_nothing() -> None:
     assert inv.version("n1") == before
 
 
+def test_a_deleted_event_of_an_invalid_object_deletes_what_its_metadata_names() -> None:
+    inv = inventory(resource_slice("s1", node_name="n1", devices=[device("d")]),
+                    claim("c", namespace="ml"))
+    bad = resource_slice("s1", node_name="n1")
+    bad["spec"]["devices"] = "not a list"
+    inv.apply("ResourceSlice", "DELETED", bad)
+    assert inv.counts().devices == 0
+    bad_claim = claim("c", namespace="ml")
+    bad_claim["spec"] = "not a map"
+    inv.apply("ResourceClaim", "DELETED", bad_claim)
+    assert inv.claim("ml/c") is None
+    with pytest.raises(InvalidObject):  # nothing named: nothing to delete
+        inv.apply("ResourceSlice", "DELETED", {"metadata": {"name": 5}, "spec": {}})
+
+
 def test_replace_is_atomic() -> None:
     inv = inventory(node("a"), node("b"))
     bad = node("c")

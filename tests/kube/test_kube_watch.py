@@ -26,6 +26,7 @@ from tests.kube.harness import (
     eventually,
     gpu_slice,
     node,
+    pod,
 )
 
 
@@ -221,6 +222,54 @@ async def test_invalid_objects_are_counted_and_skipped(tmp_path: Path) -> None:
         assert h.inventory.node_names() == ["node-a", "node-b"]
         assert h.inventory.counts().devices == 4
         assert h.metric("drax_watch_invalid_objects_total", kind="ResourceSlice") == 2
+
+
+async def test_a_relist_keeps_the_held_copy_of_an_object_it_lists_invalid(
+        tmp_path: Path) -> None:
+    """As a refused watch event does: nothing already held is lost."""
+    async with KubeHarness(tmp_path) as h:
+        h.server.create("resourceslices", gpu_slice("node-a", 2))
+        h.server.create("resourceslices", gpu_slice("node-b", 2))
+        h.watch()
+        await h.synced()
+        await h.watching()
+        h.server.hold_watches("resourceslices")  # both changes reach drax by the relist
+        h.server.update("resourceslices", {**gpu_slice("node-a", 2),
+                                           "spec": {"driver": "", "pool": {}}})
+        h.server.delete("resourceslices", "node-b-gpus")
+        h.server.compact()
+        h.server.drop_watches()
+        await eventually(lambda: "node-b" not in h.inventory.node_names(), "the relist")
+        await h.caught_up()
+        assert h.inventory.node_names() == ["node-a"]
+        assert h.inventory.counts().devices == 2
+        assert h.metric("drax_watch_relists_total", kind="ResourceSlice") == 1
+        assert h.metric("drax_watch_invalid_objects_total", kind="ResourceSlice") == 1
+
+
+async def test_a_deleted_event_of_an_invalid_object_deletes_the_held_copy(
+        tmp_path: Path) -> None:
+    async with KubeHarness(tmp_path) as h:
+        h.server.create("resourceslices", gpu_slice("node-a", 2))
+        h.server.create("resourceclaims", claim("c"))
+        h.server.create("pods", pod("p", "c"))
+        h.watch()
+        await h.synced()
+        h.server.update("resourceslices", {**gpu_slice("node-a", 2),
+                                           "spec": {"driver": "", "pool": {}}})
+        bad_pod = pod("p", "c")
+        bad_pod["spec"]["priority"] = "high"
+        h.server.update("pods", bad_pod)
+        await h.caught_up()
+        # Refused updates: the copies held stay ...
+        assert h.inventory.node_names() == ["node-a"]
+        assert h.inventory.pod("default/p") is not None
+        h.server.delete("resourceslices", "node-a-gpus")
+        h.server.delete("pods", "p")
+        await h.caught_up()
+        # ... until the objects are deleted.
+        assert h.inventory.node_names() == []
+        assert h.inventory.pod("default/p") is None
 
 
 def test_backoff_doubles_with_jitter_up_to_the_cap() -> None:

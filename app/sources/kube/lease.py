@@ -247,6 +247,9 @@ class _LeaseListing:
         self.keys.add("lease")
         self._record = obj
 
+    def keep(self, obj: Any) -> None:
+        """An unreadable Lease is read as none."""
+
     def finishing(self) -> Iterator[None]:
         self._leadership.take(self._record)
         yield

@@ -113,6 +113,8 @@ class ListingSink(Protocol):
 
     def put(self, obj: Any) -> None: ...
 
+    def keep(self, obj: Mapping[str, Any]) -> None: ...
+
     def finishing(self) -> Iterator[None]: ...
 
 
@@ -437,7 +439,7 @@ class Informer:
         """Parse each listed object of a page and put it in the inventory at
         once (a slice page's items come undecoded: `slice_page`); an object the
         inventory would reject is counted and skipped, so one broken object
-        cannot keep the whole kind stale."""
+        cannot keep the whole kind stale, and the copy held of it stays."""
         wanted = self._wanted
         admits = self._sink.admits
         parse = self._parse_item
@@ -453,6 +455,8 @@ class Informer:
             except InvalidObject as exc:
                 self._metrics.invalid.labels(kind=kind).inc()
                 log.warning("%s: rejected from the list: %s", kind, exc)
+                listing.keep(orjson.loads(memoryview(item)) if type(item) is msgspec.Raw
+                             else item)
             else:
                 listing.put(parsed)
                 del parsed
@@ -546,7 +550,7 @@ class Informer:
             if self._parse_item is parse_object:
                 self._sink.apply(self.kind, event_type, obj)
             else:
-                self._sink.apply_parsed(self.kind, event_type, self._parse_item(self.kind, obj))
+                self._apply_parsing(event_type, obj)
         except InvalidObject as exc:
             self._metrics.invalid.labels(kind=self.kind).inc()
             log.warning("%s %s: rejected: %s", self.kind, event_type, exc)
@@ -559,6 +563,18 @@ class Informer:
             if self._on_change is not None:
                 self._on_change(self.kind, event_type, obj)
 
+
+    def _apply_parsing(self, event_type: str, obj: Mapping[str, Any]) -> None:
+        """Apply an event parsed by the kind's own parse; a DELETED event of an
+        object it refuses goes to `apply`, which deletes what its metadata names."""
+        try:
+            parsed = self._parse_item(self.kind, obj)
+        except InvalidObject:
+            if event_type != "DELETED":
+                raise
+            self._sink.apply(self.kind, event_type, obj)
+        else:
+            self._sink.apply_parsed(self.kind, event_type, parsed)
 
     def _handle_typed(self, line: bytes, started: float) -> bool:
         """A slice's ADDED, MODIFIED or DELETED event, its object decoded straight
