@@ -53,6 +53,9 @@ from app.model.objects import NodeSelectorRequirement, NodeSelectorTerm
 
 _INTERNED_LIMIT: Final = 100_000
 _SHARED_COLUMNS: Final = 4096
+# Request selectors whose attribute reads are remembered: per-pod selectors
+# (a uuid, a pod name) never repeat.
+_SELECTOR_READS: Final = 4096
 
 # (class name, request selectors) of one `exactly` request or subrequest
 RequestKind = tuple[str, tuple[str, ...]]
@@ -359,7 +362,8 @@ class MatchColumns:
         self._shared: BoundedCache[HashedKey, tuple[MatchResult, ...]] = BoundedCache(
             _SHARED_COLUMNS)
         # request selectors -> the attribute names they read; None: not known statically
-        self._reads: dict[tuple[str, ...], tuple[str, ...] | None] = {}
+        self._reads: BoundedCache[tuple[str, ...], tuple[str, ...] | None] = BoundedCache(
+            _SELECTOR_READS)
 
     def signature(self, view: NodeView, kinds: Sequence[RequestKind], *,
                   classes: Mapping[str, DeviceClass], matcher: Matcher,
@@ -434,7 +438,7 @@ class MatchColumns:
         if selectors in self._reads:
             names = self._reads[selectors]
         else:
-            names = self._reads[selectors] = _attributes_read(selectors)
+            names = self._reads.put(selectors, _attributes_read(selectors))
         if names is None:
             return None
         values = tuple(tuple(d.attributes.get(name) for d in devices) for name in names)

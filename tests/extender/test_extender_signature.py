@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 import app.extender.answers as answers
 from app.allocator import AllocatedState, allocate
+from app.extender import signature as signature_module
 from app.extender.signature import MatchColumns, StaticSignatures
 from app.features import FeatureGates
 from app.topology import TopologyConfig, make_objective, priority
@@ -373,6 +374,23 @@ def test_a_kind_reading_identity_attributes_is_asked_on_every_node(monkeypatch) 
     matched = [(n, i) for n in names for i, hit in enumerate(
         columns.known(inv.node_state(n).view)(inv.classes["gpu"], kind[1])) if hit is True]
     assert matched == [("n2", 1)]
+
+
+def test_the_selectors_whose_reads_are_remembered_are_bounded(monkeypatch) -> None:
+    """Per-pod selectors never repeat: what they read is remembered up to a
+    bound, and the columns stay what they are without it."""
+    monkeypatch.setattr(signature_module, "_SELECTOR_READS", 3)
+    names = [f"n{i}" for i in range(2)]
+    inv = load(GPU_CLASS, *(gpu_node(n) for n in names))
+    columns = MatchColumns()
+    for i in range(10):
+        kinds = (("gpu", (f"device.attributes['gpu.example.com'].index < {i}",)),)
+        shared = _columns_over(inv, names, kinds, columns)
+        assert len(columns._reads) <= 3
+        alone = [MatchColumns().signature(inv.node_state(n).view, kinds, classes=inv.classes,
+                                          matcher=inv.selectors.matches_shared)
+                 for n in names]
+        assert shared == alone
 
 
 async def test_keep_warm_runs_in_the_background() -> None:
