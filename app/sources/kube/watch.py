@@ -147,12 +147,10 @@ class WatchedKind:
     # Sent with every list and watch: the server filters before anything is sent.
     field_selector: str | None = None
     label_selector: str | None = None
-    # Objects the inventory has no use for: skipped in a list, and a watch event
-    # carrying one removes what was held under its key (it may have been kept before).
-    wanted: Callable[[Mapping[str, Any]], bool] | None = None
     # Set: the list and watch of that one namespace (`list_method` is namespaced).
     namespace: str | None = None
-    # Turns a listed item into what `ListingSink.put` takes.
+    # Turns a listed item or a watch event's object into what the inventory
+    # takes (another than `parse_object`: events are applied parsed).
     parse: Callable[[str, Any], Any] = parse_object
 
 
@@ -277,10 +275,6 @@ class Informer:
         self._listing_started = False
         self._relist_wanted = False
         self._response: aiohttp.ClientResponse | None = None
-        self._wanted = watched.wanted
-        # With `wanted`: the keys of the objects held, so an unwanted object that
-        # was never held (most pods of a cluster) costs no parsing at all.
-        self._held: set[str] = set()
         self._sink = sink
         self._metrics = metrics
         self._settings = settings
@@ -394,8 +388,6 @@ class Informer:
         if not rv:
             raise WatchError("list: the response carries no metadata.resourceVersion")
         listed = len(listing.keys)
-        if self._wanted is not None:
-            self._held = listing.keys
         await run_in_slices(listing.finishing(), slice_seconds=RELIST_SLICE_SECONDS)
         if self._on_change is not None:
             self._on_change(self.kind, "LIST", None)
@@ -440,7 +432,6 @@ class Informer:
         once (a slice page's items come undecoded: `slice_page`); an object the
         inventory would reject is counted and skipped, so one broken object
         cannot keep the whole kind stale, and the copy held of it stays."""
-        wanted = self._wanted
         admits = self._sink.admits
         parse = self._parse_item
         kind = self.kind
@@ -448,7 +439,7 @@ class Informer:
             try:
                 if type(item) is msgspec.Raw:
                     parsed = decode_resource_slice(item)
-                elif (wanted is not None and not wanted(item)) or not admits(kind, item):
+                elif not admits(kind, item):
                     continue
                 else:
                     parsed = parse(kind, item)
@@ -537,15 +528,6 @@ class Informer:
         if event_type not in APPLIED_EVENTS:
             log.warning("%s: ignoring watch event of unknown type %r", self.kind, event_type)
             return
-        if self._wanted is not None:
-            key = _raw_key(obj)
-            if event_type != "DELETED" and self._wanted(obj):
-                self._held.add(key)
-            elif key in self._held:
-                self._held.discard(key)
-                event_type = "DELETED"
-            else:
-                return
         try:
             if self._parse_item is parse_object:
                 self._sink.apply(self.kind, event_type, obj)
@@ -756,18 +738,6 @@ async def list_once(api_client: client.ApiClient, sink: EventSink, *, metrics: W
                 group.create_task(one(informer))
     except* ListError as failed:
         raise failed.exceptions[0] from None
-
-
-def _raw_key(obj: Mapping[str, Any]) -> str:
-    meta = obj.get("metadata")
-    if not isinstance(meta, Mapping):
-        return ""
-    return f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"
-
-
-def _key_of(parsed: Any) -> str:
-    """The `_raw_key` of a parsed namespaced object."""
-    return f"{parsed.namespace}/{parsed.name}"
 
 
 def _status_message(body: bytes) -> str:
