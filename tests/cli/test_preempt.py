@@ -110,3 +110,18 @@ def test_a_tainted_node_is_refused_and_the_next_one_chosen(tmp_path: Path) -> No
     assert [n["node"] for n in doc["nodes"]] == ["h100-node-1", "h100-node-2"]
     assert doc["refused"]["h100-mig-node-1"] == (
         "node has taint {mig=reserved:NoSchedule} the pod does not tolerate")
+
+
+def test_a_node_the_pod_would_lack_cpu_on_is_refused_with_the_shortfall(tmp_path: Path) -> None:
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "wide", "namespace": "default", "uid": "u-2"},
+           "spec": {"priorityClassName": "research",
+                    "containers": [{"name": "main", "resources": {"requests": {"cpu": "200"}}}],
+                    "resourceClaims": [{"name": "gpus",
+                                        "resourceClaimTemplateName": "1gpu"}]}}
+    path = tmp_path / "pod.json"
+    path.write_text(json.dumps(pod))
+    code, out, _ = drax("preempt", "--objects", *SAMPLE, "--pod", str(path),
+                        "--node", "h100-node-1", "-o", "table")
+    assert code == 1
+    assert "node would lack cpu: requests 200, free after victims 192" in out
