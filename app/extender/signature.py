@@ -352,10 +352,9 @@ class MatchColumns:
     __slots__ = ("_interned", "_nodes", "_reads", "_shared")
 
     def __init__(self) -> None:
-        # node -> (the Node, its pools' slices, kind -> (the class read, column))
-        self._nodes: dict[str, tuple[Node, tuple[tuple[ResourceSlice, ...], ...],
-                                     dict[RequestKind, tuple[DeviceClass,
-                                                             tuple[MatchResult, ...]]]]] = {}
+        # node -> [the Node, its pools' slices, kind -> (the class read, column),
+        # the last view found to hold both]
+        self._nodes: dict[str, list[Any]] = {}
         self._interned: BoundedCache[tuple[MatchResult, ...], tuple[MatchResult, ...]] = (
             BoundedCache(_INTERNED_LIMIT))
         # (request selectors, class column, hardware signature, values read) -> column
@@ -374,9 +373,8 @@ class MatchColumns:
         columns = self._columns(view)
         if columns is None:
             columns = {}
-            self._nodes[view.node.name] = (view.node, tuple(p.slices for p in view.pools),
-                                           columns)
-        devices: tuple[Device, ...] | None = None
+            self._nodes[view.node.name] = [view.node, tuple(p.slices for p in view.pools),
+                                           columns, view]
         out: list[tuple[MatchResult, ...] | None] = []
         for kind in kinds:
             device_class = classes.get(kind[0])
@@ -387,13 +385,11 @@ class MatchColumns:
             if known is not None and known[0] is device_class:
                 out.append(known[1])
                 continue
-            if devices is None:
-                devices = flat_devices(view)
-            out.append(self._column(columns, kind, device_class, devices, matcher, hardware))
+            out.append(self._column(columns, kind, device_class, view, matcher, hardware))
         return HashedKey(tuple(out))
 
     def _column(self, columns: dict[RequestKind, tuple[DeviceClass, tuple[MatchResult, ...]]],
-                kind: RequestKind, device_class: DeviceClass, devices: tuple[Device, ...],
+                kind: RequestKind, device_class: DeviceClass, view: NodeView,
                 matcher: Matcher, hardware: Hashable | None = None) -> tuple[MatchResult, ...]:
         """A kind with selectors of its own starts from its class's column and
         asks the selectors only of the devices the class accepts: every new
@@ -402,21 +398,21 @@ class MatchColumns:
         verbs' CPU of a 20,000-node first touch)."""
         class_name, selectors = kind
         if not selectors:
-            column = tuple(_matches(d, device_class, (), matcher) for d in devices)
+            column = tuple(_matches(d, device_class, (), matcher) for d in flat_devices(view))
         else:
             base = columns.get((class_name, ()))
             held = (base[1] if base is not None and base[0] is device_class
-                    else self._column(columns, (class_name, ()), device_class, devices,
+                    else self._column(columns, (class_name, ()), device_class, view,
                                       matcher))
-            key = self._shared_key(selectors, held, devices, hardware)
+            key = self._shared_key(selectors, held, view, hardware)
             shared = None if key is None else self._shared.get(key)
             if shared is not None:
                 column = shared
             else:
                 column = tuple(
                     _matches(d, device_class, selectors, matcher, class_holds=True)
-                    if accepted is True else accepted for d, accepted in zip(devices, held,
-                                                                           strict=True))
+                    if accepted is True else accepted
+                    for d, accepted in zip(flat_devices(view), held, strict=True))
                 # a CEL error names its device: such a column is this node's only
                 if key is not None and str not in set(map(type, column)):
                     self._shared.put(key, column)
@@ -425,7 +421,7 @@ class MatchColumns:
         return column
 
     def _shared_key(self, selectors: tuple[str, ...], held: tuple[MatchResult, ...],
-                    devices: tuple[Device, ...], hardware: Hashable | None) -> HashedKey | None:
+                    view: NodeView, hardware: Hashable | None) -> HashedKey | None:
         """What a column of `selectors` depends on, when nodes can share it: the
         devices the class accepts (`held`, without CEL errors, which name their
         devices), and everything the selectors can read of each device. Driver,
@@ -441,7 +437,8 @@ class MatchColumns:
             names = self._reads.put(selectors, _attributes_read(selectors))
         if names is None:
             return None
-        values = tuple(tuple(d.attributes.get(name) for d in devices) for name in names)
+        values = tuple(tuple(d.attributes.get(name) for d in flat_devices(view))
+                       for name in names) if names else ()
         return HashedKey((selectors, held, hardware, values))
 
     def known(self, view: NodeView) -> KnownMatches | None:
@@ -466,10 +463,15 @@ class MatchColumns:
         were computed from (the inventory makes a new Node for a node known only
         from its slices at every version)."""
         hit = self._nodes.get(view.node.name)
-        if hit is None or hit[0] != view.node or not _same_slices(
-                hit[1], tuple(pool.slices for pool in view.pools)):
+        if hit is None:
             return None
-        return hit[2]
+        if hit[3] is not view:  # a view is immutable: one seen to hold them still does
+            if hit[0] != view.node or not _same_slices(
+                    hit[1], tuple(pool.slices for pool in view.pools)):
+                return None
+            hit[3] = view
+        columns: dict[RequestKind, tuple[DeviceClass, tuple[MatchResult, ...]]] = hit[2]
+        return columns
 
 
 def _attributes_read(selectors: Sequence[str]) -> tuple[str, ...] | None:

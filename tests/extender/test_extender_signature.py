@@ -393,6 +393,29 @@ def test_the_selectors_whose_reads_are_remembered_are_bounded(monkeypatch) -> No
         assert shared == alone
 
 
+def test_a_node_view_found_current_is_not_compared_again(monkeypatch) -> None:
+    """Every filter reads each candidate's columns; a view already found to
+    hold the Node and slices they were built from is not compared again."""
+    inv = load(GPU_CLASS, gpu_node("n0"))
+    columns = MatchColumns()
+    kinds = (("gpu", ()),)
+    first = inv.node_state("n0").view
+    columns.signature(first, kinds, classes=inv.classes, matcher=inv.selectors.matches_shared)
+    compared: list[int] = []
+    real = signature_module._same_slices
+
+    def counting(a: Any, b: Any) -> bool:
+        compared.append(1)
+        return bool(real(a, b))
+
+    monkeypatch.setattr(signature_module, "_same_slices", counting)
+    later = replace(first, version=first.version + 1)  # a bind: same Node, same slices
+    for view in (later, later, later):
+        assert columns.signature(view, kinds, classes=inv.classes,
+                                 matcher=inv.selectors.matches_shared) is not None
+    assert len(compared) == 1
+
+
 async def test_keep_warm_runs_in_the_background() -> None:
     import asyncio
 
