@@ -150,7 +150,8 @@ class PodLevel:
 
 def _add(into: dict[str, Fraction], values: ResourceList) -> None:
     for name, value in values.items():
-        into[name] = into.get(name, Fraction(0)) + value
+        held = into.get(name)
+        into[name] = value if held is None else held + value
 
 
 def _max(into: dict[str, Fraction], values: ResourceList) -> None:
@@ -215,6 +216,9 @@ def pod_requests(containers: Sequence[ContainerRequests], pod: PodLevel | None =
     if pod.allocated is not None and pod.status_resources and pod.actuated is not None:
         allocated: ResourceList = pod.allocated
         actuated: ResourceList = pod.actuated
+    elif not infeasible and all(c.allocated is None and c.actuated is None
+                                for c in containers):
+        allocated = actuated = spec  # what a pod not yet running, or not resized, says
     else:
         allocated = aggregate(containers, pick="allocated", resize_infeasible=infeasible)
         actuated = aggregate(containers, pick="actuated", resize_infeasible=infeasible)
