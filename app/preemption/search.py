@@ -72,7 +72,7 @@ from app.extender.claims import ClaimResolver
 from app.extender.signature import HashedKey, flat_devices, map_outcome, usage_signature
 from app.extender.verbs import Extender
 from app.inventory import Inventory, NodeState
-from app.inventory.occupants import preemption_policy_of, priority_of
+from app.inventory.occupants import Holder, preemption_policy_of, priority_of
 from app.model import (
     Device,
     DeviceRequestAllocationResult,
@@ -329,14 +329,53 @@ class _Claim:
     def freeable(self, matched: frozenset[int]) -> int:
         """Its devices the preemptor could use that its release frees (not
         those it shares with other claims), as a mask of positions."""
-        if not self.relevant:
-            return 0
-        assert self.claim.allocation is not None
-        mask = 0
-        for at, r in zip(self.places, self.claim.allocation.results, strict=True):
-            if at is not None and at in matched and r.share_id is None:
-                mask |= 1 << at
-        return mask
+        return _freeable(self.claim, self.places, matched) if self.relevant else 0
+
+
+def _freeable(claim: ResourceClaim, places: Sequence[int | None],
+              matched: frozenset[int]) -> int:
+    """The devices of `claim` (at `places` in the node's view, per result)
+    among `matched` that its release frees: not those it shares with other
+    claims. A mask of positions."""
+    assert claim.allocation is not None
+    mask = 0
+    for at, r in zip(places, claim.allocation.results, strict=True):
+        if at is not None and at in matched and r.share_id is None:
+            mask |= 1 << at
+    return mask
+
+
+_Held = dict[str, tuple[ResourceClaim, tuple[Pod | None, ...], tuple[str, ...]]]
+
+
+@dataclass(slots=True)
+class _Holders:
+    """Who holds what on a node, as the preemptor sees it (`VictimSearch._holders`):
+    the pods that may go, with their priorities and holdings (by identity:
+    the index hands out one object per pod), the pods already going, and
+    every claim held (key -> the claim, the pods it is reserved for, its
+    results' device ids). Plain dicts: the floors read 500 nodes' worth."""
+
+    eligible: dict[int, int]
+    holding: dict[int, Holder]
+    terminating: list[Pod]
+    held: _Held
+
+    def victim(self, pod_id: int) -> Victim:
+        holder = self.holding[pod_id]
+        return Victim(pod=holder.pod, priority=self.eligible[pod_id], claims=holder.keys)
+
+    def needs(self, reservers: Sequence[Pod | None]) -> set[int] | None:
+        """The pods that may go that must all go to release a claim reserved
+        for `reservers` (empty: released once the pods going are gone), or
+        None when someone who stays holds it."""
+        out: set[int] = set()
+        for reserver in reservers:
+            if reserver is not None and id(reserver) in self.eligible:
+                out.add(id(reserver))
+            elif reserver is None or not (reserver.deleting or reserver.terminal):
+                return None
+        return out
 
 
 @dataclass(slots=True)
@@ -609,59 +648,33 @@ class VictimSearch:
         layout = facts.layout
         if layout.shared:
             return None
-        occupants = self._inventory.occupants
-        holders = []
-        eligible: dict[int, int] = {}  # id(pod) -> priority
+        holders = self._holders(pod, p, state, allow)
+        if holders.terminating:
+            return None
+        eligible = holders.eligible
         latest = -math.inf
-        for holder in occupants.occupancy(state.view.node.name):
-            other = holder.pod
-            if other.uid == pod.uid and other.name == pod.name \
-                    and other.namespace == pod.namespace:
-                continue
-            if other.deleting or other.phase in POD_TERMINAL_PHASES:
-                return None
-            holders.append(holder)
-            priority = other.priority
-            if priority is None:
-                priority = priority_of(other, occupants)
-            if priority < p and (allow is None or other.uid in allow):
-                eligible[id(other)] = priority
-                start = other.start_time
-                if start is None or start > latest:
-                    latest = math.inf if start is None else start
+        for holder in holders.holding.values():
+            start = holder.pod.start_time
+            if start is None or start > latest:
+                latest = math.inf if start is None else start
         # Per releasable claim: the highest priority among the pods it needs
-        # gone, and the devices its release frees for the pod; per pod that
-        # may go, the devices of the claims it is needed for.
-        released: dict[str, tuple[int, int, tuple[Pod | None, ...]]] = {}
+        # gone, the devices its release frees for the pod, its reservers.
+        released = []
         position = facts.position
-        matched = layout.matched
-        for holder in holders:
-            for key, claim, reservers in zip(holder.keys, holder.claims, holder.reservers,
-                                             strict=True):
-                if key in released:
-                    continue
-                top: int | None = None
-                for reserver in reservers:
-                    if reserver is not None and id(reserver) in eligible:
-                        priority = eligible[id(reserver)]
-                        top = priority if top is None or priority > top else top
-                    elif reserver is None or not (reserver.deleting or reserver.terminal):
-                        break
-                else:
-                    if top is None:
-                        return None  # released once the pods going are gone
-                    assert claim.allocation is not None
-                    mask = 0
-                    for r in claim.allocation.results:
-                        at = position.get(r.device_id)
-                        if at is not None and at in matched and r.share_id is None:
-                            mask |= 1 << at
-                    released[key] = (top, mask, reservers)
+        for claim, reservers, ids in holders.held.values():
+            gone = holders.needs(reservers)
+            if gone is None:
+                continue
+            if not gone:
+                return None  # released once the pods going are gone
+            released.append((max(eligible[k] for k in gone),
+                             _freeable(claim, tuple(map(position.get, ids)), layout.matched),
+                             reservers))
         counting = _counted(facts, state.allocated.devices, (),
                             self._values_of(facts, needs_list))
         if _plausible_freed(counting, 0, check):
             return None
-        order = sorted(released.values(), key=operator.itemgetter(0))
+        order = sorted(released, key=operator.itemgetter(0))
         freed = 0
         for i, (top, mask, _) in enumerate(order):
             freed |= mask
@@ -672,17 +685,16 @@ class VictimSearch:
                               eligible=eligible)
         return _NOTHING_ENOUGH
 
-    def _problem(self, pod: Pod, p: int, request: CallState, state: NodeState,
-                 allow: frozenset[str] | None) -> _Problem:
+    def _holders(self, pod: Pod, p: int, state: NodeState,
+                 allow: frozenset[str] | None) -> _Holders:
+        """Who may go (on this node, below p, running, offered), who is going
+        already, and what they hold; the preemptor itself is none of them."""
         occupants = self._inventory.occupants
-        name = state.view.node.name
-        facts = self._facts(state, request)
-        # Who may go: on this node, below p, running, offered. Pods are keyed by
-        # identity: the index hands out one object per pod.
-        eligible: dict[int, Victim] = {}
-        held: dict[str, tuple[ResourceClaim, tuple[Pod | None, ...], tuple[str, ...]]] = {}
+        eligible: dict[int, int] = {}
+        holding: dict[int, Holder] = {}
+        held: _Held = {}
         terminating: list[Pod] = []
-        for holder in occupants.occupancy(name):
+        for holder in occupants.occupancy(state.view.node.name):
             other = holder.pod
             if other.uid == pod.uid and other.name == pod.name \
                     and other.namespace == pod.namespace:
@@ -698,20 +710,22 @@ class VictimSearch:
             if priority is None:
                 priority = priority_of(other, occupants)
             if priority < p and (allow is None or other.uid in allow):
-                eligible[id(other)] = Victim(pod=other, priority=priority, claims=holder.keys)
+                eligible[id(other)] = priority
+                holding[id(other)] = holder
+        return _Holders(eligible=eligible, holding=holding, terminating=terminating, held=held)
+
+    def _problem(self, pod: Pod, p: int, request: CallState, state: NodeState,
+                 allow: frozenset[str] | None) -> _Problem:
+        facts = self._facts(state, request)
+        holders = self._holders(pod, p, state, allow)
+        terminating = holders.terminating
         # Per claim, in the order of where its devices are: the eligible pods that
         # must all go to release it, or None when someone who stays holds it.
         entries = []
         position = facts.position
         relevant = facts.layout.relevant
-        for claim_key, (claim, reservers, ids) in held.items():
-            needs: set[int] | None = set()
-            for reserver in reservers:
-                if reserver is not None and id(reserver) in eligible:
-                    needs.add(id(reserver))  # type: ignore[union-attr]
-                elif reserver is None or not (reserver.deleting or reserver.terminal):
-                    needs = None
-                    break
+        for claim_key, (claim, reservers, ids) in holders.held.items():
+            needs = holders.needs(reservers)
             assert claim.allocation is not None
             places = tuple(map(position.get, ids))
             entries.append((_spots(claim.allocation.results, places), claim_key, claim,
@@ -726,7 +740,7 @@ class VictimSearch:
                 if is_relevant:
                     useful |= needs
         # Candidates: eligible pods that some releasable claim of use needs.
-        candidates = sorted((eligible[k] for k in useful),
+        candidates = sorted((holders.victim(k) for k in useful),
                             key=lambda v: (first_spot[id(v.pod)], v.priority, v.pod.name))
         index = {id(v.pod): i for i, v in enumerate(candidates)}
         claims = []
