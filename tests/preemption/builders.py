@@ -7,7 +7,7 @@ from typing import Any
 from app.extender import Extender
 from app.features import FeatureGates
 from app.inventory import KINDS, Inventory
-from app.preemption import VictimSearch
+from app.preemption import NodePreemption, VictimSearch
 from tests.inventory.objects import claim, exactly, result
 
 
@@ -75,3 +75,10 @@ def searcher(inv: Inventory, *, mode: str = "allocator", **kwargs: Any
              ) -> tuple[Extender, VictimSearch]:
     ext = Extender(inv, features=FeatureGates(), mode=mode, file_mode=True)
     return ext, VictimSearch.of(ext, **kwargs)
+
+
+def answer(found: NodePreemption) -> tuple[Any, ...]:
+    """What a node's answer decides: the node, its victims, its topology score
+    and the devices the preemptor gets."""
+    return (found.node, sorted(v.pod.name for v in found.victims), found.score,
+            sorted(r.device_id for ca in found.allocation for r in ca.allocation.results))

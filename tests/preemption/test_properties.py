@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from tests.extender.cluster import GPU_CLASS, ROOT, gpu_node
 from tests.inventory.objects import claim, exactly, node, result, template
-from tests.preemption.builders import load, preemptor, searcher
+from tests.preemption.builders import answer, load, preemptor, searcher
 
 GPU = "gpu.example.com"
 P = 50  # the preemptor's priority
@@ -99,11 +99,6 @@ def build(spec: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
             objs.append(obj)
         truth[name] = {"roots": roots, "pods": pods, "claims": claims}
     return objs, truth
-
-
-def answer(found: Any) -> tuple[Any, ...]:
-    return (found.node, sorted(v.pod.name for v in found.victims), found.score,
-            sorted(r.device_id for ca in found.allocation for r in ca.allocation.results))
 
 
 def fits(node_truth: dict[str, Any], gone: set[str], count: int, same_root: bool) -> bool:

@@ -11,7 +11,7 @@ from app.preemption import Victim, VictimSearch, pdb_violations, priority_of
 from tests.extender.cluster import GPU_CLASS, NIC_CLASS, ROOT, gpu_node
 from tests.inventory.objects import device, device_class, node, resource_slice, template
 from tests.inventory.objects import exactly as request
-from tests.preemption.builders import holder, load, pdb, preemptor, searcher
+from tests.preemption.builders import answer, holder, load, pdb, preemptor, searcher
 
 GPU = "gpu.example.com"
 
@@ -460,11 +460,6 @@ def test_a_changed_device_class_is_read_again() -> None:
     after = search.search(inv.pod("default/p")).best
     assert after is not None
     assert [c["opaque"] for ca in after.allocation for c in ca.allocation.config] == [parameters]
-
-
-def answer(found: Any) -> tuple[Any, ...]:
-    return (found.node, sorted(v.pod.name for v in found.victims), found.score,
-            sorted(r.device_id for ca in found.allocation for r in ca.allocation.results))
 
 
 def test_a_best_only_search_leaves_out_nodes_whose_victims_cannot_win() -> None:
