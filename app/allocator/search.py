@@ -766,15 +766,17 @@ class Search:
 
     def _probe_blocks(self) -> float:
         """The best score of a first fit inside one PCIe root or NUMA node
-        that can hold the whole allocation (each probe a few steps, not counted
-        in the budget): a score some allocation reaches, so that branches that
-        cannot reach it are skipped before the search meets it in its order."""
+        that can hold the whole allocation (each probe at most `_PROBE_STEPS`
+        steps, counted in the search's budget): a score some allocation
+        reaches, so that branches that cannot reach it are skipped before the
+        search meets it in its order."""
         blocks = getattr(self.objective, "blocks", None)
         assert self.objective is not None
         if blocks is None:
             return -1.0
         floor = -1.0
-        saved = (self.best, self.best_mode, self.steps, self.budget, dict(self.chosen))
+        saved = (self.best, self.best_mode, self.budget, dict(self.chosen))
+        steps, budget = self.steps, self.budget
         # the branch being searched is set aside, and taken up again after
         held = [pick for claim_picks in self.picks for pick in claim_picks]
         for pick in reversed(held):
@@ -782,13 +784,14 @@ class Search:
         self.best_mode = False
         try:
             for block in blocks(self._shape[0]):
-                self.best, self.steps, self.budget = None, 0, _PROBE_STEPS
+                self.best, self.steps, self.budget = None, 0, min(_PROBE_STEPS, budget - steps)
                 self._mask = [d.id in block for d in self.devices]
                 try:
                     found = self._one(0, 0, 0, 0, False, 0) == DONE
                 except BudgetExhausted:
                     found = False
                 finally:
+                    steps += self.steps
                     for claim_picks in reversed(self.picks):
                         for pick in reversed(list(claim_picks)):
                             self.undo(pick)
@@ -796,7 +799,8 @@ class Search:
                     floor = max(floor, self.best.score)
         finally:
             self._mask = None
-            self.best, self.best_mode, self.steps, self.budget, self.chosen = saved
+            self.best, self.best_mode, self.budget, self.chosen = saved
+            self.steps = steps
             for pick in held:
                 again = self.try_pick(pick.request, pick.device, must=False)
                 assert again is not None and again.counted == pick.counted

@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from app.allocator import AllocatedState, AllocationOutcome, NodeView, allocate
+from app.allocator.search import Search
 from app.allocator.types import KnownMatches
 from app.cel import CelError
 from app.features import FeatureGates
@@ -181,10 +182,9 @@ def test_bounded_search_returns_what_the_unbounded_search_returns(
           _search(claims, view, allocated, config=config, bounded=False))
 
 
-def test_bound_cuts_the_search_on_a_partly_used_node() -> None:
-    """4 GPUs + 4 NICs on a node with one GPU taken: the only allocation on one
-    NUMA node comes last in the search's order; found first inside that NUMA
-    node, it rules out every branch that spans both before it is explored."""
+def _partly_used_node() -> tuple[list[ResourceClaim], NodeView, dict[str, DeviceClass],
+                                  AllocatedState]:
+    """A 4 GPUs + 4 NICs pod on a generator node with one GPU taken."""
     inv_slices = [o for o in generator.generate_cluster(nodes=1, partitionable_fraction=0.0,
                                                          shared_fraction=0.0)
                   if o["kind"] == "ResourceSlice"]
@@ -197,6 +197,14 @@ def test_bound_cuts_the_search_on_a_partly_used_node() -> None:
     pod = [parse_object("ResourceClaim", {"kind": "ResourceClaim",
                                           "metadata": {"name": "c", "namespace": "d"},
                                           "spec": spec})]
+    return pod, view, classes, allocated
+
+
+def test_bound_cuts_the_search_on_a_partly_used_node() -> None:
+    """4 GPUs + 4 NICs on a node with one GPU taken: the only allocation on one
+    NUMA node comes last in the search's order; found first inside that NUMA
+    node, it rules out every branch that spans both before it is explored."""
+    pod, view, classes, allocated = _partly_used_node()
     outcomes = []
     for bounded in (True, False):
         objective = make_objective(node_view=view, allocated=allocated,
@@ -208,6 +216,43 @@ def test_bound_cuts_the_search_on_a_partly_used_node() -> None:
     bounded_outcome, unbounded = outcomes
     _same(bounded_outcome, unbounded)
     assert bounded_outcome.steps * 10 < unbounded.steps
+
+
+def test_the_block_probes_steps_count_against_the_budget(monkeypatch: Any) -> None:
+    """Every device tried in a slot is a step of the budget, in the first fits
+    inside a block too: the steps reported are every step taken, and a budget
+    the probes use up ends the search as any spent budget does."""
+    pod, view, classes, allocated = _partly_used_node()
+    ticks = {"all": 0, "probing": 0}
+    tick, probe = Search._tick, Search._probe_blocks
+
+    def counting(self: Search) -> None:
+        tick(self)
+        ticks["all"] += 1
+
+    def probing(self: Search) -> float:
+        before = ticks["all"]
+        try:
+            return probe(self)
+        finally:
+            ticks["probing"] += ticks["all"] - before
+
+    monkeypatch.setattr(Search, "_tick", counting)
+    monkeypatch.setattr(Search, "_probe_blocks", probing)
+
+    def search(step_budget: int) -> AllocationOutcome:
+        objective = make_objective(node_view=view, allocated=allocated,
+                                   config=TopologyConfig(), mode="allocator")
+        return allocate(pod, node_view=view, classes=classes, allocated=allocated,
+                        features=FeatureGates(), step_budget=step_budget,
+                        objective=objective, known_matches=known_matches(view))
+
+    outcome = search(10**7)
+    assert ticks["probing"] > 0
+    assert outcome.steps == ticks["all"]
+    ticks["all"] = 0
+    short = search(outcome.steps - 1)
+    assert short.steps == ticks["all"] == outcome.steps - 1
 
 
 class _Counting:
