@@ -506,6 +506,7 @@ class VictimSearch:
             _SHARED_SEARCHES)
         self.trials = 0  # allocator runs so far (for benchmarks and tests)
         self.left_out = 0  # nodes a best-only search left unsolved (for tests)
+        self._fit: NodeFit | None = None  # the search under way's (`_choose`)
 
     @property
     def inventory(self) -> Inventory:
@@ -543,7 +544,7 @@ class VictimSearch:
         names = self._inventory.node_names() if node_names is None else node_names
         # None: no PDB anywhere, so no victim can violate one
         pdbs: _Pdbs | None = {} if self._inventory.occupants.pdb_table() else None
-        fit = NodeFit(pod, self._inventory, allowed)
+        fit = self._fit = NodeFit(pod, self._inventory, allowed)
         found: list[NodePreemption] = []
         refused: dict[str, str] = {}
         ready: list[tuple[str, NodeState, CallState, frozenset[str] | None]] = []
@@ -934,9 +935,10 @@ class VictimSearch:
 
     def _choose(self, solved: _Solved, problem: _Problem,
                 pdbs: _Pdbs | None) -> tuple[_Option, bool]:
-        """This node's pick among the shared options: in allocator mode the best
-        topology score, then (both modes) fewest PDB violations, lowest
-        priorities, canonical order."""
+        """This node's pick among the shared options: one that leaves the pod
+        room for its cpu, memory and pods if any does, then in allocator mode
+        the best topology score, then (both modes) fewest PDB violations,
+        lowest priorities, canonical order."""
         assert solved.options
         if len(solved.options) == 1:
             return solved.options[0], True
@@ -947,9 +949,14 @@ class VictimSearch:
             self._pdbs_in(namespaces, pdbs)
             covered = any(pdbs[ns] for ns in namespaces)
 
-        def preference(option: _Option) -> tuple[float, int, int, int, tuple[int, ...]]:
+        fit = self._fit
+        node = problem.state.view.node.name
+
+        def preference(option: _Option) -> tuple[bool, float, int, int, int, tuple[int, ...]]:
             victims = [pods[i] for i in option.victims]
-            return (0.0 if self._first_fit else -_score(option.outcome.score),
+            short = fit is not None and fit.refusal(
+                node, (v.pod for v in victims), (v.pod for v in pods)) is not None
+            return (short, 0.0 if self._first_fit else -_score(option.outcome.score),
                     pdb_violations(victims, pdbs) if covered and pdbs is not None else 0,
                     max((v.priority for v in victims), default=0),
                     sum(v.priority for v in victims), option.victims)

@@ -133,3 +133,16 @@ def test_lacking_follows_node_resources_fit_order_and_skips_what_dra_serves() ->
     assert lacking(want, node_size, roomy, 3, dra={"example.com/gpu"}) is None
     assert lacking(Resources(memory=1), node_size, Resources(memory=8), 0) == (
         "node would lack memory: requests 1, free after victims 0")
+
+
+def test_among_the_smallest_sets_the_one_that_leaves_room_for_the_cpu_is_chosen() -> None:
+    # Two GPU holders of one priority: "small" frees 1 cpu, "big" 4; 7 of 8 are
+    # taken, so only "big" going leaves the 4-cpu preemptor room.
+    objs: list[Any] = [GPU_CLASS, template("want", requests=[request("gpu", "gpu")]),
+                       sized("n1"), *gpu_node("n1", roots=("r0", "r0")),
+                       *gpu_holder("n1-small", "n1", 0, 1, "1"),
+                       *gpu_holder("n1-big", "n1", 1, 1, "4"), busy("web", "n1", "2")]
+    inv = load(*objs, with_cpu(preemptor(), "4"))
+    _, search = searcher(inv)
+    plan = search.search(inv.pod("default/p"))
+    assert [v.pod.name for v in plan.nodes[0].victims] == ["n1-big"] and not plan.refused
