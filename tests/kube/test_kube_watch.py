@@ -306,6 +306,48 @@ async def test_lists_are_paged_and_restart_when_the_snapshot_expires(tmp_path: P
         assert h.metric("drax_watch_relists_total", kind="Node") == 1
 
 
+async def test_a_relist_cut_short_keeps_what_it_read_and_its_retry_brings_nothing_back(
+        tmp_path: Path) -> None:
+    """A relist after sync whose snapshot expires after its first page: that
+    page stays applied and nothing is deleted until a list is read whole;
+    the list started over drops what was deleted meanwhile, from the pages
+    applied already and from those never read, and brings none of it back."""
+    async with KubeHarness(tmp_path, settings=replace(FAST, relist_page_size=1)) as h:
+        for i in range(5):
+            h.server.create("nodes", node(f"n{i}"))
+        h.watch()
+        await h.synced()
+        await h.watching()
+        between: list[list[str]] = []
+        expired = False
+        serve = h.server._list
+
+        def list_nodes(plural: str, namespace: str, query: Any, selects: Any = None) -> Any:
+            nonlocal expired
+            if plural == "nodes" and expired and "continue" not in query and not between:
+                between.append(h.inventory.node_names())  # the list starts over
+            answer = serve(plural, namespace, query, selects)
+            if plural == "nodes" and answer.status == 410 and not expired:
+                expired = True
+                h.server.delete("nodes", "n0")  # on the page read already
+                h.server.delete("nodes", "n2")  # on a page not read yet
+            return answer
+
+        h.server._list = list_nodes  # type: ignore[method-assign]
+        h.server.hold_watches("nodes")  # the changes reach drax by the list only
+        h.server.faults.only_plural, h.server.faults.expired_continues = "nodes", 1
+        h.server.update("nodes", node("n4", zone="b"))  # what drax holds is now too old
+        h.server.compact()
+        h.server.drop_watches()
+        await eventually(lambda: h.inventory.node_names() == ["n1", "n3", "n4"],
+                         "the list started over")
+        assert between == [["n0", "n1", "n2", "n3", "n4"]]
+        lists = [q for q in h.server.watch_queries("nodes") if "watch" not in q]
+        # the first list; page 1, page 2 expired; the three pages left
+        assert ["continue" in q for q in lists] == [False, False, True, False, True, True]
+        assert all(q["limit"] == "1" for q in lists[1:])
+
+
 async def test_a_relist_after_sync_reads_small_pages(tmp_path: Path) -> None:
     async with KubeHarness(tmp_path, settings=replace(FAST, page_size=4,
                                                       relist_page_size=1)) as h:
