@@ -9,6 +9,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import msgspec
 import orjson
 import pytest
 
@@ -492,15 +493,20 @@ async def test_a_node_pools_slice_list_never_decodes_other_nodes_slices(
         assert h.metric("drax_watch_invalid_objects_total", kind="ResourceSlice") == 1
 
 
-def test_a_skimmed_page_is_the_decoded_page_without_other_nodes_items() -> None:
+def test_a_sliced_page_holds_its_items_undecoded_without_other_nodes_items() -> None:
     page = {"kind": "ResourceSliceList", "metadata": {"resourceVersion": "7", "continue": "t"},
             "items": [gpu_slice("a1", 1), gpu_slice("b1", 1),
                       {"metadata": {"name": "shared"}, "spec": {"allNodes": True}}]}
-    skimmed = watch.skim_page(orjson.dumps(page), {"a1"}.__contains__)
-    assert skimmed == {"metadata": {"resourceVersion": "7", "continue": "t"},
-                       "items": [page["items"][0], page["items"][2]]}
+    for keeps, kept in (({"a1"}.__contains__, [0, 2]), (None, [0, 1, 2])):
+        sliced = watch.slice_page(orjson.dumps(page), keeps)
+        assert sliced["metadata"] == {"resourceVersion": "7", "continue": "t"}
+        assert all(type(raw) is msgspec.Raw for raw in sliced["items"])
+        assert [orjson.loads(bytes(raw)) for raw in sliced["items"]] == [
+            page["items"][i] for i in kept]
+    # a page the skim cannot read is decoded whole, for the list's checks to word
+    assert watch.slice_page(b'{"items": 5}', None) == {"items": 5}
     with pytest.raises(watch.WatchError):
-        watch.skim_page(b"[1]", {"a1"}.__contains__)
+        watch.slice_page(b"[1]", {"a1"}.__contains__)
 
 
 async def test_slice_events_are_decoded_straight_into_the_model(

@@ -666,15 +666,6 @@ _PAGE = msgspec.json.Decoder(_SkimPage)
 _ITEM = msgspec.json.Decoder(_SkimItem)
 
 
-def skim_page(body: bytes, keeps_node: Callable[[str], bool]) -> dict[str, Any]:
-    """A list page as `orjson.loads` gives it, without the node-local items whose
-    node `keeps_node` refuses: those are scanned, never built (`slice_page`)."""
-    page = slice_page(body, keeps_node)
-    page["items"] = [orjson.loads(memoryview(raw)) if type(raw) is msgspec.Raw else raw
-                     for raw in page["items"]]
-    return page
-
-
 def slice_page(body: bytes, keeps_node: Callable[[str], bool] | None) -> dict[str, Any]:
     """A ResourceSlice list page as `orjson.loads` gives it, but with each item
     left undecoded (`msgspec.Raw`, for `decode_resource_slice`) and, with
