@@ -187,7 +187,8 @@ def parse_node(obj: Mapping[str, Any]) -> Node:
                 uid=str(meta.get("uid") or ""),
                 resource_version=str(meta.get("resourceVersion") or ""),
                 allocatable=allocatable,
-                taints=_shared("taints", spec.get("taints"), f"Node {name} spec.taints", _taints),
+                taints=_shared("taints", spec.get("taints"), f"Node {name} spec.taints",
+                               parse_taints),
                 unschedulable=spec.get("unschedulable") is True,
                 resources=None if raw_allocatable is None
                 else resources_of(listed, with_pods=True))
@@ -528,7 +529,8 @@ def _request_policy(raw: Any, what: str) -> RequestPolicy | None:
     )
 
 
-def _taints(raw: Any, what: str) -> tuple[DeviceTaint, ...]:
+def parse_taints(raw: Any, what: str) -> tuple[DeviceTaint, ...]:
+    """A Node's or a device's taints, in order; `what` names the list in errors."""
     out = []
     for i, t in enumerate(_list(raw, what)):
         m = _map(t, f"{what}[{i}]")
@@ -587,7 +589,7 @@ def _device(raw: Any, *, driver: str, pool: str, slice_name: str, where: str,
         node_selector=None if get("nodeSelector") is None
         else parse_node_selector(get("nodeSelector"), f"{where}.nodeSelector"),
         all_nodes=bool(get("allNodes")),
-        taints=() if get("taints") is None else _taints(get("taints"), f"{where}.taints"),
+        taints=() if get("taints") is None else parse_taints(get("taints"), f"{where}.taints"),
         binds_to_node=bool(get("bindsToNode")),
         binding_conditions=() if conditions is None else tuple(
             str(x) for x in _list(conditions, f"{where}.bindingConditions")),

@@ -41,8 +41,7 @@ from app.model.objects import (
     ResourcePool,
     ResourceSlice,
 )
-from app.model.parse import _taints as parse_taints
-from app.model.parse import parse_node_selector
+from app.model.parse import parse_node_selector, parse_taints
 from app.model.parse import parse_object as reference_parse
 from app.model.quantity import Quantity, QuantityError, parse_quantity
 from app.model.versions import READ_AS_V1
