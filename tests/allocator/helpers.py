@@ -297,3 +297,23 @@ def parse_classes(raw: Iterable[Mapping[str, Any]]) -> dict[str, DeviceClass]:
         parsed = parse_object("DeviceClass", c)
         out[parsed.name] = parsed
     return out
+
+
+class PlainObjective:
+    """`inner` with only the parts every objective has (`first_fit`, `score`,
+    `is_perfect`) and the optional ones named in `keep`: the search uses none
+    of the others (`bound`, `blocks`, `score_class`, `twin_key`), so it skips
+    no branch, scores every allocation and, without `twin_key`, prunes no
+    twin. The reference a search using them must agree with."""
+
+    def __init__(self, inner: Any, *keep: str) -> None:
+        self._inner = inner
+        self.first_fit = inner.first_fit
+        for name in keep:
+            setattr(self, name, getattr(inner, name))
+
+    def score(self, picks: Sequence[Device]) -> float:
+        return float(self._inner.score(picks))
+
+    def is_perfect(self, score: float) -> bool:
+        return bool(self._inner.is_perfect(score))

@@ -28,6 +28,7 @@ from app.model import Device, DeviceClass, ResourceClaim, parse_object
 from app.topology import TopologyConfig, make_objective
 from loadtest import generator
 from tests.allocator.helpers import (
+    PlainObjective,
     claim,
     cls,
     consumes,
@@ -51,21 +52,9 @@ CLASSES = parse_classes([cls("gpu", f"device.driver == '{GPU}'"),
 FULL = f'device.attributes["{GPU}"].kind == "full"'
 
 
-class _Unbounded:
+def _unbounded(objective: Any) -> PlainObjective:
     """The same objective without its bound: the search skips no branch."""
-
-    def __init__(self, inner: Any) -> None:
-        self._inner = inner
-        self.first_fit = inner.first_fit
-
-    def score(self, picks: Sequence[Device]) -> float:
-        return float(self._inner.score(picks))
-
-    def is_perfect(self, score: float) -> bool:
-        return bool(self._inner.is_perfect(score))
-
-    def twin_key(self, device: Device) -> Any:
-        return self._inner.twin_key(device)
+    return PlainObjective(objective, "twin_key")
 
 
 @st.composite
@@ -150,7 +139,7 @@ def _search(claims: Sequence[ResourceClaim], view: NodeView, allocated: Allocate
                                mode="allocator")
     return allocate(claims, node_view=view, classes=CLASSES, allocated=allocated,
                     features=FeatureGates(), objective=objective if bounded else
-                    _Unbounded(objective), step_budget=step_budget,
+                    _unbounded(objective), step_budget=step_budget,
                     known_matches=known_matches(view))
 
 
@@ -211,7 +200,7 @@ def test_bound_cuts_the_search_on_a_partly_used_node() -> None:
                                    config=TopologyConfig(), mode="allocator")
         outcomes.append(allocate(pod, node_view=view, classes=classes, allocated=allocated,
                                  features=FeatureGates(), step_budget=10**7,
-                                 objective=objective if bounded else _Unbounded(objective),
+                                 objective=objective if bounded else _unbounded(objective),
                                  known_matches=known_matches(view)))
     bounded_outcome, unbounded = outcomes
     _same(bounded_outcome, unbounded)
@@ -289,7 +278,7 @@ def test_allocations_alike_for_the_objective_are_scored_once() -> None:
     for bounded in (True, False):
         objective = make_objective(node_view=view, allocated=allocated,
                                    config=TopologyConfig(), mode="allocator")
-        counting = _Counting(objective if bounded else _Unbounded(objective))
+        counting = _Counting(objective if bounded else _unbounded(objective))
         outcomes.append(allocate(pod, node_view=view, classes=CLASSES, allocated=allocated,
                                  features=FeatureGates(), objective=counting,
                                  known_matches=known_matches(view)))
@@ -330,7 +319,7 @@ def test_a_placement_is_scored_once_where_no_bound_applies() -> None:
     pod = [parse_object("ResourceClaim", claim("c", req("gpu", "gpu", count=3)))]
     scored = []
     outcomes = []
-    for wrap in (lambda o: o, _Unbounded):
+    for wrap in (lambda o: o, _unbounded):
         objective = make_objective(node_view=view, allocated=allocated,
                                    config=TopologyConfig(), mode="allocator")
         counting = _Counting(wrap(objective))

@@ -10,8 +10,6 @@ with nodes partly allocated by earlier pods.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
-from typing import Any
 
 import pytest
 
@@ -19,26 +17,13 @@ from app.allocator import allocate
 from app.extender.verbs import Extender
 from app.features import FeatureGates
 from app.inventory import KINDS, Inventory
-from app.model import Device, ResourceClaim, parse_object
+from app.model import ResourceClaim, parse_object
 from app.topology import TopologyConfig, make_objective
 from loadtest import generator
+from tests.allocator.helpers import PlainObjective
 
 SHAPES = ("1gpu", "2gpu-40gi", "2gpu-1nic-same-root", "4gpu-4nic", "8gpu", "mig-1g",
           "shared-gpu")
-
-
-class _Exhaustive:
-    """The same objective without `twin_key`: the search cannot prune."""
-
-    def __init__(self, inner: Any) -> None:
-        self._inner = inner
-        self.first_fit = inner.first_fit
-
-    def score(self, picks: Sequence[Device]) -> float:
-        return float(self._inner.score(picks))
-
-    def is_perfect(self, score: float) -> bool:
-        return bool(self._inner.is_perfect(score))
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +64,7 @@ def test_pruned_search_picks_what_the_exhaustive_search_picks(
         state = inv.node_state(name)
         assert state is not None
         outcomes = []
-        for wrap in (lambda o: o, _Exhaustive):
+        for wrap in (lambda o: o, PlainObjective):
             objective = make_objective(node_view=state.view, allocated=state.allocated,
                                        config=TopologyConfig(), mode="allocator")
             outcomes.append(allocate([claim], node_view=state.view, classes=inv.classes,
