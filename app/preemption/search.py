@@ -949,19 +949,25 @@ class VictimSearch:
             self._pdbs_in(namespaces, pdbs)
             covered = any(pdbs[ns] for ns in namespaces)
 
-        fit = self._fit
-        node = problem.state.view.node.name
-
-        def preference(option: _Option) -> tuple[bool, float, int, int, int, tuple[int, ...]]:
+        def preference(option: _Option) -> tuple[float, int, int, int, tuple[int, ...]]:
             victims = [pods[i] for i in option.victims]
-            short = fit is not None and fit.refusal(
-                node, (v.pod for v in victims), (v.pod for v in pods)) is not None
-            return (short, 0.0 if self._first_fit else -_score(option.outcome.score),
+            return (0.0 if self._first_fit else -_score(option.outcome.score),
                     pdb_violations(victims, pdbs) if covered and pdbs is not None else 0,
                     max((v.priority for v in victims), default=0),
                     sum(v.priority for v in victims), option.victims)
 
-        return min(solved.options, key=preference), True
+        fit = self._fit
+        node = problem.state.view.node.name
+
+        def room(option: _Option) -> bool:
+            return fit is None or fit.refusal(node, (pods[i].pod for i in option.victims),
+                                              (v.pod for v in pods)) is None
+
+        chosen = min(solved.options, key=preference)
+        if room(chosen):
+            return chosen, True
+        fitting = [option for option in solved.options if room(option)]
+        return min(fitting or solved.options, key=preference), True
 
     def _violations(self, victims: Iterable[Victim], pdbs: _Pdbs | None) -> int:
         if pdbs is None:
