@@ -529,7 +529,10 @@ SECTIONS: Final = (
             "marked and deleting), the victims' termination (the harness plays the kubelet: "
             "grace 0 as soon as a victim is deleting), the resource-claim controller "
             "(to every victim claim deallocated) and the scheduler's requeue (to the bind), "
-            "with the scheduling attempts that requeue took (drax `filter` requests). The "
+            "with the scheduling attempts after the victims' claims are deallocated (drax "
+            "`filter` requests), bracketed: counted from just before the harness removes "
+            "the last victim (an upper bound, the one judged) and from the poll that first "
+            "sees every claim freed (a lower bound). The "
             "same pod through `default-scheduler` on the same full pool is the baseline."),
     Section("failover", "Warm standby takeover and requeue on the real control plane",
             "python -m loadtest.failover --rounds 3 --json loadtest/results/failover.json",
