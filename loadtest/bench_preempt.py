@@ -1,10 +1,10 @@
 """The victim search over 500 full candidate nodes, against the filter.
 
 A generated cluster (`loadtest.generator`, 8 GPUs + 8 RDMA NICs per node on 4
-PCIe roots) where every GPU is held by a running pod of random priority below
-the preemptor's (8 candidate victims per node). The preemptor asks for the
-target claim, 2 GPUs + 1 NIC on one PCIe root, which fits nowhere without
-preemption. Two clusters:
+PCIe roots) where every GPU is held by a running pod of priority below the
+preemptor's (8 candidate victims per node), all started at the same time. The
+preemptor asks for the target claim, 2 GPUs + 1 NIC on one PCIe root, which
+fits nowhere without preemption. Two layouts:
 
 - `uniform`: whole-GPU nodes (GPU models drawn as the generator draws them),
   one GPU per pod;
@@ -13,20 +13,31 @@ preemption. Two clusters:
   probability 1/2, so nodes differ in who holds what (hundreds of distinct
   problems among 500 nodes).
 
+and two priority distributions (`PRIORITIES`):
+
+- `random`: each pod's priority drawn uniformly from 0..999, so nodes almost
+  never tie on their lowest victims;
+- `3 levels`: three PriorityClass values, 1000 / 2000 / 3000 drawn with
+  weights 3 / 2 / 1, as clusters usually set them, so most nodes tie on the
+  first terms of the ranking and the best-node search cannot leave them out.
+
 Per cluster, timed in-process with the same inventory:
 
 - `filter, first`: `Extender.filter` over every node on a fresh extender (no
   answers kept for the shape), the baseline;
 - `filter, again`: the same call on the same extender;
-- `search, first`: `VictimSearch.search(best_only=True)` over every node, as
+- `best node, first`: `VictimSearch.search(best_only=True)` over every node, as
   the preemption loop asks (the best node; nodes that cannot win are left
   unsolved), on a fresh extender whose filter has run once (as in the
   server, where the scheduler's filter comes before any preemption), no
   search done yet;
-- `search, again`: the same search repeated;
-- `search, cold`: on a fresh inventory and extender (nothing computed);
+- `best node, again`: the same search repeated;
+- `best node, cold`: on a fresh inventory and extender (nothing computed);
 - `every node, first` / `again`: the search answering for every node, as the
   preempt verb and the dry run ask.
+
+The goal (p99 <= 50 ms) is reported per cluster for both first searches: the
+best node (the preemption loop) and every node (the preempt verb, the dry run).
 
 CPU time of the calling thread is the measure, since the machine's cores are
 shared with other work; wall time is reported beside it.
@@ -65,15 +76,23 @@ SHAPE: Final = "2gpu-1nic-same-root"
 TARGET_P99_S: Final = 0.050
 PREEMPTOR_PRIORITY: Final = 100000
 ROOT: Final = "resource.kubernetes.io/pcieRoot"
+# Per distribution, how a pod's priority is drawn.
+PRIORITIES: Final[dict[str, Callable[[random.Random], int]]] = {
+    "random": lambda rng: rng.randrange(1000),
+    "3 levels": lambda rng: rng.choices((1000, 2000, 3000), weights=(3, 2, 1))[0],
+}
 
 
 def _root(device: dict[str, Any]) -> str:
     return str(device["attributes"][ROOT]["string"])
 
 
-def full_cluster(*, nodes: int, varied: bool, seed: int = 0) -> list[dict[str, Any]]:
-    """The generated cluster with every GPU held by a running pod, and the preemptor."""
+def full_cluster(*, nodes: int, varied: bool, priorities: str = "random", seed: int = 0
+                 ) -> list[dict[str, Any]]:
+    """The generated cluster with every GPU held by a running pod whose priority
+    is drawn as `PRIORITIES[priorities]` draws it, and the preemptor."""
     rng = random.Random(seed)
+    draw = PRIORITIES[priorities]
     objs = generate_cluster(nodes=nodes, partitionable_fraction=0.25 if varied else 0.0,
                             shared_fraction=0.0, seed=seed)
     gpus: dict[str, list[tuple[str, dict[str, Any]]]] = {}
@@ -97,7 +116,7 @@ def full_cluster(*, nodes: int, varied: bool, seed: int = 0) -> list[dict[str, A
             if varied and nic is not None and rng.random() < 0.5:
                 nics[node].pop(_root(device))
                 held.append(("nic", NIC_DRIVER, pool, nic))
-            out += _holder(name, node, held, priority=rng.randrange(1000))
+            out += _holder(name, node, held, priority=draw(rng))
     out.append({"kind": "Pod", "metadata": {"name": "preemptor", "namespace": "default",
                                             "uid": "uid-preemptor"},
                 "spec": {"priority": PREEMPTOR_PRIORITY, "schedulerName": "drax",
@@ -154,8 +173,8 @@ def _timed(runs: int, make: Callable[[], Callable[[], Any]]) -> dict[str, list[f
     return {"wall": wall, "cpu": cpu}
 
 
-def measure(*, nodes: int, runs: int, varied: bool) -> dict[str, Any]:
-    objs = full_cluster(nodes=nodes, varied=varied)
+def measure(*, nodes: int, runs: int, varied: bool, priorities: str) -> dict[str, Any]:
+    objs = full_cluster(nodes=nodes, varied=varied, priorities=priorities)
     inv = _inventory(objs)
     pod = inv.pod("default/preemptor")
     assert pod is not None
@@ -198,17 +217,17 @@ def measure(*, nodes: int, runs: int, varied: bool) -> dict[str, Any]:
     series = {
         "filter, first": _timed(runs, filter_first),
         "filter, again": _timed(runs, lambda: lambda: warm.filter(pod, names)),
-        "search, first": _timed(runs, search_first(True)),
-        "search, again": _timed(
+        "best node, first": _timed(runs, search_first(True)),
+        "best node, again": _timed(
             runs, lambda: lambda: best_again.search(pod, names, best_only=True)),
-        "search, cold": _timed(max(3, runs // 3), search_cold),
+        "best node, cold": _timed(max(3, runs // 3), search_cold),
         "every node, first": _timed(runs, search_first(False)),
         "every node, again": _timed(runs, lambda: lambda: again.search(pod, names)),
     }
     victims = sorted({len(n.victims) for n in plan.nodes})
     solved, runs_best = _first(inv, pod, names, best_only=True)
     _, runs_every = _first(inv, pod, names, best_only=False)
-    return {"cluster": "varied" if varied else "uniform", "nodes": nodes,
+    return {"cluster": f"{'varied' if varied else 'uniform'}, {priorities}", "nodes": nodes,
             "candidates_per_node": 8, "nodes_freed": len(plan.nodes),
             "victims_per_node": victims, "distinct_problems": problems,
             "nodes_solved_best_only": solved,
@@ -231,18 +250,19 @@ def report(results: list[dict[str, Any]], command: str) -> dict[str, Any]:
     rows = []
     for r in results:
         t = r["timings"]
-        first = t["search, first"]["cpu"]["p99_ms"]
         baseline = t["filter, first"]["cpu"]["p99_ms"]
-        wall = t["search, first"]["wall"]["p99_ms"]
-        every = t["every node, first"]["cpu"]["p99_ms"]
-        targets.append({
-            "target": f"victim search, {r['nodes']} nodes x 8 candidate victims "
-                      f"({r['cluster']}), p99 of the first search (CPU time)",
-            "goal": f"<= {TARGET_P99_S * 1000:.0f} ms", "measured": round(first, 1),
-            "unit": "ms", "met": first <= TARGET_P99_S * 1000,
-            "note": f"the best node, as the preemption loop asks; {first / baseline:.2f} x "
-                    f"the filter's first p99 in the same run; wall p99 {wall:.1f} ms; "
-                    f"answering for every node (preempt verb, dry run): {every:.1f} ms"})
+        for call, asks in (("best node", "the best node, as the preemption loop asks"),
+                           ("every node", "an answer for every node, as the preempt verb "
+                                          "and the dry run ask")):
+            first = t[f"{call}, first"]["cpu"]["p99_ms"]
+            wall = t[f"{call}, first"]["wall"]["p99_ms"]
+            targets.append({
+                "target": f"victim search for the {call}, {r['nodes']} nodes x 8 candidate "
+                          f"victims ({r['cluster']}), p99 of the first search (CPU time)",
+                "goal": f"<= {TARGET_P99_S * 1000:.0f} ms", "measured": round(first, 1),
+                "unit": "ms", "met": first <= TARGET_P99_S * 1000,
+                "note": f"{asks}; {first / baseline:.2f} x the filter's first p99 in the same "
+                        f"run; wall p99 {wall:.1f} ms"})
         for name, clocks in t.items():
             cpu, w = clocks["cpu"], clocks["wall"]
             rows.append([r["cluster"], name, f"{cpu['p50_ms']:.1f}", f"{cpu['p99_ms']:.1f}",
@@ -256,11 +276,13 @@ def report(results: list[dict[str, Any]], command: str) -> dict[str, Any]:
         "format": "figures", **provenance(command),
         "about": (
             "`VictimSearch.search` in-process over every node of a full generated cluster "
-            "(8 GPUs + 8 RDMA NICs per node, every GPU held by a pod of random priority "
-            f"below the preemptor's), for a preemptor of the target claim ({SHAPE}); "
-            "`uniform`: whole-GPU nodes; `varied`: a quarter partitionable, half the pods "
-            "also holding their root's NIC. Baseline: `Extender.filter` over the same nodes "
-            "in the same run (`first`: a fresh extender; `again`: answers kept). `search`: "
+            "(8 GPUs + 8 RDMA NICs per node, every GPU held by a pod of priority below the "
+            f"preemptor's, all started at once), for a preemptor of the target claim "
+            f"({SHAPE}); `uniform`: whole-GPU nodes; `varied`: a quarter partitionable, half "
+            "the pods also holding their root's NIC; `random`: priorities drawn uniformly "
+            "from 0..999; `3 levels`: 1000 / 2000 / 3000 drawn with weights 3 / 2 / 1, as "
+            "three PriorityClasses give. Baseline: `Extender.filter` over the same nodes "
+            "in the same run (`first`: a fresh extender; `again`: answers kept). `best node`: "
             "the best node, as the preemption loop asks (nodes whose victims cannot beat a "
             "node found already are left unsolved); `every node`: an answer for every node, "
             "as the preempt verb and the dry run ask. `first`: a fresh extender whose "
@@ -295,8 +317,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--json", metavar="FILE")
     args = parser.parse_args(argv)
-    results = [measure(nodes=args.nodes, runs=args.runs, varied=varied)
-               for varied in (False, True)]
+    results = [measure(nodes=args.nodes, runs=args.runs, varied=varied, priorities=priorities)
+               for priorities in PRIORITIES for varied in (False, True)]
     command = f"python -m loadtest.bench_preempt --nodes {args.nodes} --runs {args.runs}"
     if args.json:
         command += f" --json {args.json}"

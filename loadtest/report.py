@@ -517,8 +517,13 @@ SECTIONS: Final = (
             "python -m loadtest.bench_preempt --nodes 500 --runs 30 --json "
             "loadtest/results/victim-search.json", figures,
             "`app.preemption.VictimSearch` in-process over 500 full candidate nodes with 8 "
-            "candidate victims each, against the filter over the same nodes in the same run "
-            "(how: `loadtest/bench_preempt.py`)."),
+            "candidate victims each, all started at once, against the filter over the same "
+            "nodes in the same run (how: `loadtest/bench_preempt.py`). Victim priorities: "
+            "`random`, drawn uniformly from 0..999 (nodes almost never tie on their lowest "
+            "victims); `3 levels`, 1000 / 2000 / 3000 drawn with weights 3 / 2 / 1, as three "
+            "PriorityClasses give (most nodes tie on the first terms of the ranking). The "
+            "goal holds for both first searches: the best node (the preemption loop) and "
+            "every node (the preempt verb and `drax preempt`)."),
     Section("preemption", "Preemption for devices on the real control plane",
             "python -m loadtest.bench_preemption --rounds 10 --json "
             "loadtest/results/preemption.json", figures,

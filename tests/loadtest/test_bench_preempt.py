@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from app.extender import Extender
 from app.features import FeatureGates
 from app.preemption import NodePreemption, VictimSearch
-from loadtest.bench_preempt import _inventory, full_cluster, main
+from loadtest.bench_preempt import PRIORITIES, _inventory, full_cluster, main
 
 NODE_KINDS = ("Node", "ResourceSlice", "Pod", "ResourceClaim")
 
@@ -43,9 +43,11 @@ def search(objs: list[dict[str, Any]], mode: str, *, best_only: bool = False) ->
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.integers(0, 10**6), st.booleans(), st.sampled_from(["allocator", "advisor"]))
-def test_each_node_gets_the_answer_it_gets_alone(seed: int, varied: bool, mode: str) -> None:
-    objs = full_cluster(nodes=8, varied=varied, seed=seed)
+@given(st.integers(0, 10**6), st.booleans(), st.sampled_from(["allocator", "advisor"]),
+       st.sampled_from(list(PRIORITIES)))
+def test_each_node_gets_the_answer_it_gets_alone(seed: int, varied: bool, mode: str,
+                                                 priorities: str) -> None:
+    objs = full_cluster(nodes=8, varied=varied, priorities=priorities, seed=seed)
     plan = search(objs, mode)
     best = search(objs, mode, best_only=True).best
     assert plan.best is not None and best is not None
@@ -66,4 +68,6 @@ def test_the_benchmark_runs_and_records(tmp_path: Path) -> None:
     doc = orjson.loads(out.read_bytes())
     assert [t["met"] for t in doc["targets"]] and doc["format"] == "figures"
     facts = doc["tables"][1]["rows"]
-    assert [row[0] for row in facts] == ["uniform", "varied"]
+    assert [row[0] for row in facts] == ["uniform, random", "varied, random",
+                                         "uniform, 3 levels", "varied, 3 levels"]
+    assert len(doc["targets"]) == 8
