@@ -257,7 +257,7 @@ def report(results: list[dict[str, Any]], command: str) -> dict[str, Any]:
             first = t[f"{call}, first"]["cpu"]["p99_ms"]
             wall = t[f"{call}, first"]["wall"]["p99_ms"]
             targets.append({
-                "target": f"victim search for the {call}, {r['nodes']} nodes x 8 candidate "
+                "target": f"victim search, {call}, {r['nodes']} nodes x 8 candidate "
                           f"victims ({r['cluster']}), p99 of the first search (CPU time)",
                 "goal": f"<= {TARGET_P99_S * 1000:.0f} ms", "measured": round(first, 1),
                 "unit": "ms", "met": first <= TARGET_P99_S * 1000,
