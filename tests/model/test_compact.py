@@ -1,16 +1,21 @@
 """Compact device storage: shared key tables and shared parsed values keep the
 model's meaning (lookups, equality, quantity text, attribute kinds)."""
 
+from collections.abc import Callable
 from typing import Any
 
-from app.model import ResourceSlice, interning, parse_object
+import pytest
+
+from app.model import ResourceSlice, interning, parse_object, typed
 from app.model.compact import FieldMap
+from app.model.parse import parse_object as reference_parse
 
 
-def _slice(name: str, devices: list[dict[str, Any]]) -> ResourceSlice:
-    s = parse_object("ResourceSlice", {"kind": "ResourceSlice", "metadata": {"name": name},
-                                       "spec": {"driver": "gpu.example.com", "nodeName": name,
-                                                "pool": {"name": name}, "devices": devices}})
+def _slice(name: str, devices: list[dict[str, Any]],
+           parse: Callable[[str, dict[str, Any]], Any] = parse_object) -> ResourceSlice:
+    s = parse("ResourceSlice", {"kind": "ResourceSlice", "metadata": {"name": name},
+                                "spec": {"driver": "gpu.example.com", "nodeName": name,
+                                         "pool": {"name": name}, "devices": devices}})
     assert isinstance(s, ResourceSlice)
     return s
 
@@ -65,16 +70,22 @@ def test_counter_consumptions_are_shared_by_their_raw_form() -> None:
     assert a is b and a == c and c[0].counters["memory"].text == "10240Mi"
 
 
-def test_a_full_value_cache_starts_over_so_nearby_repeats_stay_shared(monkeypatch: Any) -> None:
+@pytest.mark.parametrize("parse", [parse_object, reference_parse], ids=["typed", "reference"])
+def test_a_full_value_cache_starts_over_so_nearby_repeats_stay_shared(
+        monkeypatch: Any, parse: Callable[[str, dict[str, Any]], Any]) -> None:
     # Unique values (uuids) fill the bounded cache; a value that repeats only
     # within one slice (a MIG partition's parentUUID) must still be shared after.
-    monkeypatch.setattr(interning.SCALARS, "limit", 8)
-    monkeypatch.setattr(interning.SHARED_ATTRIBUTES, "limit", 8)
+    # Each cache starts empty, so what earlier tests left in it does not count.
+    caches = (interning.SCALARS, interning.SHARED_ATTRIBUTES, typed._ATTRIBUTES)
+    for cache in caches:
+        monkeypatch.setattr(cache, "limit", 8)
+        cache.clear()
     _slice("fill", [{"name": f"gpu-{i}", "attributes": {"uuid": {"string": f"fill-{i}"}}}
-                    for i in range(20)])
+                    for i in range(20)], parse)
     s = _slice("n1", [{"name": f"mig-{i}", "attributes": {"parentUUID": {"string": "GPU-7"}}}
-                      for i in range(3)])
+                      for i in range(3)], parse)
     values = [d.attributes["gpu.example.com/parentUUID"] for d in s.devices]
     assert values[0].value == "GPU-7"
     assert values[1] is values[0] and values[2] is values[0]
-    assert all(len(c) <= 8 for c in (interning.SCALARS, interning.SHARED_ATTRIBUTES))
+    assert all(len(c) <= 8 for c in caches)
+    assert any(len(c) > 0 for c in caches)
