@@ -234,13 +234,18 @@ def _extended_claim_status(raw: Any, where: str) -> ExtendedResourceClaimStatus 
         request_mappings=tuple(mappings))
 
 
-def parse_pod(obj: Mapping[str, Any]) -> Pod:
-    if not isinstance(obj, Mapping):
-        raise InvalidObject("Pod: expected an object")
+def _pod_identity(obj: Mapping[str, Any]) -> tuple[Mapping[str, Any], str, str, str]:
+    """A pod's metadata, namespace, name, and how errors name it."""
     meta = _meta(obj)
     name = _str(meta.get("name"), "Pod metadata.name", required=True)
     namespace = _str(meta.get("namespace"), f"Pod {name} metadata.namespace") or "default"
-    where = f"Pod {namespace}/{name}"
+    return meta, namespace, name, f"Pod {namespace}/{name}"
+
+
+def parse_pod(obj: Mapping[str, Any]) -> Pod:
+    if not isinstance(obj, Mapping):
+        raise InvalidObject("Pod: expected an object")
+    meta, namespace, name, where = _pod_identity(obj)
     spec = _map(obj.get("spec"), f"{where} spec")
     status = _map(obj.get("status"), f"{where} status")
     claims = []
@@ -293,10 +298,7 @@ def parse_pod(obj: Mapping[str, Any]) -> Pod:
 def parse_pod_usage(obj: Mapping[str, Any]) -> PodUsage:
     """What a pod without claims takes of its node (`PodUsage`): its requests
     are read only once it has a node."""
-    meta = _meta(obj)
-    name = _str(meta.get("name"), "Pod metadata.name", required=True)
-    namespace = _str(meta.get("namespace"), f"Pod {name} metadata.namespace") or "default"
-    where = f"Pod {namespace}/{name}"
+    meta, namespace, name, where = _pod_identity(obj)
     spec = _map(obj.get("spec"), f"{where} spec")
     node = _str(spec.get("nodeName"), f"{where} spec.nodeName")
     if not node:
