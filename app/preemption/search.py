@@ -506,7 +506,6 @@ class VictimSearch:
             _SHARED_SEARCHES)
         self.trials = 0  # allocator runs so far (for benchmarks and tests)
         self.left_out = 0  # nodes a best-only search left unsolved (for tests)
-        self._fit: NodeFit | None = None  # the search under way's (`_choose`)
 
     @property
     def inventory(self) -> Inventory:
@@ -544,7 +543,7 @@ class VictimSearch:
         names = self._inventory.node_names() if node_names is None else node_names
         # None: no PDB anywhere, so no victim can violate one
         pdbs: _Pdbs | None = {} if self._inventory.occupants.pdb_table() else None
-        fit = self._fit = NodeFit(pod, self._inventory, allowed)
+        fit = NodeFit(pod, self._inventory, allowed)
         found: list[NodePreemption] = []
         refused: dict[str, str] = {}
         ready: list[tuple[str, NodeState, CallState, frozenset[str] | None]] = []
@@ -560,6 +559,8 @@ class VictimSearch:
             else:
                 ready.append((name, *prepared, None if allow is None else frozenset(allow)))
         floors: dict[str, _Floor | None] = {}
+        # who holds what per node, read once for its floor and its problem
+        holders: dict[str, _Holders] = {}
         if best_only:
             # per request (one per variant): its needs, arranged for counting
             checks: dict[int, tuple[list[_Need], _Check] | None] = {}
@@ -567,7 +568,8 @@ class VictimSearch:
                 if id(node_request) not in checks:
                     needs = _needs(node_request.pending, node_request.kinds)
                     checks[id(node_request)] = None if needs is None else (needs, _check(needs))
-                floors[name] = self._floor(pod, p, node_request, state, allow,
+                holders[name] = self._holders(pod, p, state, allow)
+                floors[name] = self._floor(node_request, state, holders[name],
                                            checks[id(node_request)])
             # The likeliest winners first: the sooner a good node is found, the
             # more nodes are left out.
@@ -578,7 +580,8 @@ class VictimSearch:
             if best is not None and floor is not None and _cannot_win(floor, best):
                 self.left_out += 1
                 continue
-            answer = _fitted(fit, self._node(pod, p, node_request, state, allow, pdbs))
+            held = holders.get(name) or self._holders(pod, p, state, allow)
+            answer = _fitted(fit, self._node(node_request, state, held, pdbs, fit))
             if isinstance(answer, str):
                 refused[name] = answer
                 continue
@@ -615,19 +618,18 @@ class VictimSearch:
                                   pdb_violations=0, score=None, priority=0)
         return state, request
 
-    def _node(self, pod: Pod, p: int, request: CallState, state: NodeState,
-              allow: frozenset[str] | None, pdbs: _Pdbs | None) -> NodePreemption | str:
-        problem = self._problem(pod, p, request, state, allow)
+    def _node(self, request: CallState, state: NodeState, holders: _Holders,
+              pdbs: _Pdbs | None, fit: NodeFit) -> NodePreemption | str:
+        problem = self._problem(request, state, holders)
         solved = self._solved.get(problem.key) if problem.key is not None else None
         if solved is None or not self._current(solved.view):
             solved = self._solve(problem)
             if problem.key is not None:
                 self._solved.put(problem.key, solved)
-        return self._express(solved, problem, pdbs)
+        return self._express(solved, problem, pdbs, fit)
 
-    def _floor(self, pod: Pod, p: int, request: CallState, state: NodeState,
-               allow: frozenset[str] | None, needs: tuple[list[_Need], _Check] | None
-               ) -> _Floor | None:
+    def _floor(self, request: CallState, state: NodeState, holders: _Holders,
+               needs: tuple[list[_Need], _Check] | None) -> _Floor | None:
         """Per term of `NodePreemption.rank_key` after the first two, the least
         any answer on the node can have (the highest victim priority, the
         priority sum, the victim count, the latest start), found by counting
@@ -649,7 +651,6 @@ class VictimSearch:
         layout = facts.layout
         if layout.shared:
             return None
-        holders = self._holders(pod, p, state, allow)
         if holders.terminating:
             return None
         eligible = holders.eligible
@@ -707,18 +708,14 @@ class VictimSearch:
             if other.deleting or other.phase in POD_TERMINAL_PHASES:
                 terminating.append(other)
                 continue
-            priority = other.priority
-            if priority is None:
-                priority = priority_of(other, occupants)
+            priority = priority_of(other, occupants)
             if priority < p and (allow is None or other.uid in allow):
                 eligible[id(other)] = priority
                 holding[id(other)] = holder
         return _Holders(eligible=eligible, holding=holding, terminating=terminating, held=held)
 
-    def _problem(self, pod: Pod, p: int, request: CallState, state: NodeState,
-                 allow: frozenset[str] | None) -> _Problem:
+    def _problem(self, request: CallState, state: NodeState, holders: _Holders) -> _Problem:
         facts = self._facts(state, request)
-        holders = self._holders(pod, p, state, allow)
         terminating = holders.terminating
         # Per claim, in the order of where its devices are: the eligible pods that
         # must all go to release it, or None when someone who stays holds it.
@@ -933,8 +930,8 @@ class VictimSearch:
         chosen = tuple(sorted(victims))
         return run.option(chosen, released(chosen)), False
 
-    def _choose(self, solved: _Solved, problem: _Problem,
-                pdbs: _Pdbs | None) -> tuple[_Option, bool]:
+    def _choose(self, solved: _Solved, problem: _Problem, pdbs: _Pdbs | None,
+                fit: NodeFit) -> tuple[_Option, bool]:
         """This node's pick among the shared options: one that leaves the pod
         room for its cpu, memory and pods if any does, then in allocator mode
         the best topology score, then (both modes) fewest PDB violations,
@@ -956,11 +953,10 @@ class VictimSearch:
                     max((v.priority for v in victims), default=0),
                     sum(v.priority for v in victims), option.victims)
 
-        fit = self._fit
         node = problem.state.view.node.name
 
         def room(option: _Option) -> bool:
-            return fit is None or fit.refusal(node, (pods[i].pod for i in option.victims),
+            return fit.refusal(node, (pods[i].pod for i in option.victims),
                                               (v.pod for v in pods)) is None
 
         chosen = min(solved.options, key=preference)
@@ -981,8 +977,8 @@ class VictimSearch:
                 pdbs[namespace] = list(self._inventory.occupants.pdbs(namespace))
         return pdbs
 
-    def _express(self, solved: _Solved, problem: _Problem,
-                 pdbs: _Pdbs | None) -> NodePreemption | str:
+    def _express(self, solved: _Solved, problem: _Problem, pdbs: _Pdbs | None,
+                 fit: NodeFit) -> NodePreemption | str:
         """A (possibly shared) canonical answer in this node's names."""
         view = problem.state.view
         if solved.cut:
@@ -995,7 +991,7 @@ class VictimSearch:
                 return solved.reason
             return _renamed(solved.reason, solved.view, view)
         else:
-            option, exact = self._choose(solved, problem, pdbs)
+            option, exact = self._choose(solved, problem, pdbs, fit)
         outcome = option.outcome
         victims = tuple(sorted((problem.pods[i] for i in option.victims), key=_importance))
         released = tuple(problem.claims[i].claim for i in option.released)
