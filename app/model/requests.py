@@ -18,7 +18,7 @@ distinct vector.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Final
@@ -236,13 +236,6 @@ def pod_requests(containers: Sequence[ContainerRequests], pod: PodLevel | None =
                 reqs[name] = value
     _add(reqs, pod.overhead)
     return resources_of(reqs)
-
-
-def total(values: Iterable[Resources]) -> Resources:
-    out = NO_RESOURCES
-    for value in values:
-        out = out + value
-    return out
 
 
 @dataclass(slots=True, frozen=True)

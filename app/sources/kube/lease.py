@@ -146,10 +146,6 @@ class Leadership:
     def ours(self, holder: str) -> bool:
         return holder == self.identity or holder.startswith(self.identity + "_")
 
-    def observe(self, lease: Mapping[str, Any] | None) -> None:
-        """Take in the Lease as just read (None: it does not exist)."""
-        self.take(LeaseRecord.of(lease))
-
     def take(self, record: LeaseRecord | None) -> None:
         """Take in the Lease's record as just read (None: it does not exist)."""
         record = record or NO_LEASE
