@@ -376,6 +376,7 @@ class MatchColumns:
             self._nodes[view.node.name] = [view.node, tuple(p.slices for p in view.pools),
                                            columns, view]
         out: list[tuple[MatchResult, ...] | None] = []
+        devices: tuple[Device, ...] | None = None  # flattened once, when a column is made
         for kind in kinds:
             device_class = classes.get(kind[0])
             if device_class is None:
@@ -385,11 +386,13 @@ class MatchColumns:
             if known is not None and known[0] is device_class:
                 out.append(known[1])
                 continue
-            out.append(self._column(columns, kind, device_class, view, matcher, hardware))
+            if devices is None:
+                devices = flat_devices(view)
+            out.append(self._column(columns, kind, device_class, devices, matcher, hardware))
         return HashedKey(tuple(out))
 
     def _column(self, columns: dict[RequestKind, tuple[DeviceClass, tuple[MatchResult, ...]]],
-                kind: RequestKind, device_class: DeviceClass, view: NodeView,
+                kind: RequestKind, device_class: DeviceClass, devices: tuple[Device, ...],
                 matcher: Matcher, hardware: Hashable | None = None) -> tuple[MatchResult, ...]:
         """A kind with selectors of its own starts from its class's column and
         asks the selectors only of the devices the class accepts: every new
@@ -398,13 +401,13 @@ class MatchColumns:
         verbs' CPU of a 20,000-node first touch)."""
         class_name, selectors = kind
         if not selectors:
-            column = tuple(_matches(d, device_class, (), matcher) for d in flat_devices(view))
+            column = tuple(_matches(d, device_class, (), matcher) for d in devices)
         else:
             base = columns.get((class_name, ()))
             held = (base[1] if base is not None and base[0] is device_class
-                    else self._column(columns, (class_name, ()), device_class, view,
+                    else self._column(columns, (class_name, ()), device_class, devices,
                                       matcher))
-            key = self._shared_key(selectors, held, view, hardware)
+            key = self._shared_key(selectors, held, devices, hardware)
             shared = None if key is None else self._shared.get(key)
             if shared is not None:
                 column = shared
@@ -412,7 +415,7 @@ class MatchColumns:
                 column = tuple(
                     _matches(d, device_class, selectors, matcher, class_holds=True)
                     if accepted is True else accepted
-                    for d, accepted in zip(flat_devices(view), held, strict=True))
+                    for d, accepted in zip(devices, held, strict=True))
                 # a CEL error names its device: such a column is this node's only
                 if key is not None and str not in set(map(type, column)):
                     self._shared.put(key, column)
@@ -421,7 +424,7 @@ class MatchColumns:
         return column
 
     def _shared_key(self, selectors: tuple[str, ...], held: tuple[MatchResult, ...],
-                    view: NodeView, hardware: Hashable | None) -> HashedKey | None:
+                    devices: tuple[Device, ...], hardware: Hashable | None) -> HashedKey | None:
         """What a column of `selectors` depends on, when nodes can share it: the
         devices the class accepts (`held`, without CEL errors, which name their
         devices), and everything the selectors can read of each device. Driver,
@@ -437,7 +440,7 @@ class MatchColumns:
             names = self._reads.put(selectors, _attributes_read(selectors))
         if names is None:
             return None
-        values = tuple(tuple(d.attributes.get(name) for d in flat_devices(view))
+        values = tuple(tuple(d.attributes.get(name) for d in devices)
                        for name in names) if names else ()
         return HashedKey((selectors, held, hardware, values))
 
