@@ -638,9 +638,12 @@ class Search:
             return outcome, self.best if outcome == DONE else None
         finally:
             self.best_mode, self.best = True, None
-            for claim_picks in reversed(self.picks):
-                for pick in reversed(list(claim_picks)):
-                    self.undo(pick)
+            self._undo_all()
+
+    def _undo_all(self) -> None:
+        for claim_picks in reversed(self.picks):
+            for pick in reversed(list(claim_picks)):
+                self.undo(pick)
 
     def _tick(self) -> None:
         if self.steps >= self.budget:
@@ -690,14 +693,10 @@ class Search:
             pick = self.try_pick(request, index, must=False)
             if pick is None:
                 continue
-            if self.best is not None and self._bound is not None and self._below_best():
-                self.undo(pick)
-                if twins is not None:
-                    key = self.twin_key(index)
-                    if key is not None:
-                        twins.add(key)
-                continue
-            outcome = self._one(ci, ri, si, di + 1, in_sub, index + 1)
+            # a branch the bound rules out fails as a searched one would
+            outcome = (FAIL if self.best is not None and self._bound is not None
+                       and self._below_best()
+                       else self._one(ci, ri, si, di + 1, in_sub, index + 1))
             if outcome == DONE:
                 return DONE
             self.undo(pick)
@@ -779,8 +778,7 @@ class Search:
         steps, budget = self.steps, self.budget
         # the branch being searched is set aside, and taken up again after
         held = [pick for claim_picks in self.picks for pick in claim_picks]
-        for pick in reversed(held):
-            self.undo(pick)
+        self._undo_all()
         self.best_mode = False
         try:
             for block in blocks(self._shape[0]):
@@ -792,9 +790,7 @@ class Search:
                     found = False
                 finally:
                     steps += self.steps
-                    for claim_picks in reversed(self.picks):
-                        for pick in reversed(list(claim_picks)):
-                            self.undo(pick)
+                    self._undo_all()
                 if found and self.best is not None and self.best.score is not None:
                     floor = max(floor, self.best.score)
         finally:
@@ -905,7 +901,7 @@ class Search:
             key = self._score_key()
             hit = self._scores.get(key) if key is not None else None
             if hit is None:
-                score = self.objective.score([self.devices[p.device] for c in picks for p in c])
+                score = self.objective.score(self._picked())
                 perfect = self.objective.is_perfect(score)
                 if key is not None:
                     self._scores[key] = (score, perfect)
