@@ -119,8 +119,10 @@ class Inventory:
 
     # ------------------------------------------------------------------ event API
 
-    def apply(self, kind: str, event_type: str, obj: Mapping[str, Any]) -> None:
-        """Apply one watch event; raises InvalidObject and changes nothing on bad
+    def apply(self, kind: str, event_type: str, obj: Mapping[str, Any],
+              parse: Callable[[str, Any], Any] = parse_object) -> None:
+        """Apply one watch event, read by `parse` (the kind's own, e.g. a pod kept
+        as its requests only); raises InvalidObject and changes nothing on bad
         input, but for a DELETED event: the object its metadata names is deleted
         however invalid the rest is, so no copy of a deleted object stays."""
         if event_type not in EVENT_TYPES:
@@ -130,7 +132,7 @@ class Inventory:
             self._delete(kind, str(obj["metadata"]["name"]))
             return
         try:
-            parsed = parse_object(kind, obj)
+            parsed = parse(kind, obj)
         except InvalidObject:
             key = raw_key(kind, obj) if event_type == "DELETED" else None
             if key is None:

@@ -215,8 +215,9 @@ class _LeaseSink:
     def __init__(self, leadership: Leadership) -> None:
         self._leadership = leadership
 
-    def apply(self, kind: str, event_type: str, obj: Mapping[str, Any]) -> None:
-        self._leadership.take(None if event_type == "DELETED" else LeaseRecord.of(obj))
+    def apply(self, kind: str, event_type: str, obj: Mapping[str, Any],
+              parse: Callable[[str, Any], Any] = _parse_lease) -> None:
+        self._leadership.take(None if event_type == "DELETED" else parse(kind, obj))
 
     def apply_parsed(self, kind: str, event_type: str, parsed: LeaseRecord) -> None:
         self._leadership.take(None if event_type == "DELETED" else parsed)

@@ -121,7 +121,8 @@ class ListingSink(Protocol):
 class EventSink(Protocol):
     """The inventory's event API, as far as a source uses it."""
 
-    def apply(self, kind: str, event_type: str, obj: Mapping[str, Any]) -> None: ...
+    def apply(self, kind: str, event_type: str, obj: Mapping[str, Any],
+              parse: Callable[[str, Any], Any] = parse_object) -> None: ...
 
     def apply_parsed(self, kind: str, event_type: str, parsed: Any) -> None: ...
 
@@ -529,10 +530,7 @@ class Informer:
             log.warning("%s: ignoring watch event of unknown type %r", self.kind, event_type)
             return
         try:
-            if self._parse_item is parse_object:
-                self._sink.apply(self.kind, event_type, obj)
-            else:
-                self._apply_parsing(event_type, obj)
+            self._sink.apply(self.kind, event_type, obj, self._parse_item)
         except InvalidObject as exc:
             self._metrics.invalid.labels(kind=self.kind).inc()
             log.warning("%s %s: rejected: %s", self.kind, event_type, exc)
@@ -545,18 +543,6 @@ class Informer:
             if self._on_change is not None:
                 self._on_change(self.kind, event_type, obj)
 
-
-    def _apply_parsing(self, event_type: str, obj: Mapping[str, Any]) -> None:
-        """Apply an event parsed by the kind's own parse; a DELETED event of an
-        object it refuses goes to `apply`, which deletes what its metadata names."""
-        try:
-            parsed = self._parse_item(self.kind, obj)
-        except InvalidObject:
-            if event_type != "DELETED":
-                raise
-            self._sink.apply(self.kind, event_type, obj)
-        else:
-            self._sink.apply_parsed(self.kind, event_type, parsed)
 
     def _handle_typed(self, line: bytes, started: float) -> bool:
         """A slice's ADDED, MODIFIED or DELETED event, its object decoded straight
