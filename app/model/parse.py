@@ -318,6 +318,15 @@ def _status_list(raw: Mapping[str, Any], name: str, what: str) -> dict[str, Frac
     return None if value is None else _resource_list(value, f"{what}.{name}")
 
 
+def _requested(owner: Mapping[str, Any], what: str) -> dict[str, Fraction]:
+    """A container's or a pod's `resources`: its requests, a limit standing in
+    for a request it lacks (as the API server defaults it)."""
+    resources = _map(owner.get("resources"), f"{what}.resources")
+    requested = _resource_list(resources.get("limits"), f"{what}.resources.limits")
+    requested.update(_resource_list(resources.get("requests"), f"{what}.resources.requests"))
+    return requested
+
+
 def parse_pod_requests(spec: Mapping[str, Any], status: Mapping[str, Any],
                        where: str) -> Resources:
     """The pod's requests as kube-scheduler counts them (`app.model.requests`)."""
@@ -331,20 +340,14 @@ def parse_pod_requests(spec: Mapping[str, Any], status: Mapping[str, Any],
         for i, raw in enumerate(_list(spec.get(field_name), f"{where} spec.{field_name}")):
             what = f"{where} spec.{field_name}[{i}]"
             c = _map(raw, what)
-            resources = _map(c.get("resources"), f"{what}.resources")
-            requests = _resource_list(resources.get("limits"), f"{what}.resources.limits")
-            requests.update(_resource_list(resources.get("requests"),
-                                           f"{what}.resources.requests"))
+            requests = _requested(c, what)
             seen = statuses.get(str(c.get("name") or ""), {})
             actual = _map(seen.get("resources"), f"{where} status of {what}")
             containers.append(ContainerRequests(
                 spec=requests, init=init, sidecar=init and c.get("restartPolicy") == "Always",
                 allocated=_status_list(seen, "allocatedResources", f"{where} status of {what}"),
                 actuated=_status_list(actual, "requests", f"{where} status of {what}")))
-    pod_resources = _map(spec.get("resources"), f"{where} spec.resources")
-    pod_requested = _resource_list(pod_resources.get("limits"), f"{where} spec.resources.limits")
-    pod_requested.update(_resource_list(pod_resources.get("requests"),
-                                        f"{where} spec.resources.requests"))
+    pod_requested = _requested(spec, f"{where} spec")
     status_resources = status.get("resources")
     infeasible = any(
         isinstance(c, Mapping) and c.get("type") == "PodResizePending"
