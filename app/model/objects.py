@@ -21,6 +21,7 @@ from app.model.requests import NO_RESOURCES, Resources
 
 ATTRIBUTE_KINDS: Final = ("int", "bool", "string", "version", "ints", "bools", "strings",
                           "versions")
+LIST_ATTRIBUTE_KINDS: Final = frozenset(ATTRIBUTE_KINDS[4:])  # a list of one kind each
 ALLOCATION_MODE_EXACT_COUNT: Final = "ExactCount"
 ALLOCATION_MODE_ALL: Final = "All"
 POD_TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})

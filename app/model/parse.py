@@ -32,6 +32,7 @@ from app.model.interning import (
 from app.model.objects import (
     ALLOCATION_MODE_EXACT_COUNT,
     ATTRIBUTE_KINDS,
+    LIST_ATTRIBUTE_KINDS,
     PREEMPT_LOWER_PRIORITY,
     PREEMPT_NEVER,
     AllocationResult,
@@ -454,7 +455,7 @@ def _parse_attribute(raw: Any, what: str) -> AttributeValue:
         return UNSUPPORTED
     kind = present[0]
     value = r[kind]
-    if kind in ("ints", "bools", "strings", "versions"):
+    if kind in LIST_ATTRIBUTE_KINDS:
         if not isinstance(value, list) or not value:
             return UNSUPPORTED
         value = tuple(value)

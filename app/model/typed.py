@@ -32,6 +32,8 @@ from app.bounded_cache import BoundedCache
 from app.model.compact import FieldMap, shared_layout
 from app.model.interning import SHARED_MAX, UNSUPPORTED, qualified_layout
 from app.model.objects import (
+    ATTRIBUTE_KINDS,
+    LIST_ATTRIBUTE_KINDS,
     AttributeValue,
     CounterSet,
     Device,
@@ -341,14 +343,14 @@ def _attribute(a: _Attribute) -> AttributeValue:
         return UNSUPPORTED
     kind, value = ("string", a.string) if a.string is not None else next(
         (k, v) for k, v in zip(_KINDS, values, strict=True) if v is not None)
-    if kind in _LIST_KINDS and not value:
+    if kind in LIST_ATTRIBUTE_KINDS and not value:
         return UNSUPPORTED
     return AttributeValue(kind, value)  # shared by _ATTRIBUTES, keyed by what it was read from
 
 
 # _Attribute's fields in order, by their API names
 _KINDS: Final = tuple(f.encode_name for f in msgspec.structs.fields(_Attribute))
-_LIST_KINDS: Final = frozenset({"ints", "bools", "strings", "versions"})
+assert _KINDS == ATTRIBUTE_KINDS, "an _Attribute field per attribute kind, in the API's order"
 
 
 def _quantity(text: str | None) -> Quantity | None:
