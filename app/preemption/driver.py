@@ -220,24 +220,23 @@ class Driver:
         held = self._inventory.nomination(pod.key)
         if held is not None and held.pod_uid == pod.uid:
             return
-        victims, victim_claims = self._victims_going(priority, best)
+        allocation = best.allocation  # mapped to this node's names at each read
+        taken = {r.device_id for ca in allocation for r in ca.allocation.results}
+        victims, victim_claims = self._victims_going(priority, best, taken)
         if not victim_claims:
             return
         self._inventory.nominate(Nomination(
             pod_key=pod.key, pod_uid=pod.uid, priority=priority, node=best.node,
-            allocations=best.allocation, victims=victims, victim_claims=victim_claims,
+            allocations=allocation, victims=victims, victim_claims=victim_claims,
             started_at=now, expires_at=now + self._hold_seconds))
         log.info("holding devices %s on node %s for pod %s, nominated there by its "
-                 "scheduler", ", ".join(sorted({r.device_id for ca in best.allocation
-                                                for r in ca.allocation.results})),
-                 best.node, pod.key)
+                 "scheduler", ", ".join(sorted(taken)), best.node, pod.key)
 
-    def _victims_going(self, priority: int, best: NodePreemption
+    def _victims_going(self, priority: int, best: NodePreemption, taken: set[str]
                        ) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
-        """The going pods below `priority` whose released claims hold devices
-        `best.allocation` takes (key, uid), and those claims: a claim counts
+        """The going pods below `priority` whose released claims hold devices the
+        allocation takes (`taken`) (key, uid), and those claims: a claim counts
         only when every pod reserving it is such a pod."""
-        taken = {r.device_id for ca in best.allocation for r in ca.allocation.results}
         occupants = self._inventory.occupants
         going = {t.uid: t for t in best.terminating if priority_of(t, occupants) < priority}
         victims: dict[str, str] = {}
