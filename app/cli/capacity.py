@@ -62,8 +62,10 @@ def register(subparsers: Any) -> None:
                         help="with --gpus: M NICs of class --nic-class")
     parser.add_argument("--same-root", action="store_true",
                         help="with --nics: GPUs and NICs on one PCIe root")
-    parser.add_argument("--gpu-class", default="gpu.nvidia.com")
-    parser.add_argument("--nic-class", default="rdma.dra.net")
+    parser.add_argument("--gpu-class", default="gpu.nvidia.com", metavar="CLASS",
+                        help="the DeviceClass of --gpus (default: gpu.nvidia.com)")
+    parser.add_argument("--nic-class", default="rdma.dra.net", metavar="CLASS",
+                        help="the DeviceClass of --nics (default: rdma.dra.net)")
     parser.add_argument("--node", action="append", default=[], metavar="NAME",
                         help="count only this node (repeatable)")
     add_feature_gates_argument(parser)

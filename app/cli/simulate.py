@@ -69,7 +69,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--seed", type=int, default=0,
                         help="random seed for tie-breaks and first-fit's node choice")
     parser.add_argument("--packing", choices=("binpack", "spread"), default=None,
-                        help="packing policy (default: the topology config's, binpack)")
+                        help="packing policy, as topology.packing sets it for serve "
+                             "(default: binpack)")
     add_feature_gates_argument(parser)
     add_output_argument(parser)
     parser.add_argument("--plot", metavar="FILE.png",

@@ -115,7 +115,8 @@ def test_bad_input_is_one_line_and_exit_2() -> None:
 def test_readme_shows_the_real_output() -> None:
     readme = (SAMPLE.parents[1] / "README.md").read_text()
     for flags in (["--gpus", "2", "--nics", "1", "--same-root"],
-                  ["--pod", "default/legacy-2gpu-0"], ["--template", "default/8gpu", "-o", "json"]):
+                  ["--pod", "default/legacy-2gpu-0"], ["--template", "default/8gpu", "-o", "json"],
+                  ["--gpus", "4", "--gpu-class", "mig.nvidia.com", "--nics", "1", "--same-root"]):
         command = " ".join([".venv/bin/drax capacity --objects app/sample", *flags])
         head = readme.index(command)
         body = readme[readme.index("```", readme.index("```\n", head) + 4) :]

@@ -184,3 +184,26 @@ def test_a_failed_bind_is_reported_with_its_message() -> None:
     [placed] = asyncio.run(sim.run([cluster.the_pod(inv)]))
     assert placed.node is None
     assert placed.reason == "bind to n1 failed: the claim went elsewhere"
+
+
+def test_readme_shows_the_real_packing_output() -> None:
+    repo = Path(__file__).resolve().parents[2]
+    readme = (repo / "README.md").read_text()
+    command = (".venv/bin/drax simulate --objects app/sample --workload app/sample/40-pods.yaml "
+               "--packing spread")
+    head = readme.index(command + "\n")
+    body = readme[readme.index("```", readme.index("```\n", head) + 4):]
+    block = body[body.index("\n") + 1: body.index("```", 3)]
+    sample = repo / "app" / "sample"
+    # the README's reader is at a terminal: a table
+    code, out, err = simulate("--objects", str(sample), "--workload", str(sample / "40-pods.yaml"),
+                              "--packing", "spread", "-o", "table")
+    assert code == 0, err
+    assert out == block
+    # spread moves the last pod off the node binpack fills
+    placed = {line.split()[0]: line.split()[1] for line in out.splitlines()[1:6]}
+    assert placed["default/legacy-2gpu-0"] == "h100-mig-node-1"
+    code, out, err = simulate("--objects", str(sample), "--workload", str(sample / "40-pods.yaml"),
+                              "-o", "table")
+    assert code == 0, err
+    assert "default/legacy-2gpu-0  h100-node-1" in out
