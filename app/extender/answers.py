@@ -30,6 +30,7 @@ from app.allocator.types import (
     AllocatedState,
     AllocationOutcome,
     ClaimAllocation,
+    DeviceId,
     NodeView,
     Rejection,
 )
@@ -451,6 +452,9 @@ class _LazyObjective:
 
     def bound_key(self, device: Device) -> tuple[Hashable, Hashable, Hashable] | None:
         return self._objective().bound_key(device)
+
+    def blocks(self, total: int) -> list[frozenset[DeviceId]]:
+        return self._objective().blocks(total)
 
 
 def request_of(claims: PodClaims, *, pod: Pod | None = None) -> CallState:
