@@ -132,14 +132,20 @@ def known_matches(view: NodeView) -> KnownMatches:
     return column
 
 
+def _objective(view: NodeView, allocated: AllocatedState, *, bounded: bool = True,
+               config: TopologyConfig | None = None) -> Any:
+    """drax's allocator-mode objective for the node, with or without its bound."""
+    objective = make_objective(node_view=view, allocated=allocated,
+                               config=config or TopologyConfig(), mode="allocator")
+    return objective if bounded else _unbounded(objective)
+
+
 def _search(claims: Sequence[ResourceClaim], view: NodeView, allocated: AllocatedState, *,
-            config: TopologyConfig, bounded: bool, step_budget: int = 10**7
-            ) -> AllocationOutcome:
-    objective = make_objective(node_view=view, allocated=allocated, config=config,
-                               mode="allocator")
-    return allocate(claims, node_view=view, classes=CLASSES, allocated=allocated,
-                    features=FeatureGates(), objective=objective if bounded else
-                    _unbounded(objective), step_budget=step_budget,
+            objective: Any, classes: dict[str, DeviceClass] = CLASSES,
+            step_budget: int = 10**7) -> AllocationOutcome:
+    """The search as the extender runs it, every selector result known."""
+    return allocate(claims, node_view=view, classes=classes, allocated=allocated,
+                    features=FeatureGates(), objective=objective, step_budget=step_budget,
                     known_matches=known_matches(view))
 
 
@@ -167,8 +173,9 @@ def test_bounded_search_returns_what_the_unbounded_search_returns(
     allocated = AllocatedState(devices=frozenset(ids[n] for n in taken))
     claims = [parse_object("ResourceClaim", c) for c in raw_claims]
     config = TopologyConfig(packing="spread" if spread else "binpack")
-    _same(_search(claims, view, allocated, config=config, bounded=True),
-          _search(claims, view, allocated, config=config, bounded=False))
+    _same(*(_search(claims, view, allocated,
+                    objective=_objective(view, allocated, bounded=bounded, config=config))
+            for bounded in (True, False)))
 
 
 def _partly_used_node() -> tuple[list[ResourceClaim], NodeView, dict[str, DeviceClass],
@@ -194,15 +201,10 @@ def test_bound_cuts_the_search_on_a_partly_used_node() -> None:
     NUMA node comes last in the search's order; found first inside that NUMA
     node, it rules out every branch that spans both before it is explored."""
     pod, view, classes, allocated = _partly_used_node()
-    outcomes = []
-    for bounded in (True, False):
-        objective = make_objective(node_view=view, allocated=allocated,
-                                   config=TopologyConfig(), mode="allocator")
-        outcomes.append(allocate(pod, node_view=view, classes=classes, allocated=allocated,
-                                 features=FeatureGates(), step_budget=10**7,
-                                 objective=objective if bounded else _unbounded(objective),
-                                 known_matches=known_matches(view)))
-    bounded_outcome, unbounded = outcomes
+    bounded_outcome, unbounded = (
+        _search(pod, view, allocated, classes=classes,
+                objective=_objective(view, allocated, bounded=bounded))
+        for bounded in (True, False))
     _same(bounded_outcome, unbounded)
     assert bounded_outcome.steps * 10 < unbounded.steps
 
@@ -230,11 +232,8 @@ def test_the_block_probes_steps_count_against_the_budget(monkeypatch: Any) -> No
     monkeypatch.setattr(Search, "_probe_blocks", probing)
 
     def search(step_budget: int) -> AllocationOutcome:
-        objective = make_objective(node_view=view, allocated=allocated,
-                                   config=TopologyConfig(), mode="allocator")
-        return allocate(pod, node_view=view, classes=classes, allocated=allocated,
-                        features=FeatureGates(), step_budget=step_budget,
-                        objective=objective, known_matches=known_matches(view))
+        return _search(pod, view, allocated, classes=classes, step_budget=step_budget,
+                       objective=_objective(view, allocated))
 
     outcome = search(10**7)
     assert ticks["probing"] > 0
@@ -260,12 +259,12 @@ class _Counting:
         return getattr(self._inner, name)
 
 
-def test_allocations_alike_for_the_objective_are_scored_once() -> None:
-    """Where the bound applies, a score depends only on where the picks are
-    and their roles, so allocations alike are scored once, and branches the
-    bound rules out are not scored at all: 3 GPUs of the 7 free on 4 roots
-    (the unbounded search scores 13 allocations, the bounded one 2)."""
-    gpus = [dev(f"gpu-{r}-{i}", {"kind": "full", ROOT: f"pci-{r}"})
+def _seven_free_gpus(*, shared: bool) -> tuple[list[ResourceClaim], NodeView,
+                                                AllocatedState]:
+    """A 3-GPU pod on 8 GPUs (`shared`: allowing multiple allocations) and 4 NICs
+    over 4 roots on 2 NUMA nodes, one GPU taken."""
+    extra = {"allowMultipleAllocations": True} if shared else {}
+    gpus = [dev(f"gpu-{r}-{i}", {"kind": "full", ROOT: f"pci-{r}"}, **extra)
             for r in range(4) for i in range(2)]
     nics = [dev(f"nic-{r}", {ROOT: f"pci-{r}", NUMA: r // 2}) for r in range(4)]
     view = node_view([sl("gpus", gpus, driver=GPU, pool="gpus"),
@@ -273,16 +272,27 @@ def test_allocations_alike_for_the_objective_are_scored_once() -> None:
     taken = next(d.id for pool in view.pools for d in pool.devices if d.name == "gpu-0-0")
     allocated = AllocatedState(devices=frozenset([taken]))
     pod = [parse_object("ResourceClaim", claim("c", req("gpu", "gpu", count=3)))]
-    scored = []
-    outcomes = []
+    return pod, view, allocated
+
+
+def _scored(pod: list[ResourceClaim], view: NodeView, allocated: AllocatedState
+            ) -> tuple[list[AllocationOutcome], list[int]]:
+    """The bounded and the unbounded search's outcomes, and how many allocations
+    each scored."""
+    outcomes, scored = [], []
     for bounded in (True, False):
-        objective = make_objective(node_view=view, allocated=allocated,
-                                   config=TopologyConfig(), mode="allocator")
-        counting = _Counting(objective if bounded else _unbounded(objective))
-        outcomes.append(allocate(pod, node_view=view, classes=CLASSES, allocated=allocated,
-                                 features=FeatureGates(), objective=counting,
-                                 known_matches=known_matches(view)))
+        counting = _Counting(_objective(view, allocated, bounded=bounded))
+        outcomes.append(_search(pod, view, allocated, objective=counting))
         scored.append(counting.scored)
+    return outcomes, scored
+
+
+def test_allocations_alike_for_the_objective_are_scored_once() -> None:
+    """Where the bound applies, a score depends only on where the picks are
+    and their roles, so allocations alike are scored once, and branches the
+    bound rules out are not scored at all: 3 GPUs of the 7 free on 4 roots
+    (the unbounded search scores 13 allocations, the bounded one 2)."""
+    outcomes, scored = _scored(*_seven_free_gpus(shared=False))
     _same(*outcomes)
     assert scored == [2, 13]
 
@@ -309,23 +319,6 @@ def test_a_placement_is_scored_once_where_no_bound_applies() -> None:
     """Shared GPUs keep the bound off, but a score still depends only on where
     the picks are and their roles: 3 of the 7 free GPUs on 4 roots are 35
     allocations (none twins: shared devices never are) in 13 placements."""
-    gpus = [dev(f"gpu-{r}-{i}", {"kind": "full", ROOT: f"pci-{r}"},
-                allowMultipleAllocations=True) for r in range(4) for i in range(2)]
-    nics = [dev(f"nic-{r}", {ROOT: f"pci-{r}", NUMA: r // 2}) for r in range(4)]
-    view = node_view([sl("gpus", gpus, driver=GPU, pool="gpus"),
-                      sl("nics", nics, driver=NIC, pool="nics")], node_obj())
-    taken = next(d.id for pool in view.pools for d in pool.devices if d.name == "gpu-0-0")
-    allocated = AllocatedState(devices=frozenset([taken]))
-    pod = [parse_object("ResourceClaim", claim("c", req("gpu", "gpu", count=3)))]
-    scored = []
-    outcomes = []
-    for wrap in (lambda o: o, _unbounded):
-        objective = make_objective(node_view=view, allocated=allocated,
-                                   config=TopologyConfig(), mode="allocator")
-        counting = _Counting(wrap(objective))
-        outcomes.append(allocate(pod, node_view=view, classes=CLASSES, allocated=allocated,
-                                 features=FeatureGates(), objective=counting,
-                                 known_matches=known_matches(view)))
-        scored.append(counting.scored)
+    outcomes, scored = _scored(*_seven_free_gpus(shared=True))
     _same(*outcomes, results=False)
     assert scored == [13, 35]
