@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -45,14 +46,34 @@ def consumer(name: str) -> dict[str, str]:
 
 
 class Setup:
-    def __init__(self, h: KubeHarness, *, max_attempts: int = 5,
+    """A binder on the API double and pod p1 with claim c1, to be bound to node-a."""
+
+    def __init__(self, h: KubeHarness, *, max_attempts: int = 5, request_timeout: float = 10.0,
                  allocation_timestamp: bool = True, copies: ClaimCopies | None = None) -> None:
         assert h.client is not None
         self.h = h
         self.binder = KubeBinder(h.client, metrics=BindMetrics(h.registry),
-                                 max_attempts=max_attempts,
+                                 max_attempts=max_attempts, request_timeout=request_timeout,
                                  allocation_timestamp=allocation_timestamp, copies=copies)
         self.pod: Pod = parse_object("Pod", h.server.create("pods", pod("p1", "c1")))
+
+    async def bind(self, *devices: str, reserve: Sequence[ResourceClaim] = ()
+                   ) -> AllocationResult:
+        """Bind p1 to node-a, claim c1 allocated `devices` (none: c1 is not allocated
+        here) and `reserve` reserved; the allocation written."""
+        chosen = allocation("node-a", *devices)
+        await self.binder.bind(pod=self.pod, node="node-a", reserve=list(reserve),
+                               allocations=[ClaimAllocation("default/c1", chosen)] if devices
+                               else [])
+        return chosen
+
+    def allocated_for_p1(self, chosen: AllocationResult) -> dict[str, Any]:
+        """Claim c1 as written: the finalizer, `chosen`, reserved for p1."""
+        written = self.claim_obj()
+        assert written["metadata"]["finalizers"] == [FINALIZER]
+        assert unstamped(written["status"]["allocation"]) == chosen.to_dict()
+        assert written["status"]["reservedFor"] == [consumer("p1")]
+        return written
 
     def claim_obj(self, name: str = "c1") -> dict[str, Any]:
         return self.h.server.get("resourceclaims", name, "default")
@@ -66,13 +87,7 @@ async def test_bind_writes_finalizer_allocation_reservation_then_binding(tmp_pat
     async with KubeHarness(tmp_path) as h:
         s = Setup(h)
         h.server.create("resourceclaims", claim("c1"))
-        chosen = allocation("node-a", "gpu-2")
-        await s.binder.bind(pod=s.pod, node="node-a",
-                            allocations=[ClaimAllocation("default/c1", chosen)], reserve=[])
-        written = s.claim_obj()
-        assert written["metadata"]["finalizers"] == [FINALIZER]
-        assert unstamped(written["status"]["allocation"]) == chosen.to_dict()
-        assert written["status"]["reservedFor"] == [consumer("p1")]
+        s.allocated_for_p1(await s.bind("gpu-2"))
         assert h.server.bindings == [{
             "apiVersion": "v1", "kind": "Binding",
             "metadata": {"name": "p1", "namespace": "default", "uid": "uid-p1"},
@@ -102,13 +117,7 @@ async def test_the_allocation_is_written_from_the_watch_copy_without_a_read(tmp_
     async with KubeHarness(tmp_path) as h:
         copies = await watched_copies(h, "c1")
         s = Setup(h, copies=copies)
-        chosen = allocation("node-a", "gpu-2")
-        await s.binder.bind(pod=s.pod, node="node-a",
-                            allocations=[ClaimAllocation("default/c1", chosen)], reserve=[])
-        written = s.claim_obj()
-        assert written["metadata"]["finalizers"] == [FINALIZER]
-        assert unstamped(written["status"]["allocation"]) == chosen.to_dict()
-        assert written["status"]["reservedFor"] == [consumer("p1")]
+        s.allocated_for_p1(await s.bind("gpu-2"))
         assert h.server.count("GET", "/resourceclaims/c1") == 0
         assert h.metric("drax_bind_conflicts_total") == 0
         assert len(h.server.bindings) == 1
@@ -125,9 +134,7 @@ async def test_a_stale_copy_costs_one_conflict_then_the_claim_is_read(tmp_path: 
         changed["metadata"]["annotations"] = {"test/concurrent": "x"}
         h.server.update("resourceclaims", changed)
         s = Setup(h, copies=copies)
-        chosen = allocation("node-a", "gpu-0")
-        await s.binder.bind(pod=s.pod, node="node-a",
-                            allocations=[ClaimAllocation("default/c1", chosen)], reserve=[])
+        chosen = await s.bind("gpu-0")
         written = s.claim_obj()
         assert written["metadata"]["annotations"] == {"test/concurrent": "x"}  # kept
         assert written["metadata"]["finalizers"] == [FINALIZER]
@@ -145,8 +152,7 @@ async def test_a_copy_of_a_claim_deleted_since_fails_as_not_found(tmp_path: Path
         h.server.delete("resourceclaims", "c1", "default")
         s = Setup(h, copies=copies)
         with pytest.raises(BindError, match="resourceclaim default/c1 not found") as failed:
-            await s.binder.bind(pod=s.pod, node="node-a", reserve=[], allocations=[
-                ClaimAllocation("default/c1", allocation("node-a", "gpu-0"))])
+            await s.bind("gpu-0")
         assert failed.value.cause is BindCause.CLAIM_NOT_FOUND
         assert h.server.bindings == []
 
@@ -158,8 +164,7 @@ async def test_a_new_allocation_is_stamped_as_the_in_tree_prebind_does(tmp_path:
         s = Setup(h, allocation_timestamp=gate)  # DRADeviceBindingConditions
         h.server.create("resourceclaims", claim("c1"))
         before = datetime.now(UTC).replace(microsecond=0)
-        await s.binder.bind(pod=s.pod, node="node-a", reserve=[], allocations=[
-            ClaimAllocation("default/c1", allocation("node-a", "gpu-2"))])
+        await s.bind("gpu-2")
         written = s.claim_obj()["status"]["allocation"]
         if not gate:
             assert "allocationTimestamp" not in written
@@ -173,9 +178,7 @@ async def test_conflicts_are_retried_with_a_fresh_read(tmp_path: Path) -> None:
         s = Setup(h)
         h.server.create("resourceclaims", claim("c1"))
         h.server.faults.status_conflicts = 2
-        chosen = allocation("node-a", "gpu-0")
-        await s.binder.bind(pod=s.pod, node="node-a",
-                            allocations=[ClaimAllocation("default/c1", chosen)], reserve=[])
+        chosen = await s.bind("gpu-0")
         written = s.claim_obj()
         assert unstamped(written["status"]["allocation"]) == chosen.to_dict()
         assert written["metadata"]["annotations"] == {"test/concurrent": "x"}  # kept
@@ -189,10 +192,7 @@ async def test_endless_conflicts_fail_after_bounded_attempts_and_undo(tmp_path: 
         h.server.create("resourceclaims", claim("c1"))
         h.server.faults.status_conflicts = 3
         with pytest.raises(BindError, match="still conflicting after 3 attempts"):
-            await s.binder.bind(pod=s.pod, node="node-a",
-                                allocations=[ClaimAllocation("default/c1",
-                                                             allocation("node-a", "gpu-0"))],
-                                reserve=[])
+            await s.bind("gpu-0")
         written = s.claim_obj()
         assert "finalizers" not in written["metadata"]
         assert not written.get("status")
@@ -213,10 +213,7 @@ async def test_claim_allocated_elsewhere_meanwhile_fails_as_upstream(tmp_path: P
 
         h.server.before_status_put = other_scheduler
         with pytest.raises(BindError, match="got allocated elsewhere in the meantime"):
-            await s.binder.bind(pod=s.pod, node="node-a",
-                                allocations=[ClaimAllocation("default/c1",
-                                                             allocation("node-a", "gpu-0"))],
-                                reserve=[])
+            await s.bind("gpu-0")
         written = s.claim_obj()
         assert written["status"] == {"allocation": theirs, "reservedFor": [consumer("other")]}
         assert written["metadata"]["finalizers"] == [FINALIZER]  # still protects their allocation
@@ -231,10 +228,7 @@ async def test_failed_binding_rolls_the_claims_back(tmp_path: Path) -> None:
                         allocated_claim("shared", "node-a", reserved_for=[consumer("other")]))
         h.server.faults.binding_failures = 5  # every attempt
         with pytest.raises(BindError, match="binding pod default/p1 to node node-a: HTTP 500"):
-            await s.binder.bind(pod=s.pod, node="node-a",
-                                allocations=[ClaimAllocation("default/c1",
-                                                             allocation("node-a", "gpu-1"))],
-                                reserve=[s.parsed("shared")])
+            await s.bind("gpu-1", reserve=[s.parsed("shared")])
         c1 = s.claim_obj("c1")
         assert "finalizers" not in c1["metadata"]
         assert c1["status"] == {}
@@ -253,8 +247,7 @@ async def test_shared_claim_only_gets_the_reservation(tmp_path: Path) -> None:
         h.server.create("resourceclaims",
                         allocated_claim("c1", "node-a", reserved_for=[consumer("other")]))
         before = s.claim_obj()
-        await s.binder.bind(pod=s.pod, node="node-a", allocations=[],
-                            reserve=[s.parsed("c1")])
+        await s.bind(reserve=[s.parsed("c1")])
         after = s.claim_obj()
         assert after["status"]["allocation"] == before["status"]["allocation"]
         assert after["status"]["reservedFor"] == [consumer("other"), consumer("p1")]
@@ -267,8 +260,7 @@ async def test_reserved_for_limit_is_enforced(tmp_path: Path) -> None:
         full = [consumer(f"p{i}-other") for i in range(RESERVED_FOR_MAX)]
         h.server.create("resourceclaims", allocated_claim("c1", "node-a", reserved_for=full))
         with pytest.raises(BindError, match="already reserved for 256 consumers"):
-            await s.binder.bind(pod=s.pod, node="node-a", allocations=[],
-                                reserve=[s.parsed("c1")])
+            await s.bind(reserve=[s.parsed("c1")])
         assert len(s.claim_obj()["status"]["reservedFor"]) == RESERVED_FOR_MAX
         assert h.server.bindings == []
 
@@ -278,8 +270,7 @@ async def test_a_retried_bind_does_not_reserve_twice(tmp_path: Path) -> None:
         s = Setup(h)
         h.server.create("resourceclaims",
                         allocated_claim("c1", "node-a", reserved_for=[consumer("p1")]))
-        await s.binder.bind(pod=s.pod, node="node-a", allocations=[],
-                            reserve=[s.parsed("c1")])
+        await s.bind(reserve=[s.parsed("c1")])
         assert s.claim_obj()["status"]["reservedFor"] == [consumer("p1")]
         assert h.server.status_writes == []
         assert len(h.server.bindings) == 1
@@ -289,10 +280,7 @@ async def test_missing_or_replaced_claims_fail_cleanly(tmp_path: Path) -> None:
     async with KubeHarness(tmp_path) as h:
         s = Setup(h)
         with pytest.raises(BindError, match="resourceclaim default/c1 not found"):
-            await s.binder.bind(pod=s.pod, node="node-a",
-                                allocations=[ClaimAllocation("default/c1",
-                                                             allocation("node-a", "gpu-0"))],
-                                reserve=[])
+            await s.bind("gpu-0")
         h.server.create("resourceclaims",
                         allocated_claim("c2", "node-a", reserved_for=[consumer("other")]))
         stale = s.parsed("c2")
@@ -300,7 +288,7 @@ async def test_missing_or_replaced_claims_fail_cleanly(tmp_path: Path) -> None:
         h.server.create("resourceclaims",
                         allocated_claim("c2", "node-a", reserved_for=[consumer("other")]))
         with pytest.raises(BindError, match="resourceclaim default/c2 was replaced"):
-            await s.binder.bind(pod=s.pod, node="node-a", allocations=[], reserve=[stale])
+            await s.bind(reserve=[stale])
         assert h.server.status_writes == [] and h.server.bindings == []
 
 
@@ -311,8 +299,7 @@ async def test_a_claim_being_deleted_is_not_reserved(tmp_path: Path) -> None:
         deleting["metadata"]["deletionTimestamp"] = "2026-12-02T12:00:00Z"
         h.server.create("resourceclaims", deleting)
         with pytest.raises(BindError, match="resourceclaim default/c1 is being deleted"):
-            await s.binder.bind(pod=s.pod, node="node-a", allocations=[],
-                                reserve=[s.parsed("c1")])
+            await s.bind(reserve=[s.parsed("c1")])
         assert s.claim_obj()["status"]["reservedFor"] == [consumer("other")]
         assert h.server.status_writes == [] and h.server.bindings == []
 
@@ -323,20 +310,13 @@ async def test_a_passing_failure_of_every_write_is_retried(tmp_path: Path, fault
     a timeout (nothing applied), or a reply lost after the write was applied (the
     repeat meets a 409, the re-read or the pod shows the write done)."""
     async with KubeHarness(tmp_path) as h:
-        assert h.client is not None
-        binder = KubeBinder(h.client, metrics=BindMetrics(h.registry), request_timeout=0.2)
-        p1: Pod = parse_object("Pod", h.server.create("pods", pod("p1", "c1")))
+        s = Setup(h, request_timeout=0.2)
         h.server.create("resourceclaims", claim("c1"))
         faults = h.server.faults
         faults.write_period, faults.write_kinds, faults.stall_seconds = 2, (fault,), 0.3
-        chosen = allocation("node-a", "gpu-0")
-        await binder.bind(pod=p1, node="node-a", reserve=[],
-                          allocations=[ClaimAllocation("default/c1", chosen)])
+        chosen = await s.bind("gpu-0")
         assert faults.injected[fault] == 3  # finalizer, status, Binding
-        written = h.server.get("resourceclaims", "c1", "default")
-        assert written["metadata"]["finalizers"] == [FINALIZER]
-        assert unstamped(written["status"]["allocation"]) == chosen.to_dict()
-        assert written["status"]["reservedFor"] == [consumer("p1")]
+        s.allocated_for_p1(chosen)
         assert h.server.get("pods", "p1", "default")["spec"]["nodeName"] == "node-a"
         assert len(h.server.bindings) == 1
         assert h.metric("drax_bind_attempts_total", result="ok") == 1
