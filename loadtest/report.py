@@ -401,6 +401,16 @@ def _real_cluster(doc: Mapping[str, Any]) -> str:
     return real_cluster.comparison(doc)
 
 
+def _parse(doc: Mapping[str, Any]) -> str:
+    from loadtest import bench_parse
+    return bench_parse.render(doc)
+
+
+def _parse_targets(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
+    from loadtest import bench_parse
+    return bench_parse.targets(doc)
+
+
 def _upstream(doc: Mapping[str, Any]) -> str:
     from loadtest import peer
     return peer.markdown([peer.PeerRow(**r) for r in doc["rows"]])
@@ -471,6 +481,19 @@ SECTIONS: Final = (
             "The API-server double of the kube tests holds the generated cluster and claims; "
             "`drax serve --kubeconfig` is timed from process start to `/readyz` 200, every "
             "kind listed in pages of 500."),
+    Section("parse", "Reading ResourceSlices: CPU per device",
+            "python -m loadtest.bench_parse --nodes 5000 --json loadtest/results/parse.json",
+            _parse,
+            "The slices of a generated cluster (8 GPUs + 8 RDMA NICs per node, a quarter of "
+            "the nodes partitionable), encoded as the API server sends them, read in-process "
+            "both ways in the same run: orjson's dict tree and the reference parse "
+            "(`app.model.parse`, the baseline) against the typed decoder that lists, watch "
+            "events and JSON files go through (`app.model.typed`). CPU time with the cyclic "
+            "collector paused, every object kept until the pass ends, best of 3 passes. Then "
+            "one watch event (MODIFIED, a new pool generation) of each partitionable node's "
+            "largest slice, decoded and applied to an inventory holding the cluster, freezing "
+            "what it built as the slice informer does.",
+            _parse_targets),
     Section("node-pool", "One node pool (`--node-selector`) against the whole cluster",
             "python -m loadtest.bench_pool --nodes 100000 --json "
             "loadtest/results/node-pool.json", _node_pool,

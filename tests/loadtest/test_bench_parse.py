@@ -12,3 +12,14 @@ def test_a_small_run_measures_both_reads_and_the_events() -> None:
     assert event["p99_ms"] >= event["p50_ms"] > 0
     text = bench_parse.render(result)
     assert "| typed: JSON straight into the model |" in text and "p99" in text
+
+
+def test_the_targets_are_judged_on_the_figures_with_the_reference_beside() -> None:
+    result = {"nodes": 8, "typed_us_per_device": 2.5, "reference_us_per_device": 12.0,
+              "typed_over_reference": 0.21,
+              "event": {"p99_ms": 1.5, "devices_per_event": 40}}
+    typed, event = bench_parse.targets(result)
+    assert typed["met"] is True and "reference parse 12.0 us" in typed["beside"]
+    assert event["met"] is False
+    result["typed_us_per_device"] = 5.9
+    assert bench_parse.targets(result)[0]["met"] is False
