@@ -515,6 +515,20 @@ SECTIONS: Final = (
             "`filter` over every node on an extender that has not seen the shape (cold "
             "caches) against `Allocate` once per node, as the in-tree PreFilter and Filter do "
             "(sequentially here; the in-tree Filter runs nodes in parallel)."),
+    Section("allocator-differential", "Allocator differential against upstream",
+            "python -m tests.upstream.differential --allocator 50000 --json "
+            "loadtest/results/allocator-differential.json", figures,
+            "Generated scenarios of one pod on one node (`tests/upstream/scenarios.py`: "
+            "several drivers, pools over several slices and generations, network-attached "
+            "slices, counters, consumable capacity, taints, every attribute type, every "
+            "request and constraint kind, allocated claims, invalid and incomplete pools; "
+            "1.37.2 default gates) answered by upstream's structured allocator "
+            "(`k8s.io/dynamic-resource-allocation/structured` v0.37.2 through the oracle in "
+            "`tests/upstream`) and by drax's inventory and allocator in both modes: advisor "
+            "mode must give upstream's answer (the same devices, or the same verdict), "
+            "allocator mode the same verdict with an allocation that passes "
+            "`tests/upstream/validity.py`. The CI batch is 2,000 scenarios "
+            "(`tests/upstream/test_allocator_differential.py`)."),
     Section("real-cluster", "Real cluster: drax beside the in-tree DRA scheduler",
             "python -m loadtest --real-cluster --nodes 32 --pods 128 --json "
             "loadtest/results/real-cluster.json", _by_format(_real_cluster),

@@ -153,3 +153,18 @@ def test_provenance_names_the_command_commit_machine_and_day():
     assert doc["command"] == "python -m loadtest --nodes 500"
     assert set(doc["machine"]) == {"cores", "python", "platform"}
     assert len(doc["date"]) == 10
+
+
+def test_the_allocator_differential_records_its_mismatches_as_a_missed_target():
+    from tests.upstream.differential import record
+    doc = record(command="python -m tests.upstream.differential --allocator 3", count=3, seed=0,
+                 mismatches=1, verdicts={"feasible": 2, "error": 1},
+                 lines=["seed 2: advisor verdict feasible, upstream error (x)"], seconds=1.0)
+    [section] = [s for s in report.SECTIONS if s.name == "allocator-differential"]
+    text = "\n".join(report._section(section, doc))
+    assert "| scenarios where drax and upstream disagree | 0 | 1 | **missed** |" in text
+    assert "| feasible | 2 |" in text and "| error | 1 |" in text
+    assert "- mismatch: `seed 2: advisor verdict feasible, upstream error (x)`" in text
+    doc = record(command="c", count=3, seed=0, mismatches=0, verdicts={"feasible": 3},
+                 lines=[], seconds=1.0)
+    assert [t["met"] for t in section.targets(doc)] == [True]

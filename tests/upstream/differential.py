@@ -11,13 +11,15 @@ its real inventory and allocator in both modes:
   allocation must pass `validity.check`.
 
 `python -m tests.upstream.differential --allocator N --seed S` runs N
-scenarios and prints one line per mismatch and a summary; the pytest module
-runs a CI-sized batch through the same `compare`.
+scenarios and prints one line per mismatch and a summary (`--json FILE`: also
+the record that `loadtest/RESULTS.md` renders); the pytest module runs a
+CI-sized batch through the same `compare`.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -32,6 +34,7 @@ from app.features import GATES, FeatureGates
 from app.inventory import Inventory, NodeState
 from app.model import DeviceClass, ResourceClaim, parse_object
 from app.topology import TopologyConfig, make_objective
+from loadtest.report import provenance
 from tests.upstream.oracle import Oracle
 from tests.upstream.scenarios import Scenario, generate
 from tests.upstream.validity import check
@@ -188,21 +191,65 @@ def _check_batch(batch: list[Scenario], *, oracle: Oracle, verdicts: Counter[str
     return mismatches
 
 
+class _Kept:
+    """Echoes what is written to `echo` and keeps its lines."""
+
+    def __init__(self, echo: Any) -> None:
+        self._echo = echo
+        self.lines: list[str] = []
+
+    def write(self, text: str) -> None:
+        self._echo.write(text)
+        self.lines += [line for line in text.splitlines() if line]
+
+    def flush(self) -> None:
+        self._echo.flush()
+
+
+def record(*, command: str, count: int, seed: int, mismatches: int, verdicts: Mapping[str, int],
+           lines: list[str], seconds: float) -> dict[str, Any]:
+    """The run in the generic format of `loadtest/report.py`: one target, no
+    mismatch, the upstream verdicts the scenarios reached, the mismatches."""
+    return {
+        "format": "figures", **provenance(command),
+        "targets": [{"target": "scenarios where drax and upstream disagree", "goal": "0",
+                     "measured": mismatches, "unit": "", "met": mismatches == 0,
+                     "note": f"{count:,} scenarios, seed {seed}, {seconds:.0f} s"}],
+        "tables": [{"caption": "Upstream's verdicts over the scenarios:",
+                    "columns": ["upstream verdict", "scenarios"],
+                    "rows": [[v, f"{n:,}"] for v, n in sorted(verdicts.items())]}],
+        "notes": [f"mismatch: `{line}`" for line in lines[:_RECORDED_MISMATCHES]]}
+
+
+_RECORDED_MISMATCHES = 20
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.upstream.differential")
     parser.add_argument("--allocator", type=int, required=True, metavar="N",
                         help="number of allocation scenarios")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", metavar="FILE", type=Path,
+                        help="also write the run's record (loadtest/results/"
+                             "allocator-differential.json)")
     args = parser.parse_args(argv)
     oracle = open_oracle()
     started = time.monotonic()
+    kept = _Kept(sys.stdout)
     try:
-        mismatches, verdicts = run(args.allocator, args.seed, oracle=oracle)
+        mismatches, verdicts = run(args.allocator, args.seed, oracle=oracle, out=kept)
     finally:
         oracle.close()
+    seconds = time.monotonic() - started
     print(f"{args.allocator} scenarios (seed {args.seed}), upstream verdicts "
-          f"{dict(sorted(verdicts.items()))}, {mismatches} mismatches, "
-          f"{time.monotonic() - started:.0f} s")
+          f"{dict(sorted(verdicts.items()))}, {mismatches} mismatches, {seconds:.0f} s")
+    if args.json:
+        command = "python -m tests.upstream.differential " + " ".join(
+            sys.argv[1:] if argv is None else argv)
+        doc = record(command=command, count=args.allocator, seed=args.seed,
+                     mismatches=mismatches, verdicts=verdicts, lines=kept.lines,
+                     seconds=seconds)
+        args.json.write_text(json.dumps(doc, indent=2) + "\n")
     return 1 if mismatches else 0
 
 
