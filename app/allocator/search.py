@@ -544,29 +544,50 @@ class Search:
     # ------------------------------------------------------------------ symmetry
 
     def twin_key(self, index: int) -> Hashable | None:
-        """Equal keys: the two free devices are interchangeable in every
-        allocation of this search (same pool, selector results for every
-        request, constrained attribute values, capacity, taints, binding
-        fields, and the same to the objective). None: never treated as a twin
-        (shared or counter-consuming devices, selector results not all known)."""
+        """Equal keys: the two devices are interchangeable in every allocation
+        of this search (same pool, selector results for every request,
+        constrained attribute values, capacity, taints, binding fields, the
+        same to the objective, and for a shared device the same shares and
+        capacity taken, by other pods and by this search's picks so far). None:
+        never treated as a twin (counter-consuming devices, selector results
+        not all known)."""
         static = self._twin_static.get(index, _UNSET)
         if static is _UNSET:
             static = self._twin_static[index] = self._static_twin_key(index)
         if static is None:
             return None
-        memos = tuple(r.memo[index] for r in self._all_requests)
+        memos = tuple(self._known_selectable(r, index) for r in self._all_requests)
         if None in memos:
             return None
+        if self.devices[index].allow_multiple_allocations:
+            used = self.capacity_used.get(index)
+            return static, memos, self.shares[index], (
+                tuple(sorted(used.items())) if used else ())
         return static, memos
+
+    def _known_selectable(self, request: Request, index: int) -> bool | None:
+        """`selectable` where it is known without evaluating CEL (tried before,
+        or the request's known selector results hold no error for the device):
+        a slot skips the devices its known results refuse, so their memo stays
+        unset although the answer is known."""
+        memo = request.memo[index]
+        if memo is None and request.known is not None and isinstance(
+                request.known[self.view_position[index]], bool):
+            return self.selectable(request, index)
+        return memo
 
     def _static_twin_key(self, index: int) -> Hashable | None:
         device = self.devices[index]
-        if self._twin is None or device.consumes_counters or device.allow_multiple_allocations:
+        if self._twin is None or device.consumes_counters:
             return None
         objective_key = self._twin(device)
         if objective_key is None:
             return None
+        shared = (self.static_used[index], self.multi_static[index],
+                  tuple(sorted(self._capacity_static(index).items()))
+                  if device.allow_multiple_allocations else ())
         return (self.device_pool[index], device.driver, self.node_ok[index], objective_key,
+                shared,
                 tuple(lookup_attribute(device, name) for name in self._constrained),
                 tuple(sorted((name, c.value.text or str(c.value), repr(c.request_policy))
                              for name, c in device.capacity.items())),

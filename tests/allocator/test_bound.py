@@ -318,7 +318,12 @@ def test_a_slot_tries_only_the_devices_known_to_match() -> None:
 def test_a_placement_is_scored_once_where_no_bound_applies() -> None:
     """Shared GPUs keep the bound off, but a score still depends only on where
     the picks are and their roles: 3 of the 7 free GPUs on 4 roots are 35
-    allocations (none twins: shared devices never are) in 13 placements."""
-    outcomes, scored = _scored(*_seven_free_gpus(shared=True))
+    allocations (twins not pruned here) in 13 placements."""
+    pod, view, allocated = _seven_free_gpus(shared=True)
+    outcomes, scored = [], []
+    for keep in (("score_class",), ()):
+        counting = _Counting(PlainObjective(_objective(view, allocated), *keep))
+        outcomes.append(_search(pod, view, allocated, objective=counting))
+        scored.append(counting.scored)
     _same(*outcomes, results=False)
     assert scored == [13, 35]
