@@ -48,7 +48,7 @@ from app.sources.kube.watch import slice_page
 from loadtest import bench, generator, report
 from loadtest.bench import serving
 from loadtest.bench_scale import metric, scrape
-from loadtest.bench_watch import Child
+from loadtest.bench_watch import Child, kubeconfig
 
 POOL: Final = f"{generator.SHARD_LABEL}=0"
 MB: Final = 2**20
@@ -56,15 +56,6 @@ MB: Final = 2**20
 TARGET_NODES: Final = 100_000
 READY_TARGET_S: Final = 20.0
 RSS_TARGET_BYTES: Final = 2**30
-
-
-def _kubeconfig(path: Path, port: int) -> Path:
-    path.write_text(
-        "apiVersion: v1\nkind: Config\ncurrent-context: bench\n"
-        f"clusters:\n- name: bench\n  cluster:\n    server: http://127.0.0.1:{port}\n"
-        "users:\n- name: bench\n  user:\n    token: bench\n"
-        "contexts:\n- name: bench\n  context:\n    cluster: bench\n    user: bench\n")
-    return path
 
 
 def start_once(source: list[str], *, pool: bool, log: Path, timeout: float) -> dict[str, Any]:
@@ -152,9 +143,9 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             loop.run_until_complete(child.call("generate", (args.nodes, args.seed)))
             print(f"[{args.nodes} nodes] the double holds the cluster after "
                   f"{time.monotonic() - began:.0f} s", file=sys.stderr)
-            kubeconfig = _kubeconfig(workdir / "kubeconfig", child.port)
+            config = kubeconfig(workdir / "kubeconfig", child.port)
             for pool in (False, True):
-                one = start_once(["--kubeconfig", str(kubeconfig)], pool=pool,
+                one = start_once(["--kubeconfig", str(config)], pool=pool,
                                  log=workdir / f"drax-api-{pool}.log", timeout=args.ready_timeout)
                 runs.append({"source": "api", **one})
                 _print(args.nodes, runs[-1])

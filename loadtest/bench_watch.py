@@ -162,6 +162,16 @@ class Child:
             self.proc.kill()
 
 
+def kubeconfig(path: Path, port: int) -> Path:
+    """A kubeconfig at `path` pointing the real client at the double on `port`."""
+    path.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: bench\n"
+        f"clusters:\n- name: bench\n  cluster:\n    server: http://127.0.0.1:{port}\n"
+        "users:\n- name: bench\n  user:\n    token: bench\n"
+        "contexts:\n- name: bench\n  context:\n    cluster: bench\n    user: bench\n")
+    return path
+
+
 # --------------------------------------------------------------------------- measurement
 
 
@@ -245,13 +255,8 @@ async def bench(*, events: int, repeat: int) -> dict[str, Any]:
     try:
         await child.call("create", rest)
         with tempfile.TemporaryDirectory() as tmp:
-            kubeconfig = Path(tmp) / "kubeconfig"
-            kubeconfig.write_text(
-                "apiVersion: v1\nkind: Config\ncurrent-context: bench\n"
-                f"clusters:\n- name: bench\n  cluster:\n    server: http://127.0.0.1:{child.port}\n"
-                "users:\n- name: bench\n  user:\n    token: bench\n"
-                "contexts:\n- name: bench\n  context:\n    cluster: bench\n    user: bench\n")
-            runs = [await run_once(child, slices, kubeconfig) for _ in range(repeat)]
+            config = kubeconfig(Path(tmp) / "kubeconfig", child.port)
+            runs = [await run_once(child, slices, config) for _ in range(repeat)]
     finally:
         child.close()
     floor = [inventory_only(slices, rest) for _ in range(repeat)]
