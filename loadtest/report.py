@@ -411,6 +411,16 @@ def _parse_targets(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
     return bench_parse.targets(doc)
 
 
+def _freeze(doc: Mapping[str, Any]) -> str:
+    from loadtest import bench_freeze
+    return bench_freeze.markdown(doc)
+
+
+def _freeze_targets(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
+    from loadtest import bench_freeze
+    return bench_freeze.targets(doc)
+
+
 def _upstream(doc: Mapping[str, Any]) -> str:
     from loadtest import peer
     return peer.markdown([peer.PeerRow(**r) for r in doc["rows"]])
@@ -587,6 +597,18 @@ SECTIONS: Final = (
             "first bind and to every pod bound. Requeue: a pod drax rejected (its node has no "
             "devices yet), the node's ResourceSlices published 8 s later; seconds to the pod "
             "bound (how: `loadtest/failover.py`)."),
+    Section("freeze-soak", "Soak of slice events: what the informer freezes",
+            "python -m loadtest.bench_freeze --nodes 2000 --events 20000 --json "
+            "loadtest/results/freeze-soak.json", _freeze,
+            "The real kube source in-process against the API-server double (its own "
+            "process) holding a generated cluster (8 GPUs + 8 RDMA NICs per node, a quarter "
+            "of the nodes partitionable); the double republishes slices with a new pool "
+            "generation in rounds, and after each round the informer has applied: the "
+            "objects in the collector's permanent generation (`gc.get_freeze_count()`; the "
+            "slice informer freezes every few devices of slice events), the objects still "
+            "tracked, the process's RSS and the devices held (how: "
+            "`loadtest/bench_freeze.py`).",
+            _freeze_targets),
     Section("soak", "Soak", "python -m loadtest --soak 600 --json loadtest/results/soak.json",
             _soak,
             "`drax serve` in kube mode (allocator) against the API-server double: 100 nodes x "
