@@ -126,7 +126,7 @@ def _raw_slices(data: bytes, path: Path) -> list[dict[str, Any]] | None:
     kind = doc.kind
     if kind != "List" and not kind.endswith("List"):
         return None
-    item_kind = kind[:-4] if kind != "List" else None
+    item_kind = _item_kind(kind)
     out: list[dict[str, Any]] = []
     for raw in doc.items:
         try:
@@ -136,11 +136,20 @@ def _raw_slices(data: bytes, path: Path) -> list[dict[str, Any]] | None:
         if head is not None and (head.kind or item_kind) == "ResourceSlice":
             out.append(RawSlice(_head_dict(head), raw))
             continue
-        item = orjson.loads(memoryview(raw))
-        if isinstance(item, Mapping) and item_kind and "kind" not in item:
-            item = {**item, "kind": item_kind}
-        out.extend(_flatten(item, path))
+        out.extend(_flatten(_kinded(orjson.loads(memoryview(raw)), item_kind), path))
     return out
+
+
+def _item_kind(list_kind: str) -> str | None:
+    """The kind of a `<Kind>List`'s items; None for a `List`, whose items name theirs."""
+    return list_kind[:-4] if list_kind != "List" else None
+
+
+def _kinded(item: Any, item_kind: str | None) -> Any:
+    """A List's item, given the list's item kind where it names none."""
+    if isinstance(item, Mapping) and item_kind and "kind" not in item:
+        return {**item, "kind": item_kind}
+    return item
 
 
 def _head_dict(head: _Head) -> dict[str, Any]:
@@ -192,10 +201,8 @@ def _flatten(doc: Any, path: Path) -> Iterator[dict[str, Any]]:
                           f"{type(doc).__name__}")
     kind: str = doc["kind"]
     if kind == "List" or (kind.endswith("List") and isinstance(doc.get("items"), list)):
-        item_kind = kind[:-4] if kind != "List" else None
+        item_kind = _item_kind(kind)
         for item in doc.get("items") or []:
-            if isinstance(item, Mapping) and item_kind and "kind" not in item:
-                item = {**item, "kind": item_kind}
-            yield from _flatten(item, path)
+            yield from _flatten(_kinded(item, item_kind), path)
         return
     yield dict(doc)
