@@ -5,13 +5,17 @@
   `app/...` path it names, so a renamed, moved or removed one shows up as a
   stale document;
 - no document narrates the work that made it: no issue numbers and no work
-  stops (history belongs in git and CHANGELOG.md).
+  stops (history belongs in git and CHANGELOG.md);
+- every option of every `drax` command is described in a document, not only
+  in `--help`.
 """
 
 from __future__ import annotations
 
+import argparse
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -72,3 +76,21 @@ def test_docs_metrics_lists_every_metric_drax_exports_and_no_other() -> None:
                   for name in DOCUMENTED.findall((REPO / "docs" / "metrics.md").read_text())}
     assert sorted(exported - documented) == [], "exported, missing from docs/metrics.md"
     assert sorted(documented - exported) == [], "in docs/metrics.md, not exported"
+
+
+def _commands() -> dict[str, Any]:
+    from app.cli import build_parser
+    parser = build_parser()
+    [commands] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return dict(commands.choices)
+
+
+def test_every_command_line_option_is_documented() -> None:
+    text = "\n".join(doc.read_text() for doc in DOCUMENTS)
+    missing = [f"drax {name} {action.option_strings[-1]}"
+               for name, command in _commands().items() for action in command._actions
+               if action.option_strings and action.dest != "help"
+               and not any(re.search(rf"{re.escape(o)}\b", text)
+                           for o in action.option_strings)]
+    assert len(_commands()) >= 6
+    assert not missing, f"options described only in --help: {missing}"
