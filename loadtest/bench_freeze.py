@@ -38,14 +38,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from prometheus_client import CollectorRegistry
-
 from app.inventory import Inventory
-from app.sources.kube import WATCHED_KINDS, KubeSource, WatchMetrics, api_client
 from app.sources.kube.watch import FREEZE_AFTER_DEVICES, FREEZE_AFTER_EVENTS
 from loadtest import report
 from loadtest.bench import memory_bytes
-from loadtest.bench_watch import TIMEOUT_SECONDS, Child, converge, kubeconfig
+from loadtest.bench_watch import Child, converge, kubeconfig, watching
 
 GROWTH_MAX: Final = 0.05
 MB: Final = 1024 * 1024
@@ -65,19 +62,9 @@ async def soak(*, nodes: int, events: int, per_round: int, seed: int) -> dict[st
 
 async def _rounds(child: Child, config: Path, *, nodes: int, events: int, per_round: int
                   ) -> dict[str, Any]:
-    inventory = Inventory(expected_kinds=[w.kind for w in WATCHED_KINDS])
-    registry = CollectorRegistry()
-    api = await api_client(kubeconfig=str(config))
-    source = KubeSource(api, inventory,
-                        metrics=WatchMetrics(registry, kinds=[w.kind for w in WATCHED_KINDS]))
-    source.start()
     rounds: list[dict[str, Any]] = []
-    try:
-        started = time.perf_counter()
-        while not inventory.synced:
-            if time.perf_counter() - started > TIMEOUT_SECONDS:
-                raise TimeoutError("the initial lists never completed")
-            await asyncio.sleep(0.01)
+    started = time.perf_counter()
+    async with watching(config) as (source, inventory, registry):
         rounds.append(_sample(inventory, events=0, seconds=time.perf_counter() - started))
         applied = 0
         while applied < events:
@@ -88,9 +75,6 @@ async def _rounds(child: Child, config: Path, *, nodes: int, events: int, per_ro
                                      relists_before=None)
             applied += batch
             rounds.append(_sample(inventory, events=applied, seconds=seconds))
-    finally:
-        await source.stop()
-        await api.close()
     return {"nodes": nodes, "events": events, "per_round": per_round,
             "freeze_after_devices": FREEZE_AFTER_DEVICES,
             "freeze_after_events": FREEZE_AFTER_EVENTS, "rounds": rounds}

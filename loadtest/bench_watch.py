@@ -42,7 +42,8 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, Final
@@ -203,21 +204,33 @@ async def converge(source: KubeSource, rv: int, *, started: float, registry: Col
     return time.perf_counter() - started
 
 
-async def run_once(child: Child, slices: list[dict[str, Any]], kubeconfig: Path
-                   ) -> dict[str, dict[str, float]]:
+@asynccontextmanager
+async def watching(config: Path) -> AsyncIterator[tuple[KubeSource, Inventory,
+                                                         CollectorRegistry]]:
+    """The real kube source in this process watching the double, its initial
+    lists in: the source, its inventory and its metrics' registry."""
     inventory = Inventory(expected_kinds=[w.kind for w in WATCHED_KINDS])
     registry = CollectorRegistry()
     metrics = WatchMetrics(registry, kinds=[w.kind for w in WATCHED_KINDS])
-    api = await api_client(kubeconfig=str(kubeconfig))
+    api = await api_client(kubeconfig=str(config))
     source = KubeSource(api, inventory, metrics=metrics)
     source.start()
-    out: dict[str, dict[str, float]] = {}
     try:
         started = time.perf_counter()
         while not inventory.synced:
             if time.perf_counter() - started > TIMEOUT_SECONDS:
                 raise TimeoutError("the initial lists never completed")
             await asyncio.sleep(0.005)
+        yield source, inventory, registry
+    finally:
+        await source.stop()
+        await api.close()
+
+
+async def run_once(child: Child, slices: list[dict[str, Any]], kubeconfig: Path
+                   ) -> dict[str, dict[str, float]]:
+    out: dict[str, dict[str, float]] = {}
+    async with watching(kubeconfig) as (source, inventory, registry):
         await child.call("stage", copy.deepcopy(slices))
         for phase in PHASES:
             await asyncio.sleep(0.2)  # every watch open and idle before the clock starts
@@ -228,9 +241,6 @@ async def run_once(child: Child, slices: list[dict[str, Any]], kubeconfig: Path
                                      relists_before=relists)
             out[phase] = {"seconds": seconds, "server_seconds": produced,
                           "devices": float(inventory.counts().devices)}
-    finally:
-        await source.stop()
-        await api.close()
     return out
 
 
