@@ -4,8 +4,9 @@
 `drax preempt` and the acting side build on `VictimSearch.search` and read
 its typed `PreemptionPlan`. The acting side, kube mode only: `driver` finds
 the pods to preempt for, `actor` writes the preemption to the API server,
-`catchup` reads a nominated preemptor's victims' claims before its filter,
-`metrics` counts the driver and actor.
+`catchup` reads a nominated preemptor's victims' claims before its filter
+and counts its scheduling attempts (`attempts` tells them apart from its
+filters), `metrics` counts the driver and actor.
 """
 
 from app.preemption.actor import Actor, Outcome, Preemption

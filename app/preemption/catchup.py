@@ -21,9 +21,21 @@ claim read as gone until its deletion arrives (`Inventory.delete`).
 The reads are bounded: only claims of a live nomination that drax sees
 allocated, one read of them at a time per preemptor (a filter arriving while
 one is under way waits for it), no more often than every `min_interval`
-seconds per preemptor, each with a short timeout. A failed read leaves the
-inventory as it was: the filter answers from the watch's view, as without
-it.
+seconds per preemptor but at the first filter of each scheduling attempt,
+each with a short timeout. A failed read leaves the inventory as it was: the
+filter answers from the watch's view, as without it.
+
+The same reads tell the preemptor's attempts before the victims' claims were
+deallocated from those after (`drax_preemptor_attempts_total{claims}`).
+Each attempt (told apart from its filters by `Attempts`) is counted once, at
+its first filter, by what drax knew of the claims when it answered: a read
+sent for that filter found one still allocated at the API server
+(`allocated`: the attempt began before their deallocation); every one was
+deallocated or gone, as the watch or a read said (`freed`); or the watch
+still showed one allocated and no read of this filter said otherwise
+(`unread`: the API server did not answer, or drax is not connected). An
+attempt counted `freed` or `unread` is one after the deallocation, as far as
+drax can know.
 """
 
 from __future__ import annotations
@@ -31,7 +43,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 import aiohttp
@@ -41,6 +53,7 @@ from prometheus_client import CollectorRegistry, Counter
 from app.binder import call_with_retries
 from app.inventory import Inventory, compare_revisions
 from app.model import InvalidObject, Pod
+from app.preemption.attempts import Attempts
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +66,9 @@ DEFAULT_READ_TIMEOUT_SECONDS: Final = 2.0
 # (deallocated or gone) before drax's watch said so; the watch already said so
 # by the time the read came back; no answer.
 READ_RESULTS: Final = ("allocated", "freed", "caught-up", "error")
+# What drax knew of a preemptor's victims' claims at an attempt's first filter
+# (see the module doc).
+ATTEMPT_CLAIMS: Final = ("allocated", "freed", "unread")
 
 
 class CatchupMetrics:
@@ -61,8 +77,16 @@ class CatchupMetrics:
             "drax_preemptor_claim_reads_total",
             "Victims' claims read from the API server before a nominated preemptor's "
             "filter, by what the read found.", ["result"], registry=registry)
+        self.attempts = Counter(
+            "drax_preemptor_attempts_total",
+            "Scheduling attempts of a nominated preemptor, counted at each attempt's first "
+            "filter, by what drax knew of its victims' claims: a read found one still "
+            "allocated, every one freed, or one allocated in the watch's view and not read.",
+            ["claims"], registry=registry)
         for result in READ_RESULTS:
             self.reads.labels(result=result)
+        for claims in ATTEMPT_CLAIMS:
+            self.attempts.labels(claims=claims)
 
 
 class Catchup:
@@ -81,8 +105,9 @@ class Catchup:
         self._min_interval = min_interval
         self._timeout = aiohttp.ClientTimeout(total=read_timeout)
         self._clock = clock
-        self._running: dict[str, asyncio.Task[None]] = {}
+        self._running: dict[str, asyncio.Task[list[str]]] = {}
         self._last: dict[str, float] = {}
+        self._attempts = Attempts()
 
     def stale_claims(self, pod: Pod) -> list[str]:
         """The released claims of `pod`'s own nomination that drax still sees allocated."""
@@ -96,47 +121,80 @@ class Catchup:
                 stale.append(key)
         return stale
 
-    async def before_filter(self, pod: Pod) -> None:
+    async def before_filter(self, pod: Pod, node_names: Sequence[str] = ()
+                            ) -> Callable[[Sequence[str]], None] | None:
         """Bring the inventory's copies of `pod`'s stale victim claims up to the
-        API server's (see the module doc); never raises for a failed read."""
-        if self.api is None:
-            return
+        API server's (see the module doc), and count the scheduling attempt
+        this filter over `node_names` starts; never raises for a failed read.
+        For a nominated preemptor, returns what to call with the nodes the
+        filter passed; else None."""
+        self._forget_ended()
+        held = self._inventory.nomination(pod.key)
+        if held is None or held.pod_uid != pod.uid:
+            return None
+        nominated = pod.nominated_node_name
+        starts = self._attempts.starts_attempt(pod.key, pod.uid, nominated, node_names)
+        claims = await self._catch_up(pod, fresh=starts)
+        if starts and self._metrics is not None:
+            self._metrics.attempts.labels(claims=claims).inc()
+        names = list(node_names)
+
+        def after(passed: Sequence[str]) -> None:
+            self._attempts.filtered(pod.key, pod.uid, nominated, names, passed)
+
+        return after
+
+    async def _catch_up(self, pod: Pod, *, fresh: bool) -> str:
+        """Read `pod`'s stale victim claims, unless a read is under way (then wait
+        for it) or the last was under `min_interval` ago; a `fresh` filter (an
+        attempt's first) waits for one under way and then reads for itself.
+        What drax knows of the claims after it (`ATTEMPT_CLAIMS`)."""
         running = self._running.get(pod.key)
         if running is not None:
             await asyncio.shield(running)
-            return
+            if not fresh:
+                return "unread"
         stale = self.stale_claims(pod)
-        now = self._clock()
-        self._forget_ended()
         if not stale:
             self._last.pop(pod.key, None)
-            return
-        if now - self._last.get(pod.key, float("-inf")) < self._min_interval:
-            return
+            return "freed"
+        if self.api is None:
+            return "unread"
+        now = self._clock()
+        if not fresh and now - self._last.get(pod.key, float("-inf")) < self._min_interval:
+            return "unread"
         self._last[pod.key] = now
         task = asyncio.get_running_loop().create_task(self._read_all(self.api, stale))
         self._running[pod.key] = task
         try:
-            await asyncio.shield(task)
+            results = await asyncio.shield(task)
         finally:
             if self._running.get(pod.key) is task:
                 del self._running[pod.key]
+        if "allocated" in results:
+            return "allocated"
+        return "unread" if "error" in results or self.stale_claims(pod) else "freed"
 
     def _forget_ended(self) -> None:
-        """Forget the last read of preemptors whose nomination ended (deleted,
-        bound, replaced) before their claims were seen freed."""
+        """Forget the last read and filter of preemptors whose nomination ended
+        (deleted, bound, replaced)."""
         ended = [key for key in self._last if self._inventory.nomination(key) is None]
         for key in ended:
             del self._last[key]
+        self._attempts.forget(lambda key: self._inventory.nomination(key) is not None)
 
-    async def _read_all(self, api: client.ApiClient, keys: list[str]) -> None:
+    async def _read_all(self, api: client.ApiClient, keys: list[str]) -> list[str]:
+        """Read and apply claims `keys`; what each read found (`READ_RESULTS`)."""
         claims: Any = client.ResourceV1Api(api)
         sent = [self._copy(key) for key in keys]
         answers = await asyncio.gather(*(self._read(claims, key) for key in keys))
+        results = []
         for key, copy, answer in zip(keys, sent, answers, strict=True):
             result = self._apply(key, answer, copy)
+            results.append(result)
             if self._metrics is not None:
                 self._metrics.reads.labels(result=result).inc()
+        return results
 
     async def _read(self, claims: Any, key: str) -> tuple[int, dict[str, Any]] | None:
         namespace, name = key.split("/", 1)

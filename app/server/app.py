@@ -125,6 +125,9 @@ async def read_body(request: Request, *, limit: int, timeout: float = 10.0) -> b
 
 Handler = Callable[[Any], Awaitable[Any]]
 Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
+# Awaited before a filter with its pod and candidate nodes; what it returns,
+# when not None, is called with the nodes the filter passed.
+BeforeFilter = Callable[[Pod, list[str]], Awaitable[Callable[[Sequence[str]], None] | None]]
 
 
 class ExtenderEdge:
@@ -133,7 +136,7 @@ class ExtenderEdge:
     def __init__(self, *, verbs: Verbs, ready: Callable[[], bool], max_body_bytes: int,
                  metrics: ServerMetrics, on_request: Callable[[], None] | None = None,
                  body_read_timeout: float = 10.0,
-                 before_filter: Callable[[Pod], Awaitable[None]] | None = None) -> None:
+                 before_filter: BeforeFilter | None = None) -> None:
         self.verbs = verbs
         self.before_filter = before_filter
         self.metrics = metrics
@@ -216,8 +219,9 @@ class ExtenderEdge:
         args = wire.parse_extender_args(doc)
         if not self.ready():
             return wire.error_filter_result(NOT_SYNCED)
+        after = None
         if self.before_filter is not None:
-            await self.before_filter(args.pod)
+            after = await self.before_filter(args.pod, args.node_names)
         waited = await self.verbs.wait_for_binds(args.pod)
         if waited is not None:
             self.metrics.bind_wait_seconds.observe(waited)
@@ -233,6 +237,8 @@ class ExtenderEdge:
         for category, n in result.rejections.items():
             self._rejections[category].inc(n)
         self._count_hits(len(args.node_names), since=computed)
+        if after is not None:
+            after(result.passed)
         return wire.filter_result(args, passed=result.passed, failed=result.failed,
                                   unresolvable=result.unresolvable, error=result.error)
 
@@ -329,15 +335,17 @@ def create_app(*, verbs: Verbs, ready: Callable[[], bool], max_body_bytes: int,
                on_request: Callable[[], None] | None = None,
                body_read_timeout: float = 10.0,
                metrics: ServerMetrics | None = None,
-               before_filter: Callable[[Pod], Awaitable[None]] | None = None) -> FastAPI:
+               before_filter: BeforeFilter | None = None) -> FastAPI:
     """The ASGI app: verbs at `/<verb>` and `<url_prefix>/<verb>`, plus the probes.
 
     `lifespan` runs around serving (the kube source starts its watches there);
     `on_request` is called as each verb request arrives, before its body is
     read (background work steps aside for it); `before_filter` is awaited
     before each filter is answered (kube mode reads a nominated preemptor's
-    stale victim claims there). The app counts on `metrics` (its own, when
-    not given) and serves their registry at `/metrics`.
+    stale victim claims there), and what it returns is called with the nodes
+    the filter passed (kube mode counts the preemptor's attempts). The app
+    counts on `metrics` (its own, when not given) and serves their registry at
+    `/metrics`.
     """
     metrics = metrics if metrics is not None else ServerMetrics()
     app = FastAPI(title="drax", version=__version__, docs_url=None, redoc_url=None,
