@@ -389,11 +389,19 @@ def _kube_lifespan(settings: Settings, inventory: Inventory, binder: DeferredBin
         requeuer = Requeuer(api, waiting=extender.waiting, leadership=leadership,
                             metrics=requeue_metrics)
         copies = ClaimCopies() if binder is not None else None
+        driver = None if preemption_metrics is None else Driver(
+            inventory, search=VictimSearch.of(extender),
+            actor=Actor(api, inventory, scheduler_name=settings.scheduler_name,
+                        hold_seconds=settings.preemption_hold_seconds),
+            metrics=preemption_metrics, scheduler_name=settings.scheduler_name,
+            leadership=leadership, hold_seconds=settings.preemption_hold_seconds)
 
         def on_change(kind: str, event_type: str, obj: Mapping[str, Any] | None) -> None:
             requeuer.on_change(kind, event_type, obj)
             if copies is not None:
                 copies.on_change(kind, event_type, obj)
+            if driver is not None:
+                driver.on_change(kind, event_type, obj)
 
         watches = KubeSource(api, inventory, metrics=watch_metrics, pool=inventory.pool,
                              on_change=on_change)
@@ -408,13 +416,7 @@ def _kube_lifespan(settings: Settings, inventory: Inventory, binder: DeferredBin
             tasks.append(loop.create_task(
                 keep_releasing(api, metrics=repair_metrics, leadership=leadership),
                 name="release-half-written"))
-        if preemption_metrics is not None:
-            driver = Driver(inventory, search=VictimSearch.of(extender),
-                            actor=Actor(api, inventory, scheduler_name=settings.scheduler_name,
-                                        hold_seconds=settings.preemption_hold_seconds),
-                            metrics=preemption_metrics, scheduler_name=settings.scheduler_name,
-                            leadership=leadership,
-                            hold_seconds=settings.preemption_hold_seconds)
+        if driver is not None:
             tasks.append(loop.create_task(driver.run(), name="preemption"))
         if catchup is not None:
             catchup.api = api

@@ -10,7 +10,13 @@ claims is the scheduler's business) and a preemptionPolicy other than Never.
 
 Every `interval` seconds, while this replica leads (`leadership`: its
 kube-scheduler holds the leader-election Lease; always without one), the
-driver:
+driver makes a pass over every candidate. A pod that becomes a candidate and
+was never considered (`on_change`, the watch's hook: the scheduler has just
+written it unschedulable) gets a pass of its own at once, over the new
+candidates only: a preemptor's first preemption waits for no tick, as
+kube-scheduler's own PostFilter follows the failed attempt directly, and
+the candidates already searched are searched again on the tick only, so a
+stream of new pods does not multiply their cost. A pass:
 
 1. renews the holds whose victims are still terminating or whose claims are
    still allocated (so a slow kubelet does not end a hold), and notes the
@@ -36,7 +42,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Final
+from typing import Any, Final
 
 from app.inventory import Inventory, Nomination
 from app.model import Pod
@@ -86,22 +92,48 @@ class Driver:
         self._tried: dict[str, _Tried] = {}
         self._waiting: dict[str, tuple[str, float]] = {}  # preemptor -> (uid, acted at)
         self._pending_noted: set[tuple[str, float]] = set()
+        self._new = asyncio.Event()
 
     async def run(self) -> None:
-        """Drive until cancelled; a failing pass is logged and the next one runs."""
+        """Drive until cancelled: a pass over every candidate each `interval`
+        seconds, one over the new candidates as soon as one appears; a failing
+        pass is logged and the next one runs."""
+        next_tick = self._clock() + self._interval
         while True:
-            await asyncio.sleep(self._interval)
+            try:
+                async with asyncio.timeout(max(0.0, next_tick - self._clock())):
+                    await self._new.wait()
+            except TimeoutError:
+                pass
+            self._new.clear()
+            full = self._clock() >= next_tick
+            if full:
+                next_tick = self._clock() + self._interval
             if not self._leadership.leading or not self._inventory.synced:
                 continue
             try:
-                await self.run_once()
+                await self.run_once(only_new=not full)
             except Exception:
                 log.exception("preemption pass failed")
 
-    async def run_once(self) -> bool:
-        """One pass; True when a preemption was carried out."""
+    def on_change(self, kind: str, event_type: str, obj: Mapping[str, Any] | None) -> None:
+        """The watch source's change hook (called once the inventory holds the
+        change): a pod that became a candidate never considered wakes the
+        driver for a pass over the new candidates."""
+        if kind != "Pod" or event_type not in ("ADDED", "MODIFIED") or not obj:
+            return
+        meta = obj.get("metadata") or {}
+        pod = self._inventory.pod(f"{meta.get('namespace', '')}/{meta.get('name', '')}")
+        if pod is not None and self._candidate(pod) and self._untried(pod):
+            self._new.set()
+
+    async def run_once(self, *, only_new: bool = False) -> bool:
+        """One pass, over the candidates never considered when `only_new`;
+        True when a preemption was carried out."""
         self._follow_nominations()
         for pod in self.candidates():
+            if only_new and not self._untried(pod):
+                continue
             if await self._consider(pod):
                 return True
         return False
@@ -109,13 +141,23 @@ class Driver:
     def candidates(self) -> list[Pod]:
         """Pending pods of drax's scheduler found unschedulable, with claims,
         highest priority first."""
-        found = [pod for pod in self._inventory.pods()
-                 if pod.scheduler_name == self._scheduler and not pod.node_name
-                 and not pod.deleting and not pod.terminal and pod.unschedulable
-                 and (pod.resource_claims or pod.extended_resource_claim_status)]
+        found = [pod for pod in self._inventory.pods() if self._candidate(pod)]
         occupants = self._inventory.occupants
         found.sort(key=lambda p: (-priority_of(p, occupants), p.key))
         return found
+
+    def _candidate(self, pod: Pod) -> bool:
+        return (pod.scheduler_name == self._scheduler and not pod.node_name
+                and not pod.deleting and not pod.terminal and pod.unschedulable
+                and bool(pod.resource_claims or pod.extended_resource_claim_status))
+
+    def _untried(self, pod: Pod) -> bool:
+        """Never considered: not searched for (this pod, this uid) and no hold of its own."""
+        tried = self._tried.get(pod.key)
+        if tried is not None and tried.uid == pod.uid:
+            return False
+        held = self._inventory.nomination(pod.key)
+        return held is None or held.pod_uid != pod.uid
 
     # ------------------------------------------------------------------ nominations
 
