@@ -580,12 +580,19 @@ SECTIONS: Final = (
             "from its creation to its bind, split into drax's decision (to the first victim "
             "marked and deleting), the victims' termination (the harness plays the kubelet: "
             "grace 0 as soon as a victim is deleting), the resource-claim controller "
-            "(to every victim claim deallocated) and the scheduler's requeue (to the bind), "
-            "with the scheduling attempts after the victims' claims are deallocated (drax "
-            "`filter` requests), bracketed: counted from just before the harness removes "
-            "the last victim (an upper bound, the one judged) and from the poll that first "
-            "sees every claim freed (a lower bound). The "
-            "same pod through `default-scheduler` on the same full pool is the baseline."),
+            "(to every victim claim deallocated) and the scheduler's requeue (to the bind). "
+            "The scheduling attempts after the victims' claims are deallocated are drax's "
+            "count (`drax_preemptor_attempts_total`, read per round): each attempt of the "
+            "nominated preemptor once, at its first filter, for which drax reads from the API "
+            "server the victims' claims its watch still shows allocated; an attempt whose "
+            "read found one still allocated began before the deallocation, one answered with "
+            "every claim deallocated or gone (or with no read answered) counts after it, the "
+            "binding attempt included. kube-scheduler tries a nominated pod's node alone "
+            "first and filters the other nodes in the same attempt only when it is refused, "
+            "so one attempt can be two `filter` requests; the requests the harness can count "
+            "by itself (from just before it removes the last victim, and from the poll that "
+            "first sees every claim freed) are shown beside. The same pod through "
+            "`default-scheduler` on the same full pool is the baseline."),
     Section("failover", "Warm standby takeover and requeue on the real control plane",
             "python -m loadtest.failover --rounds 3 --json loadtest/results/failover.json",
             figures,

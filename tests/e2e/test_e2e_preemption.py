@@ -100,11 +100,22 @@ def pool(cluster: Cluster) -> Iterator[list[str]]:
         kube.close()
 
 
+def attempts_after_dealloc(cluster: Cluster) -> float:
+    """drax's count of nominated preemptors' attempts after their victims'
+    claims were deallocated (the binding attempt included)."""
+    return sum(drax_metric(cluster, "drax_preemptor_attempts_total", claims=claims)
+               for claims in ("freed", "unread"))
+
+
 def test_a_2gpu_nic_pod_preempts_two_pods_on_one_root_and_binds_aligned(
         pool: list[str], cluster: Cluster, kube: Kube) -> None:
+    """... and binds within 2 scheduling attempts after its victims' claims
+    are deallocated, by drax's count (which counts its binding attempt)."""
+    before = attempts_after_dealloc(cluster)
     seen = check_pair_preemption(kube, cluster, "pre")
     assert seen["node"] in pool
     assert drax_metric(cluster, "drax_preemptions_total") >= 1
+    assert 1 <= attempts_after_dealloc(cluster) - before <= 2
 
 
 def check_eight_and_thief(kube: Kube, prefix: str, nodes: list[str]) -> None:
