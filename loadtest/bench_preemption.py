@@ -284,7 +284,10 @@ def document(result: dict[str, Any], command: str) -> dict[str, Any]:
             "allocated is before (claims=allocated), one that found every claim deallocated "
             "or gone is after, and so, conservatively, is one whose read went unanswered "
             "(unread). A refused filter of the nominated node alone and the filter of the "
-            "other nodes after it are one attempt, as kube-scheduler makes them.",
+            "other nodes after it are one attempt, as kube-scheduler makes them; 0 is a "
+            "round whose binding attempt began before the deallocation (its filter of the "
+            "nominated node alone found a claim still allocated, its filter of the other "
+            "nodes found them freed and passed the nominated node).",
             "filters: drax filter requests to the bind, counted from just before the harness "
             "removes the last victim and from the poll that first sees every claim freed: "
             "they bracket the moment, but count requests, two per refused attempt of a "
