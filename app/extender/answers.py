@@ -114,11 +114,18 @@ def refused(reason: str, rejection: Rejection) -> Verdict:
 @dataclass(slots=True)
 class Answers:
     """Every node's verdict for one claim shape, as of inventory `sequence`.
-    `passed`: the feasible nodes and their priority, for the verbs' fast path."""
+    `passed`: the feasible nodes and their priority, for the verbs' fast path.
+    `stale`: nodes changed since their verdict, left out of `passed` until a
+    verb asks about them again (`needs`)."""
 
     sequence: int = -1
     verdicts: dict[str, tuple[int, Verdict]] = field(default_factory=dict)
     passed: dict[str, int] = field(default_factory=dict)
+    stale: set[str] = field(default_factory=set)
+
+    def needs(self, name: str) -> bool:
+        """Whether `name`'s verdict must be computed before it is read."""
+        return name in self.stale or name not in self.verdicts
 
 
 Wording = Callable[[Verdict], tuple[str | None, str | None]]
@@ -201,25 +208,30 @@ class AnswerBook:
 
     def current(self, request: CallState) -> Answers:
         """The shape's answers with every node that changed since the last call
-        refreshed: a cycle costs work for changed nodes only."""
+        marked stale: a verb recomputes a stale node only when it asks about it
+        (`Answers.needs`), so a cycle costs work for its changed candidates
+        only. The scheduler offers a share of the nodes from a rotating start,
+        so most nodes a bind changed are not among the next pod's candidates,
+        and one that changes again before it is asked about costs nothing more."""
         answers = self.of_shape(request.claims.shape)
         inv = self._inventory
         sequence = inv.sequence
         if answers.sequence == sequence:
             return answers
         changed = inv.changed_since(answers.sequence)
+        verdicts, passed, stale = answers.verdicts, answers.passed, answers.stale
         if changed is None:
-            names = list(answers.verdicts)
+            names = list(verdicts)
             for name, version in zip(names, inv.versions(names), strict=True):
-                if answers.verdicts[name][0] != version:
-                    self.refresh(request, answers, name)
+                if verdicts[name][0] != version:
+                    passed.pop(name, None)
+                    stale.add(name)
         else:
             for name in changed:
-                entry = answers.verdicts.get(name)
-                # The version check skips what an attempt cut short by its
-                # deadline already refreshed.
+                entry = verdicts.get(name)
                 if entry is not None and entry[0] != inv.version(name):
-                    self.refresh(request, answers, name)
+                    passed.pop(name, None)
+                    stale.add(name)
         answers.sequence = sequence
         return answers
 
@@ -234,6 +246,7 @@ class AnswerBook:
         version = self._inventory.version(name)
         verdict = self._verdict_for(request, name)
         answers.verdicts[name] = (version, verdict)
+        answers.stale.discard(name)
         if verdict.feasible:
             answers.passed[name] = verdict.priority
         else:

@@ -221,13 +221,12 @@ class Extender:
             if name in passed:
                 result.passed.append(name)
                 continue
-            entry = verdicts.get(name)
-            if entry is None:
+            if answers.needs(name):
                 self._book.refresh(request, answers, name)
                 if name in passed:
                     result.passed.append(name)
                     continue
-                entry = verdicts[name]
+            entry = verdicts[name]
             verdict = entry[1]
             rejection = verdict.rejection or Rejection.OTHER
             rejections[rejection] = rejections.get(rejection, 0) + 1
@@ -277,11 +276,11 @@ class Extender:
         if isinstance(judged, Verdict):
             return [(name, judged.priority) for name in node_names] if judged.priority else []
         answers, _, request = judged
-        passed, verdicts = answers.passed, answers.verdicts
+        passed = answers.passed
         scores = []
         for name in node_names:
             score = passed.get(name)
-            if score is None and name not in verdicts:
+            if score is None and answers.needs(name):
                 self._book.refresh(request, answers, name)
                 score = passed.get(name)
             if score:
@@ -308,7 +307,7 @@ class Extender:
         pending = self._resolver.resolve(pod).pending
         out = []
         for name in node_names:
-            if name not in answers.verdicts:
+            if answers.needs(name):
                 self._book.refresh(request, answers, name)
             verdict = answers.verdicts[name][1]
             reason, error = words(verdict)
@@ -380,7 +379,7 @@ class Extender:
             self._assume_created(pod, special, created, allocations)
         if claims.pending or special is not None:
             task = asyncio.get_running_loop().create_task(
-                self._catch_up(request_of(claims, pod=pod), bound_at=bound_at))
+                self._catch_up(request_of(claims, pod=pod), node, bound_at=bound_at))
             self._catching_up.add(task)
             task.add_done_callback(self._catching_up.discard)
         return None
@@ -432,16 +431,18 @@ class Extender:
             ClaimAllocation(claim_key=f"{pod.namespace}/{created}", allocation=ca.allocation)
             for ca in allocations if ca.claim_key == special.claim.key])
 
-    async def _catch_up(self, request: CallState, *, bound_at: float) -> None:
-        """After a bind, once its answer is out: bring the answers of the shape
-        just placed up to date. The next pod of a Deployment or Job usually has
-        that shape, and the bound node is the one its filter would otherwise
+    async def _catch_up(self, request: CallState, node: str, *, bound_at: float) -> None:
+        """After a bind, once its answer is out: recompute the bound node's answer
+        for the shape just placed. The next pod of a Deployment or Job usually
+        has that shape, and the bound node is the one its filter would otherwise
         recompute while the scheduler waits. Skipped when the next request has
         already arrived: it does what its own shape needs, and a catch-up for
         another shape would only sit in front of it."""
         await asyncio.sleep(0)
         if self._warmer.last_call == bound_at:
-            self._book.current(request)
+            answers = self._book.current(request)
+            if node in answers.stale:
+                self._book.refresh(request, answers, node)
 
 
     def equivalence(self, state: NodeState, kinds: Sequence[RequestKind]) -> Hashable:

@@ -568,6 +568,48 @@ def test_a_changed_node_is_recomputed_once_by_the_next_request_not_by_warming(
     assert runs == ["n2"]
 
 
+def test_a_changed_node_is_recomputed_when_it_is_next_a_candidate(monkeypatch) -> None:
+    """The scheduler offers each pod a share of the nodes: a node changed
+    since the shape's last call is recomputed by the first filter or
+    prioritize that asks about it, not by one over other nodes, and the
+    answer it gives then is the changed node's."""
+    inv = load(GPU_CLASS, *[gpu_node(f"n{i}") for i in range(4)],
+               claim("c", requests=[exactly("gpu", "gpu", count=3)]),
+               pod("p", claims={"c": "c"}))
+    ext = extender(inv, file_mode=True)
+    names = [f"n{i}" for i in range(4)]
+    assert ext.filter(inv.pod("default/p"), names).passed == names
+    runs = count_allocator_runs(monkeypatch)
+    inv.apply("ResourceClaim", "ADDED", claim("x", results=[
+        result("gpu", "gpu.example.com/n2/gpu-0"), result("gpu", "gpu.example.com/n2/gpu-1")]))
+    assert ext.filter(inv.pod("default/p"), ["n0", "n1"]).passed == ["n0", "n1"]
+    ext.prioritize(inv.pod("default/p"), ["n0", "n1"])
+    assert runs == []
+    result_ = ext.filter(inv.pod("default/p"), ["n1", "n2", "n3"])
+    assert result_.passed == ["n1", "n3"] and "n2" in result_.failed
+    assert set(runs) == {"n2"}  # its search, and on n2 emptied (may preemption help?)
+    asked = len(runs)
+    ext.filter(inv.pod("default/p"), names)
+    assert len(runs) == asked
+
+
+def test_a_changed_node_is_recomputed_by_the_prioritize_that_asks_about_it(
+        monkeypatch) -> None:
+    inv = load(GPU_CLASS, *[gpu_node(f"n{i}", roots=("r0", "r0", "r0", "r0")) for i in range(2)],
+               claim("c", requests=[exactly("gpu", "gpu", count=2)]),
+               pod("p", claims={"c": "c"}))
+    ext = extender(inv, file_mode=True)
+    names = ["n0", "n1"]
+    before = dict(ext.prioritize(inv.pod("default/p"), names))
+    runs = count_allocator_runs(monkeypatch)
+    inv.apply("ResourceClaim", "ADDED", claim("x", results=[
+        result("gpu", "gpu.example.com/n1/gpu-0")]))
+    after = dict(ext.prioritize(inv.pod("default/p"), names))
+    assert runs == ["n1"]
+    assert after == dict(extender(inv, file_mode=True).prioritize(inv.pod("default/p"), names))
+    assert after["n0"] == before["n0"] and after["n1"] != before["n1"]
+
+
 def test_recomputing_a_changed_node_reads_its_match_columns(monkeypatch) -> None:
     import app.inventory.selectors as selectors
 
