@@ -24,6 +24,7 @@ from typing import Final
 
 from app.model import Pod, PodDisruptionBudget, PriorityClass, ResourceClaim
 from app.model.objects import PREEMPT_LOWER_PRIORITY
+from app.model.requests import PodUsage
 
 PODS_RESOURCE: Final = "pods"
 
@@ -213,7 +214,7 @@ def reserved_for(claim: ResourceClaim, pod: Pod) -> bool:
                for ref in claim.reserved_for)
 
 
-def priority_of(pod: Pod, occupants: Occupants) -> int:
+def priority_of(pod: Pod | PodUsage, occupants: Occupants) -> int:
     """spec.priority as admission sets it; for a pod that was never admitted
     (objects from files) its PriorityClass's value, else the global default's,
     else 0. The one reading of a pod's priority: the victim search, the holds
@@ -231,7 +232,7 @@ def preemption_policy_of(pod: Pod, occupants: Occupants) -> str:
     return pc.preemption_policy if pc is not None else PREEMPT_LOWER_PRIORITY
 
 
-def _priority_class(pod: Pod, occupants: Occupants) -> PriorityClass | None:
+def _priority_class(pod: Pod | PodUsage, occupants: Occupants) -> PriorityClass | None:
     """The pod's named PriorityClass, else the global default."""
     return (occupants.priority_class(pod.priority_class_name) if pod.priority_class_name
             else occupants.default_priority_class)

@@ -51,7 +51,7 @@ from app.inventory.objects import (
 from app.inventory.occupants import Occupants, priority_of
 from app.inventory.pools import pool_view_for_node, upstream_pool_order
 from app.inventory.selectors import SelectorCache
-from app.inventory.usage import PodUsages, Usage
+from app.inventory.usage import PodUsages
 from app.inventory.versions import Versions
 from app.model import (
     Device,
@@ -285,7 +285,7 @@ class Inventory:
             objects.templates[obj.key] = obj
         elif kind == "Pod":
             key = obj.key
-            self.usage.put(key, obj.node_name, Usage(obj.uid, obj.requests, obj.deleting))
+            self.usage.put(key, obj.node_name, obj)
             if isinstance(obj, PodUsage):  # a pod without claims: only what it takes
                 held = objects.pods.pop(key, None)
                 if held is not None:

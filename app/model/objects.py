@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from app.model.quantity import Quantity
-from app.model.requests import NO_RESOURCES, Resources
+from app.model.requests import NO_RESOURCES, PodUsage, Resources
 
 ATTRIBUTE_KINDS: Final = ("int", "bool", "string", "version", "ints", "bools", "strings",
                           "versions")
@@ -301,7 +301,7 @@ class PodDisruptionBudget:
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
 
-    def selects(self, pod: Pod) -> bool:
+    def selects(self, pod: Pod | PodUsage) -> bool:
         """Counts `pod` the way kube-scheduler's preemption does: same namespace,
         a non-empty selector matching its labels, not already disrupted."""
         return (pod.namespace == self.namespace and self.selector is not None

@@ -297,17 +297,39 @@ def parse_pod(obj: Mapping[str, Any]) -> Pod:
 
 
 def parse_pod_usage(obj: Mapping[str, Any]) -> PodUsage:
-    """What a pod without claims takes of its node (`PodUsage`): its requests
-    are read only once it has a node."""
+    """What a pod without claims takes of its node (`PodUsage`): read only
+    once it has a node, or a nominated node it is not leaving (kube-scheduler
+    counts a nominated pod of no lower priority on its node)."""
     meta, namespace, name, where = _pod_identity(obj)
     spec = _map(obj.get("spec"), f"{where} spec")
+    status = _map(obj.get("status"), f"{where} status")
     node = _str(spec.get("nodeName"), f"{where} spec.nodeName")
-    if not node:
+    deleting = bool(meta.get("deletionTimestamp"))
+    nominated = "" if node or deleting else _str(
+        status.get("nominatedNodeName"), f"{where} status.nominatedNodeName")
+    if not node and not nominated:
         return PodUsage(namespace=namespace, name=name)
+    priority = spec.get("priority")
     return PodUsage(namespace=sys.intern(namespace), name=name, uid=str(meta.get("uid") or ""),
-                    node_name=sys.intern(node), deleting=bool(meta.get("deletionTimestamp")),
-                    requests=parse_pod_requests(
-                        spec, _map(obj.get("status"), f"{where} status"), where))
+                    node_name=sys.intern(node), deleting=deleting,
+                    requests=parse_pod_requests(spec, status, where),
+                    priority=None if priority is None
+                    else _small_int(_int(priority, f"{where} spec.priority")),
+                    priority_class_name=sys.intern(
+                        _str(spec.get("priorityClassName"), f"{where} spec.priorityClassName")),
+                    start_time=_timestamp(status.get("startTime"), f"{where} status.startTime"),
+                    labels=shared_labels(meta.get("labels"), f"{where} metadata.labels"),
+                    nominated_node_name=sys.intern(nominated))
+
+
+_PRIORITIES: dict[int, int] = {}
+
+
+def _small_int(value: int) -> int:
+    """One int object per priority value (a cluster has a handful)."""
+    if len(_PRIORITIES) > 4096:
+        return value
+    return _PRIORITIES.setdefault(value, value)
 
 
 def _resource_list(raw: Any, what: str) -> dict[str, Fraction]:

@@ -241,7 +241,10 @@ def pod_requests(containers: Sequence[ContainerRequests], pod: PodLevel | None =
 @dataclass(slots=True, frozen=True)
 class PodUsage:
     """A live pod with no claims as the inventory keeps it: what it takes of
-    its node (nothing while it has no node), never the pod itself."""
+    its node, and what preemption reads to choose it as a victim for room
+    (priority, start time, labels for PDBs) or to count it where it is
+    nominated; never the pod itself. A pod with neither a node nor a
+    nominated node takes nothing and keeps only its name."""
 
     namespace: str
     name: str
@@ -249,6 +252,11 @@ class PodUsage:
     node_name: str = ""
     requests: Resources = NO_RESOURCES
     deleting: bool = False
+    priority: int | None = None
+    priority_class_name: str = ""
+    start_time: float | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+    nominated_node_name: str = ""
 
     @property
     def key(self) -> str:
