@@ -1,29 +1,56 @@
-"""Whether a preemptor fits a node's cpu, memory and pods once its victims are gone.
+"""Whether a preemptor fits a node's cpu, memory and pods once its victims are
+gone, and which further pods must go when it does not.
 
 The victim search frees devices. kube-scheduler would still refuse the
 preemptor on a node whose cpu, memory, ephemeral storage, pod count or
-device-plugin resources it lacks (NodeResourcesFit), and its own preemption
-never frees them for a pod that fails only drax: such a node "fits with 0
-victims" in its dry run. So drax refuses the node instead of deleting pods
-for nothing. The check is NodeResourcesFit's over what drax knows: the
-node's allocatable against the requests of every live pod bound there
-(`Inventory.usage`), less those of the victims, of the pods already
-terminating (they are going, as the search counts their devices), and, for
-the preempt verb, of the offered pods the answer keeps. An extended resource
-the node does not advertise and a DeviceClass serves is DRA's (the search
-judges it). A node that reports no allocatable is not judged.
+device-plugin resources it lacks (NodeResourcesFit). The check is
+NodeResourcesFit's over what drax knows: the node's allocatable against the
+requests of every live pod bound there (`Inventory.usage`), less those of
+the victims, of the pods already terminating (they are going, as the search
+counts their devices), and, for the preempt verb, of the offered pods the
+answer keeps; plus those of the pods nominated to the node
+(`status.nominatedNodeName`) with a priority no lower than the preemptor's,
+as kube-scheduler's `addNominatedPods` adds them (the preemptor itself
+aside). An extended resource the node does not advertise and a DeviceClass
+serves is DRA's (the search judges it). A node that reports no allocatable
+is not judged.
+
+When the pod lacks room with the device victims gone (`NodeFit.room`), the
+other pods of lower priority on the node (running, not already going, and
+for the verb among those offered) become victims too, chosen as
+kube-scheduler's `SelectVictimsOnNode` chooses: all of them go; if the pod
+still lacks room the node is refused (`Shortfall`); otherwise they are
+reprieved one by one, those whose going would violate a PodDisruptionBudget
+first and then the others, each group most important first (higher
+priority, then earlier start), and each stays if the pod still has room with
+it back. The device victims are never reprieved: they are the smallest set
+that frees the devices, and the room victims come on top of them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+import math
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from fractions import Fraction
 
 from app.extender.extended import resource_classes
 from app.inventory import Inventory
-from app.model import Pod
+from app.inventory.occupants import priority_of
+from app.inventory.usage import Usage
+from app.model import Pod, PodDisruptionBudget
 from app.model.quantity import BINARY_SI, DECIMAL_SI, canonical_string
 from app.model.requests import Resources
+
+# A pod that must go for room: the pod, its priority, the claims it holds.
+Extra = tuple[Pod, int, tuple[str, ...]]
+
+
+class Shortfall(str):
+    """Why a node lacks room for the pod (cpu, memory, pods, a device-plugin
+    resource), as opposed to lacking devices: the preemption loop searches a
+    pod refused for room again once a pod on such a node changes."""
+
+    __slots__ = ()
 
 
 class NodeFit:
@@ -31,24 +58,79 @@ class NodeFit:
 
     def __init__(self, pod: Pod, inventory: Inventory,
                  allowed: Mapping[str, Collection[str] | None] | None = None) -> None:
+        self._pod = pod
         self._requests = pod.requests
         self._inventory = inventory
         self._allowed = allowed
+        self._priority = priority_of(pod, inventory.occupants)
         self._dra = (frozenset(resource_classes(inventory.classes))
                      if pod.requests.scalars else frozenset())
 
     def refusal(self, node: str, victims: Iterable[Pod], candidates: Iterable[Pod] = ()
-                ) -> str | None:
+                ) -> Shortfall | None:
         """Why the pod would not fit `node` with `victims` gone (None: it fits,
         or the node's size is unknown). `candidates`: the pods the search
         weighed; offered pods outside them stay in the verb's answer."""
+        found = self._staying(node, victims, candidates)
+        if found is None:
+            return None
+        _, staying, count, allocatable = found
+        short = lacking(self._requests, allocatable, staying, count, dra=self._dra)
+        return None if short is None else Shortfall(short)
+
+    def room(self, node: str, victims: Iterable[Pod], candidates: Iterable[Pod] = ()
+             ) -> tuple[Extra, ...] | Shortfall:
+        """The further pods that must go so the pod has room on `node` once
+        `victims` are gone, most important first (empty: it has room, or the
+        node's size is unknown), or why even all of them going is not enough
+        (see the module doc)."""
+        found = self._staying(node, victims, candidates)
+        if found is None:
+            return ()
+        leaving, staying, count, allocatable = found
+        requests, dra = self._requests, self._dra
+        short = lacking(requests, allocatable, staying, count, dra=dra)
+        if short is None:
+            return ()
+        others = self._others(node, leaving)
+        if not others:
+            return Shortfall(short)
+        for usage, _ in others:
+            staying = staying - usage.requests
+        count -= len(others)
+        short = lacking(requests, allocatable, staying, count, dra=dra,
+                        after="with every lower-priority pod gone")
+        if short is not None:
+            return Shortfall(short)
+        gone = [self._usage(node, key) for key in leaving]
+        violating = pdb_violating([*((u, self._priority_of(u)) for u in gone if u), *others],
+                                  self.pdbs)
+        order = ([o for o in others if violating[o[0].uid]]
+                 + [o for o in others if not violating[o[0].uid]])
+        extra: list[tuple[Usage, int]] = []
+        for usage, priority in order:
+            back = staying + usage.requests
+            if lacking(requests, allocatable, back, count + 1, dra=dra) is None:
+                staying, count = back, count + 1
+            else:
+                extra.append((usage, priority))
+        extra.sort(key=_importance)
+        claims = self._claims(node) if any(isinstance(u, Pod) for u, _ in extra) else {}
+        return tuple((as_pod(u), priority, claims.get(u.uid, ())) for u, priority in extra)
+
+    # ------------------------------------------------------------------ parts
+
+    def _staying(self, node: str, victims: Iterable[Pod], candidates: Iterable[Pod]
+                 ) -> tuple[set[str], Resources, int, Resources] | None:
+        """The keys of the pods leaving (victims, offered pods the verb keeps),
+        the requests of the pods staying plus those nominated there that the
+        pod must yield to, their count, and the node's allocatable (None: not
+        known)."""
         state = self._inventory.node_state(node)
         allocatable = None if state is None else state.view.node.resources
         if allocatable is None:
             return None
         held = self._inventory.usage.on(node)
-        gone = held.going
-        count = held.going_count
         leaving = set()
         for victim in victims:
             usage = held.pods.get(victim.key)
@@ -59,40 +141,116 @@ class NodeFit:
             considered = {c.uid for c in candidates}
             leaving |= {key for key, usage in held.pods.items() if usage.uid in allow
                         and usage.uid not in considered and not usage.deleting}
+        gone = held.going
         for key in leaving:
             gone = gone + held.pods[key].requests
-        count += len(leaving)
-        return lacking(self._requests, allocatable, held.requested - gone,
-                       len(held.pods) - count, dra=self._dra)
+        staying = held.requested - gone
+        count = len(held.pods) - held.going_count - len(leaving)
+        for usage in self._inventory.usage.nominated(node).values():
+            if usage.uid != self._pod.uid and self._priority_of(usage) >= self._priority:
+                staying = staying + usage.requests
+                count += 1
+        return leaving, staying, count, allocatable
+
+    def _others(self, node: str, leaving: Collection[str]) -> list[tuple[Usage, int]]:
+        """The pods of lower priority on `node` that may go besides `leaving`,
+        most important first."""
+        allow = None if self._allowed is None else self._allowed.get(node)
+        out = []
+        for key, usage in self._inventory.usage.on(node).pods.items():
+            if key in leaving or usage.deleting or (allow and usage.uid not in allow):
+                continue
+            if isinstance(usage, Pod) and usage.terminal:
+                continue
+            priority = self._priority_of(usage)
+            if priority < self._priority:
+                out.append((usage, priority))
+        out.sort(key=_importance)
+        return out
+
+    def _usage(self, node: str, key: str) -> Usage | None:
+        return self._inventory.usage.on(node).pods.get(key)
+
+    def _priority_of(self, usage: Usage) -> int:
+        return priority_of(usage, self._inventory.occupants)
+
+    def pdbs(self, namespace: str) -> Iterable[PodDisruptionBudget]:
+        return self._inventory.occupants.pdbs(namespace)
+
+    def _claims(self, node: str) -> dict[str, tuple[str, ...]]:
+        return {h.pod.uid: h.keys for h in self._inventory.occupants.occupancy(node)}
+
+
+def _importance(entry: tuple[Usage, int]) -> tuple[int, float, str]:
+    """Most important first: higher priority, then the earlier start
+    (kube-scheduler's MoreImportantPod; a pod not started counts as now)."""
+    usage, priority = entry
+    start = math.inf if usage.start_time is None else usage.start_time
+    return (-priority, start, usage.key)
+
+
+def pdb_violating(pods: Sequence[tuple[Usage, int]],
+                  pdbs_in: Callable[[str], Iterable[PodDisruptionBudget]]) -> dict[str, bool]:
+    """Per pod uid, whether its going would violate a PodDisruptionBudget, as
+    kube-scheduler's FilterVictimsWithPDBViolation classes the potential
+    victims: most important first, each matching budget's allowance
+    decremented, a pod violating as soon as one goes below 0 (the budgets
+    after it are then left as they are)."""
+    allowed: dict[str, int] = {}
+    out = {}
+    for usage, _ in sorted(pods, key=_importance):
+        violating = False
+        if usage.labels:
+            for pdb in pdbs_in(usage.namespace):
+                if not pdb.selects(usage):
+                    continue
+                left = allowed.get(pdb.key, pdb.disruptions_allowed) - 1
+                allowed[pdb.key] = left
+                if left < 0:
+                    violating = True
+                    break
+        out[usage.uid] = violating
+    return out
+
+
+def as_pod(usage: Usage) -> Pod:
+    """The pod to act on: itself, or a `Pod` with what a victim needs."""
+    if isinstance(usage, Pod):
+        return usage
+    return Pod(namespace=usage.namespace, name=usage.name, uid=usage.uid,
+               node_name=usage.node_name, priority=usage.priority,
+               priority_class_name=usage.priority_class_name, deleting=usage.deleting,
+               start_time=usage.start_time, labels=usage.labels, requests=usage.requests)
 
 
 def lacking(requests: Resources, allocatable: Resources, staying: Resources,
-            pods_staying: int, *, dra: Collection[str] = ()) -> str | None:
+            pods_staying: int, *, dra: Collection[str] = (),
+            after: str = "after victims") -> str | None:
     """NodeResourcesFit's first shortfall, in its order (pods, cpu, memory,
     ephemeral-storage, scalar resources), or None when the pod fits."""
     if pods_staying + 1 > allocatable.pods:
         return (f"node would have too many pods: {allocatable.pods} allowed, "
-                f"{pods_staying} stay after victims")
+                f"{pods_staying} stay {after}")
     checks = (("cpu", requests.milli_cpu, allocatable.milli_cpu - staying.milli_cpu, 1000),
               ("memory", requests.memory, allocatable.memory - staying.memory, 0),
               ("ephemeral-storage", requests.ephemeral_storage,
                allocatable.ephemeral_storage - staying.ephemeral_storage, 0))
     for name, wanted, free, milli in checks:
         if wanted > 0 and wanted > free:
-            return _short(name, wanted, free, milli)
+            return _short(name, wanted, free, milli, after)
     for name, wanted in requests.scalars:
         have = allocatable.scalar(name)
         if wanted <= 0 or (not have and name in dra):
             continue
         free = have - staying.scalar(name)
         if wanted > free:
-            return _short(name, wanted, free, 0)
+            return _short(name, wanted, free, 0, after)
     return None
 
 
-def _short(name: str, wanted: int, free: int, milli: int) -> str:
+def _short(name: str, wanted: int, free: int, milli: int, after: str) -> str:
     return (f"node would lack {name}: requests {_amount(wanted, milli)}, "
-            f"free after victims {_amount(free, milli)}")
+            f"free {after} {_amount(free, milli)}")
 
 
 def _amount(value: int, milli: int) -> str:

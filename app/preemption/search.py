@@ -4,9 +4,10 @@ A node the preemptor can never run on is refused with the reason before any
 search, as kube-scheduler's preemption skips nodes that fail a filter no
 victim can change: nodeSelector and required node affinity,
 `spec.unschedulable` (unless tolerated), and NoSchedule/NoExecute taints it
-does not tolerate (`Pod.refusal_on`). A node where the pod would still lack
-cpu, memory or room for one more pod once the victims are gone is refused
-too (`app.preemption.fit`).
+does not tolerate (`Pod.refusal_on`). Where the pod would still lack cpu,
+memory or room for one more pod once the victims are gone, further pods of
+lower priority go too, as kube-scheduler chooses them, and a node where even
+all of them going is not enough is refused (`app.preemption.fit`).
 
 For a preemptor P of priority p and each other candidate node, the search
 finds the smallest set of running pods of priority below p whose release lets an
@@ -55,7 +56,7 @@ import itertools
 import math
 import operator
 from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from app.allocator.constraints import SCALAR_KINDS, lookup_attribute
@@ -199,12 +200,19 @@ class PreemptionPlan:
 
 
 def _fitted(fit: NodeFit, answer: NodePreemption | str) -> NodePreemption | str:
-    """`answer`, or why the pod would still lack cpu, memory or room for one
-    more pod on its node once the victims are gone (`app.preemption.fit`)."""
+    """`answer` with the further pods that must go for the pod's cpu, memory
+    and pod count, or why even all lower-priority pods going would not leave
+    it room there (`app.preemption.fit`)."""
     if isinstance(answer, str):
         return answer
-    refusal = fit.refusal(answer.node, (v.pod for v in answer.victims), answer.candidates)
-    return answer if refusal is None else refusal
+    extra = fit.room(answer.node, (v.pod for v in answer.victims), answer.candidates)
+    if isinstance(extra, str):
+        return extra
+    if not extra:
+        return answer
+    victims = tuple(sorted((*answer.victims, *(Victim(*e) for e in extra)), key=_importance))
+    pdbs = {ns: list(fit.pdbs(ns)) for ns in {v.pod.namespace for v in victims}}
+    return replace(answer, victims=victims, pdb_violations=pdb_violations(victims, pdbs))
 
 
 def _priority_sum(priorities: Iterable[int]) -> int:
@@ -932,8 +940,9 @@ class VictimSearch:
 
     def _choose(self, solved: _Solved, problem: _Problem, pdbs: _Pdbs | None,
                 fit: NodeFit) -> tuple[_Option, bool]:
-        """This node's pick among the shared options: one that leaves the pod
-        room for its cpu, memory and pods if any does, then in allocator mode
+        """This node's pick among the shared options: one that needs the fewest
+        further victims for the pod's cpu, memory and pods (`NodeFit.room`;
+        none when one leaves it room), then in allocator mode
         the best topology score, then (both modes) fewest PDB violations,
         lowest priorities, canonical order."""
         assert solved.options
@@ -955,15 +964,14 @@ class VictimSearch:
 
         node = problem.state.view.node.name
 
-        def room(option: _Option) -> bool:
-            return fit.refusal(node, (pods[i].pod for i in option.victims),
-                                              (v.pod for v in pods)) is None
+        def extra(option: _Option) -> float:
+            found = fit.room(node, (pods[i].pod for i in option.victims), (v.pod for v in pods))
+            return math.inf if isinstance(found, str) else len(found)
 
         chosen = min(solved.options, key=preference)
-        if room(chosen):
+        if extra(chosen) == 0:
             return chosen, True
-        fitting = [option for option in solved.options if room(option)]
-        return min(fitting or solved.options, key=preference), True
+        return min(solved.options, key=lambda o: (extra(o), preference(o))), True
 
     def _violations(self, victims: Iterable[Victim], pdbs: _Pdbs | None) -> int:
         if pdbs is None:

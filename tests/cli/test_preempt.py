@@ -124,4 +124,5 @@ def test_a_node_the_pod_would_lack_cpu_on_is_refused_with_the_shortfall(tmp_path
     code, out, _ = drax("preempt", "--objects", *SAMPLE, "--pod", str(path),
                         "--node", "h100-node-1", "-o", "table")
     assert code == 1
-    assert "node would lack cpu: requests 200, free after victims 192" in out
+    assert ("node would lack cpu: requests 200, free with every lower-priority pod gone 192"
+            in out)

@@ -1,18 +1,20 @@
-"""The victim search refuses a node where the preemptor would still lack cpu,
-memory or room for one more pod once its victims are gone: freeing its devices
-there would delete pods for nothing."""
+"""Room for the preemptor besides its devices: where it would still lack cpu,
+memory or room for one more pod once its device victims are gone, further
+lower-priority pods go as kube-scheduler's SelectVictimsOnNode chooses them,
+and a node where even all of them going is not enough is refused; pods
+nominated to a node with no lower priority count against its room."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from app.model.requests import Resources
-from app.preemption.fit import lacking
+from app.preemption.fit import Shortfall, lacking
 from app.preemption.verb import Offer, choose_victims
 from tests.extender.cluster import GPU_CLASS, gpu_node
 from tests.inventory.objects import exactly as request
 from tests.inventory.objects import node, template
-from tests.preemption.builders import holder, load, preemptor, searcher
+from tests.preemption.builders import holder, load, pdb, preemptor, searcher
 
 GPU = "gpu.example.com"
 
@@ -23,13 +25,18 @@ def sized(name: str, cpu: str = "8", pods: str = "110") -> dict[str, Any]:
     return out
 
 
-def busy(name: str, node_name: str, cpu: str, *, deleting: bool = False) -> dict[str, Any]:
-    """A running pod without claims taking `cpu` of its node."""
+def busy(name: str, node_name: str, cpu: str, *, deleting: bool = False, priority: int = 0,
+         labels: dict[str, str] | None = None, start: str = "2026-01-01T00:00:00Z",
+         nominated: str = "") -> dict[str, Any]:
+    """A running pod without claims taking `cpu` of its node (`node_name`
+    empty and `nominated` set: a pending pod nominated there)."""
     pod: dict[str, Any] = {
-        "kind": "Pod", "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"},
-        "spec": {"nodeName": node_name, "priority": 0,
+        "kind": "Pod", "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}",
+                                    "labels": labels or {}},
+        "spec": {"nodeName": node_name, "priority": priority,
                  "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]},
-        "status": {"phase": "Running"}}
+        "status": {"phase": "Running" if node_name else "Pending", "startTime": start,
+                   "nominatedNodeName": nominated}}
     if deleting:
         pod["metadata"]["deletionTimestamp"] = "2026-01-02T00:00:00Z"
     return pod
@@ -47,18 +54,19 @@ def gpu_holder(name: str, node_name: str, gpu: int, priority: int, cpu: str
     return objs
 
 
-def cluster(*extra: Any) -> list[Any]:
+def cluster(*extra: Any, web: int = 2000) -> list[Any]:
     """Two full 1-GPU nodes: "cheap" holds the cheaper victim but little cpu is free
-    even without it, "dear" has room."""
+    even without it (the "web" pod, of priority `web`, takes 6 of 8), "dear" has room."""
     objs: list[Any] = [GPU_CLASS, template("want", requests=[request("gpu", "gpu")])]
     for name, prio in (("cheap", 1), ("dear", 5)):
         objs += [sized(name), *gpu_node(name, roots=("r0",)),
                  *gpu_holder(f"{name}-0", name, 0, prio, "1")]
-    objs.append(busy("web", "cheap", "6"))
+    objs.append(busy("web", "cheap", "6", priority=web))
     return [*objs, *extra]
 
 
 def test_the_node_that_would_lack_cpu_is_refused_and_another_chosen() -> None:
+    # "web" outranks the preemptor: it cannot go, so "cheap" stays short
     inv = load(*cluster(), with_cpu(preemptor(), "4"))
     _, search = searcher(inv)
     plan = search.search(inv.pod("default/p"))
@@ -88,12 +96,92 @@ def test_pods_already_terminating_count_as_gone() -> None:
 def test_a_node_full_of_pods_is_refused_even_when_nothing_needs_to_go() -> None:
     objs: list[Any] = [GPU_CLASS, template("want", requests=[request("gpu", "gpu")]),
                        sized("n1", pods="2"), *gpu_node("n1", roots=("r0", "r0")),
-                       busy("a", "n1", "1"), busy("b", "n1", "1")]
+                       busy("a", "n1", "1", priority=2000), busy("b", "n1", "1", priority=2000)]
     inv = load(*objs, with_cpu(preemptor(), "1"))
     _, search = searcher(inv)
     plan = search.search(inv.pod("default/p"))
     assert not plan.nodes
     assert plan.refused == {"n1": "node would have too many pods: 2 allowed, 2 stay after victims"}
+    assert isinstance(plan.refused["n1"], Shortfall)
+
+
+def test_a_full_node_gives_one_lower_priority_pod_for_the_pod_count() -> None:
+    # No device victim is needed, but one pod of the two must go for the pod
+    # count: "b" (equal priority and start, after "a" by name) is reprieved last.
+    objs: list[Any] = [GPU_CLASS, template("want", requests=[request("gpu", "gpu")]),
+                       sized("n1", pods="2"), *gpu_node("n1", roots=("r0", "r0")),
+                       busy("a", "n1", "1"), busy("b", "n1", "1")]
+    inv = load(*objs, with_cpu(preemptor(), "1"))
+    _, search = searcher(inv)
+    plan = search.search(inv.pod("default/p"))
+    assert [v.pod.name for v in plan.nodes[0].victims] == ["b"] and not plan.refused
+
+
+def test_lower_priority_pods_go_for_cpu_beside_the_device_victim() -> None:
+    # "web" (priority 0) takes 6 of cheap's 8 cpus: with cheap-0 gone 2 are free
+    # for a 4-cpu pod, so "web" goes too; the ranking counts both victims, and
+    # their highest priority (1) is below dear's one victim (5).
+    inv = load(*cluster(web=0), with_cpu(preemptor(), "4"))
+    _, search = searcher(inv)
+    plan = search.search(inv.pod("default/p"))
+    assert [(n.node, [v.pod.name for v in n.victims]) for n in plan.nodes] == [
+        ("cheap", ["cheap-0", "web"]), ("dear", ["dear-0"])]
+    assert [v.claims for v in plan.nodes[0].victims] == [("default/cheap-0-claim",), ()]
+    best = search.search(inv.pod("default/p"), best_only=True).best
+    assert best is not None and [v.pod.name for v in best.victims] == ["cheap-0", "web"]
+
+
+def test_room_victims_are_reprieved_as_kube_scheduler_reprieves() -> None:
+    # 8 cpus: the device victim frees 1 and 7 are taken by four lower-priority
+    # pods; the 4-cpu pod needs 3 more. All four go (8 free), then are
+    # reprieved, the PDB violator first ("v", priority 3: 7 free, it stays),
+    # then highest priority first ("hi": 5 free, it stays; "mid" and "lo",
+    # "mid" started earlier: 3 free each time, both go).
+    objs: list[Any] = [GPU_CLASS, template("want", requests=[request("gpu", "gpu")]),
+                       sized("n1"), *gpu_node("n1", roots=("r0",)),
+                       *gpu_holder("n1-0", "n1", 0, 1, "1"),
+                       busy("v", "n1", "1", priority=3, labels={"app": "v"}),
+                       busy("hi", "n1", "2", priority=50),
+                       busy("mid", "n1", "2", priority=10),
+                       busy("lo", "n1", "2", priority=10, start="2026-01-01T00:00:01Z"),
+                       pdb("keep-v", {"app": "v"}, 0)]
+    inv = load(*objs, with_cpu(preemptor(), "4"))
+    _, search = searcher(inv)
+    found = search.search(inv.pod("default/p")).nodes[0]
+    assert [v.pod.name for v in found.victims] == ["mid", "lo", "n1-0"]
+    assert found.pdb_violations == 0
+
+
+def test_even_every_lower_priority_pod_gone_is_not_enough() -> None:
+    objs: list[Any] = [GPU_CLASS, template("want", requests=[request("gpu", "gpu")]),
+                       sized("n1"), *gpu_node("n1", roots=("r0",)),
+                       *gpu_holder("n1-0", "n1", 0, 1, "1"),
+                       busy("low", "n1", "2"), busy("high", "n1", "5", priority=2000)]
+    inv = load(*objs, with_cpu(preemptor(), "4"))
+    _, search = searcher(inv)
+    plan = search.search(inv.pod("default/p"))
+    assert not plan.nodes
+    assert plan.refused == {"n1": "node would lack cpu: requests 4, free with every "
+                                  "lower-priority pod gone 3"}
+
+
+def test_pods_nominated_there_of_no_lower_priority_count_against_the_room() -> None:
+    # dear has 8 cpus free once dear-0 goes; a pending 5-cpu pod nominated
+    # there of the preemptor's priority leaves 3, so dear is refused; one of
+    # lower priority, or the preemptor's own nomination, does not count.
+    def plan_with(*nominated: dict[str, Any], pod: dict[str, Any] | None = None) -> Any:
+        objs = [o for o in cluster() if o.get("metadata", {}).get("name") != "web"]
+        inv = load(*objs, *nominated, pod or with_cpu(preemptor(), "4"))
+        return searcher(inv)[1].search(inv.pod("default/p"))
+
+    same = busy("q", "", "5", priority=1000, nominated="dear")
+    assert plan_with(same).refused == {
+        "dear": "node would lack cpu: requests 4, free after victims 3"}
+    lower = busy("q", "", "5", priority=999, nominated="dear")
+    assert [n.node for n in plan_with(lower).nodes] == ["cheap", "dear"]
+    own = with_cpu(preemptor(), "4")
+    own["status"] = {"nominatedNodeName": "dear"}
+    assert [n.node for n in plan_with(pod=own).nodes] == ["cheap", "dear"]
 
 
 def test_a_node_reporting_no_allocatable_is_not_judged() -> None:
