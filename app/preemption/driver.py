@@ -22,8 +22,11 @@ stream of new pods does not multiply their cost. A pass:
    still allocated (so a slow kubelet does not end a hold), and notes the
    preemptors that got bound (`drax_preemptor_bind_seconds`);
 2. takes the candidates highest priority first and, for each, skips it while
-   its earlier victims are pending (no cascading), or when nothing changed in
-   the inventory since its last fruitless search; else runs the victim search
+   its earlier victims are pending (no cascading), or when nothing relevant
+   changed since its last fruitless search (the inventory's devices, claims,
+   nodes and classes; a pod with claims anywhere; any pod bound or nominated
+   to a node refused for room, or to the node it fits on; `RETRY_SECONDS`
+   bounds the wait for what none of these tell); else runs the victim search
    with the pod's own holds lifted, over every node (the search refuses the
    nodes the pod can never run on: nodeSelector, required node affinity,
    taints, cordon). A best node without victims means the pod already fits
@@ -48,6 +51,7 @@ from app.inventory import Inventory, Nomination
 from app.model import Pod
 from app.model.objects import PREEMPT_NEVER
 from app.preemption.actor import DEFAULT_HOLD_SECONDS, Actor, Preemption
+from app.preemption.fit import short_of_room
 from app.preemption.metrics import PreemptionMetrics
 from app.preemption.search import (
     NodePreemption,
@@ -60,9 +64,11 @@ from app.sources.kube.lease import Leadership
 log = logging.getLogger(__name__)
 
 DEFAULT_INTERVAL_SECONDS: Final = 1.0
-# A fruitless search is not repeated before the inventory changes, nor more
-# often than this (an unchanged inventory gives the same answer).
-RETRY_SECONDS: Final = 30.0
+# A fruitless search is repeated when something it read changed (see the
+# module doc), else after this long: a PodDisruptionBudget or PriorityClass
+# change, which moves no sequence, cannot make a fruitless search succeed
+# except through a pod's priority read from its class.
+RETRY_SECONDS: Final = 300.0
 
 
 @dataclass(slots=True)
@@ -71,6 +77,8 @@ class _Tried:
     sequence: int
     at: float
     reason: str
+    usage: int = 0  # the pods' change sequence (`PodUsages.changed_since`)
+    nodes: frozenset[str] = frozenset()  # refused for room, or where it fits
 
 
 class Driver:
@@ -204,7 +212,9 @@ class Driver:
         sequence = self._inventory.sequence
         now = self._clock()
         tried = self._tried.get(pod.key)
+        usage = self._inventory.usage
         if tried is not None and tried.uid == pod.uid and tried.sequence == sequence \
+                and not usage.changed_since(tried.usage, tried.nodes) \
                 and now - tried.at < RETRY_SECONDS:
             return False
         self._metrics.attempted.inc()
@@ -214,7 +224,8 @@ class Driver:
         best = plan.best
         if plan.problem is not None or best is None:
             reason = self._refusal(pod, plan.problem)
-            self._tried[pod.key] = _Tried(pod.uid, sequence, now, reason)
+            self._tried[pod.key] = _Tried(pod.uid, sequence, now, reason, usage.sequence,
+                                          frozenset(short_of_room(plan.refused)))
             self._metrics.refused.labels(reason=reason).inc()
             # Said once per pod and reason; the searches repeated as the cluster
             # changes say it at debug level.
@@ -225,7 +236,8 @@ class Driver:
         if not best.victims:
             # It fits once the pods already going are gone: the scheduler's retry
             # places it; nothing to delete.
-            self._tried[pod.key] = _Tried(pod.uid, sequence, now, "fits")
+            self._tried[pod.key] = _Tried(pod.uid, sequence, now, "fits", usage.sequence,
+                                          frozenset((best.node,)))
             self._hold_nominated(pod, plan.priority, best, now)
             return False
         self._tried.pop(pod.key, None)

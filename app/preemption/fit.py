@@ -53,6 +53,11 @@ class Shortfall(str):
     __slots__ = ()
 
 
+def short_of_room(refused: Mapping[str, str]) -> list[str]:
+    """The nodes of a search's refusals that were refused for room."""
+    return [node for node, why in refused.items() if isinstance(why, Shortfall)]
+
+
 class NodeFit:
     """The fit check of one preemptor over one inventory (one search)."""
 

@@ -22,6 +22,7 @@ from app.model import Pod, parse_object
 from app.preemption import Actor, Catchup, Driver, Preemption, PreemptionMetrics, VictimSearch
 from app.preemption.actor import DISRUPTION_TARGET, PREEMPTION_BY_SCHEDULER
 from app.preemption.catchup import newer
+from app.preemption.driver import RETRY_SECONDS
 from app.runtime import build_runtime
 from tests.kube.apiserver import FakeApiServer
 from tests.kube.harness import DRIVER, KubeHarness, claim, device_class, eventually, gpu_slice, node
@@ -652,3 +653,55 @@ async def test_a_nomination_elsewhere_or_none_rebuilds_no_hold(tmp_path: Path) -
         assert not await driver_of(h, CollectorRegistry()).run_once()
         assert h.inventory.nomination("default/p") is None
         assert pods_deleted(h.server) == []
+
+
+def busy(name: str, on: str, cpu: str, *, priority: int = 2000) -> dict[str, Any]:
+    """A running pod without claims taking `cpu` of node `on`."""
+    return {"metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"},
+            "spec": {"nodeName": on, "priority": priority,
+                     "containers": [{"name": "main", "image": "busybox",
+                                     "resources": {"requests": {"cpu": cpu}}}]},
+            "status": {"phase": "Running"}}
+
+
+async def test_a_preemptor_refused_for_room_is_searched_again_once_a_pod_there_changes(
+        tmp_path: Path) -> None:
+    async with KubeHarness(tmp_path) as h:
+        full_cluster(h.server)
+        sized = h.server.get("nodes", "node-a")
+        sized["status"] = {"allocatable": {"cpu": "8", "memory": "64Gi", "pods": "110"}}
+        h.server.update("nodes", sized)
+        h.server.create("nodes", node("node-z"))
+        # "web" outranks the preemptor and leaves it 1 cpu of the 4 it asks
+        h.server.create("pods", busy("web", "node-a", "7"))
+        c, p = preemptor()
+        p["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "4"}}
+        h.server.create("resourceclaims", c)
+        h.server.create("pods", p)
+        h.watch()
+        await h.synced()
+        registry = CollectorRegistry()
+        driver = driver_of(h, registry)
+        now = [0.0]
+        driver._clock = lambda: now[0]
+        attempted = "drax_preemptions_attempted_total"
+        assert not await driver.run_once()
+        assert metric(registry, attempted) == 1
+        # A pod coming and going on a node not refused for room, and time
+        # passing short of the backoff, are no reason to search again.
+        h.server.create("pods", busy("other", "node-z", "1"))
+        await eventually(lambda: bool(h.inventory.usage.on("node-z").pods), "the other pod")
+        now[0] = 60.0
+        assert not await driver.run_once()
+        assert metric(registry, attempted) == 1
+        # The backoff bounds the wait for what nothing tells.
+        now[0] = 60.0 + RETRY_SECONDS
+        assert not await driver.run_once()
+        assert metric(registry, attempted) == 2
+        # "web" going from the node refused for room: searched again at once.
+        h.server.delete("pods", "web", "default")
+        await eventually(lambda: "default/web" not in h.inventory.usage.on("node-a").pods,
+                         "web gone")
+        assert await driver.run_once()
+        assert metric(registry, attempted) == 3
+        assert pods_deleted(h.server) == ["v0", "v1"]
