@@ -97,6 +97,9 @@ class Workload:
     namespace: str             # where the measured pods are created
     scheduler_config: str | None  # the test case's own schedulerConfigPath
     threshold: float | None
+    # The pods its measured createPods ops create; None when they keep creating
+    # them for a duration (steady state), so the number is not fixed.
+    pods: int | None = None
 
     @property
     def full_name(self) -> str:
@@ -153,6 +156,25 @@ def _measured_namespace(template: Sequence[Mapping[str, Any]]) -> str:
     return ""
 
 
+def _measured_pods(template: Sequence[Mapping[str, Any]], params: Mapping[str, Any]
+                   ) -> int | None:
+    """What the workload's measured createPods ops create, from upstream's YAML."""
+    total = 0
+    for op in template:
+        if op.get("opcode") != "createPods" or not op.get("collectMetrics"):
+            continue
+        steady = op.get("steadyState") or _param(op.get("steadyStateParam"), params)
+        if steady:
+            return None
+        count = op.get("count")
+        total += int(count if count is not None else _param(op.get("countParam"), params) or 0)
+    return total
+
+
+def _param(ref: Any, params: Mapping[str, Any]) -> Any:
+    return params.get(ref[1:]) if isinstance(ref, str) and ref.startswith("$") else None
+
+
 def _threshold(raw: Any, topic: str) -> float | None:
     if isinstance(raw, Mapping):
         raw = raw.get(topic)
@@ -175,7 +197,8 @@ def discover(root: Path) -> list[Workload]:
                     params=w.get("params") or {},
                     namespace=_measured_namespace(case["workloadTemplate"]),
                     scheduler_config=case.get("schedulerConfigPath"),
-                    threshold=_threshold(w.get("threshold"), topic)))
+                    threshold=_threshold(w.get("threshold"), topic),
+                    pods=_measured_pods(case["workloadTemplate"], w.get("params") or {})))
     return found
 
 

@@ -97,6 +97,23 @@ def test_discover_reads_cases_gates_thresholds_and_the_benchmarks_allocator(upst
     assert [w.full_name for w in smallest(found.values())] == ["Thing/fast", "Grouped/fast"]
 
 
+def test_a_workloads_pods_are_those_of_its_measured_create_pods_op(upstream) -> None:
+    steady = {**CASES[0], "name": "Steady", "workloadTemplate": [
+        {"opcode": "createPods", "namespace": "test", "countParam": "$measurePods",
+         "steadyStateParam": "$steadyState", "collectMetrics": True}], "workloads": [
+        {"name": "burst", "params": {"measurePods": 7, "steadyState": False}},
+        {"name": "steady", "params": {"measurePods": 7, "steadyState": True}}]}
+    fixed = {**CASES[0], "name": "Fixed", "workloadTemplate": [
+        {"opcode": "createPods", "namespace": "test", "count": 10, "collectMetrics": True}],
+        "workloads": [{"name": "fast", "params": {}}]}
+    config = upstream / "test/integration/scheduler_perf/dra/thing/performance-config.yaml"
+    config.write_text(yaml.safe_dump([*CASES, steady, fixed]))
+    found = {w.full_name: w.pods for w in discover(upstream)}
+    # the init namespace's pods are not measured; no createPods op creates none
+    assert found == {"Thing/big": 10, "Thing/fast": 1, "Grouped/fast": 0,
+                     "Steady/burst": 7, "Steady/steady": None, "Fixed/fast": 10}
+
+
 def test_a_directory_without_the_benchmark_is_an_error(tmp_path) -> None:
     (tmp_path / "x_test.go").write_text("package x\n")
     with pytest.raises(PerfError, match="no BenchmarkPerfScheduling"):
