@@ -127,6 +127,52 @@ def test_prioritize_scores_feasible_nodes_in_range() -> None:
     assert scores["n1"] > scores.get("n2", 0)  # both GPUs on one PCIe root beats two roots
 
 
+def _two_gpu_nodes_and_a_pod() -> Any:
+    return load(GPU_CLASS, gpu_node("n1"), gpu_node("n2", roots=["r0", "r1"]),
+                gpu_node("n3", roots=["r0"]), claim("c", requests=TWO_GPUS),
+                pod("p", uid="u1", claims={"g": "c"}))
+
+
+def test_prioritize_after_filter_searches_nothing_again_for_that_cycle() -> None:
+    inv = _two_gpu_nodes_and_a_pod()
+    ext = extender(inv)
+    passed = ext.filter(the_pod(inv), ["n1", "n2", "n3"]).passed
+    assert passed == ["n1", "n2"]
+    expected = dict(extender(inv).prioritize(the_pod(inv), passed))
+    # Another pod's claim lands on n1 between the filter and the prioritize of
+    # one scheduling cycle: the cycle has judged n1 already.
+    inv.apply("ResourceClaim", "ADDED", claim(
+        "other", results=[result("gpu", "gpu.example.com/n1/gpu-0")]))
+    searches, computed = ext.stats.searches, ext.stats.answers_computed
+    assert dict(ext.prioritize(the_pod(inv), passed)) == expected
+    assert (ext.stats.searches, ext.stats.answers_computed) == (searches, computed)
+    # The filter's scores serve one prioritize: the next one is of a new cycle.
+    ext.prioritize(the_pod(inv), passed)
+    assert ext.stats.answers_computed == computed + 1
+
+
+def test_prioritize_recomputes_when_the_pods_claims_changed_since_its_filter() -> None:
+    inv = _two_gpu_nodes_and_a_pod()
+    ext = extender(inv)
+    ext.filter(the_pod(inv), ["n1", "n2", "n3"])
+    inv.apply("ResourceClaim", "MODIFIED", claim("c", requests=[exactly("gpu", "gpu")]))
+    computed = ext.stats.answers_computed
+    scores = dict(ext.prioritize(the_pod(inv), ["n1", "n2", "n3"]))
+    assert ext.stats.answers_computed > computed
+    assert scores == dict(extender(inv).prioritize(the_pod(inv), ["n1", "n2", "n3"]))
+    assert "n3" in scores  # one GPU fits there
+
+
+def test_prioritize_of_a_node_filter_did_not_pass_is_computed() -> None:
+    inv = _two_gpu_nodes_and_a_pod()
+    ext = extender(inv)
+    ext.filter(the_pod(inv), ["n1"])
+    computed = ext.stats.answers_computed
+    scores = dict(ext.prioritize(the_pod(inv), ["n1", "n2"]))
+    assert ext.stats.answers_computed == computed + 1
+    assert scores == dict(extender(inv).prioritize(the_pod(inv), ["n1", "n2"]))
+
+
 # ---------------------------------------------------------------- bind
 
 
