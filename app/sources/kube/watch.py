@@ -285,7 +285,11 @@ class Informer:
         self._watch_opened: float | None = None
         self._wake = asyncio.Event()
         self._synced = False
+        # The kind's series, looked up once: a label lookup per event costs more
+        # than the counter it finds.
         self._apply_seconds = metrics.apply_seconds.labels(kind=self.kind)
+        self._applied = {t: metrics.events.labels(kind=self.kind, type=t)
+                         for t in APPLIED_EVENTS}
         self.resource_version: str | None = None
 
     async def run(self) -> None:
@@ -538,7 +542,7 @@ class Informer:
             log.exception("%s %s: the inventory failed to apply it", self.kind, event_type)
             raise RelistRequired(f"applying a {event_type} event failed ({exc})") from exc
         else:
-            self._metrics.events.labels(kind=self.kind, type=event_type).inc()
+            self._applied[event_type].inc()
             self._apply_seconds.observe(time.perf_counter() - started)
             if self._on_change is not None:
                 self._on_change(self.kind, event_type, obj)
@@ -570,7 +574,7 @@ class Informer:
         except Exception as exc:
             log.exception("%s %s: the inventory failed to apply it", self.kind, event_type)
             raise RelistRequired(f"applying a {event_type} event failed ({exc})") from exc
-        self._metrics.events.labels(kind=self.kind, type=event_type).inc()
+        self._applied[event_type].inc()
         self._apply_seconds.observe(time.perf_counter() - started)
         self._devices_built += len(parsed.devices)
         if self._devices_built >= FREEZE_AFTER_DEVICES:
