@@ -14,7 +14,9 @@ is filled with low-priority 1-GPU pods (claims from a template). Then:
 - pools of their own: a PDB sends the victims to the node that violates none;
   a claim shared with a pod that stays is not counted as freed; on a
   partitionable node, freeing one GPU's counters is enough for a MIG slice;
-  no victim goes on a node where the preemptor would still lack cpu.
+  no victim goes on a node where the preemptor would still lack cpu; in
+  advisor mode a lower pod without claims goes too when the freed GPU's node
+  would lack cpu.
 
 There is no kubelet: the test plays it for deletions (a terminating pod of the
 pool is removed with grace 0, as a kubelet would once its containers stopped);
@@ -212,6 +214,59 @@ def test_advisor_mode_holds_the_freed_gpus_from_a_low_pod_behind_the_preemptor(
     the held GPUs by refusing their node to a pod of lower priority."""
     kube, nodes = advisor_pool
     check_eight_and_thief(kube, "apre", nodes)
+
+
+def busy_pod(prefix: str, name: str, node: str, cpu: str, priority_class: str) -> dict[str, Any]:
+    """A pod without claims bound to `node` taking `cpu` (the test's kubelet
+    removes it once it is deleted)."""
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"{prefix}-{name}", "namespace": "default",
+                         "labels": {"e2e/pool": prefix}},
+            "spec": {"nodeName": node, "priorityClassName": priority_class, "containers": [
+                {"name": "main", "image": "registry.k8s.io/pause:3.10",
+                 "resources": {"requests": {"cpu": cpu}}}]}}
+
+
+def test_advisor_mode_takes_a_lower_pod_without_claims_for_the_cpu_a_freed_gpu_lacks(
+        advisor: Cluster) -> None:
+    """A full 1-node pool (64 cpus) where two lower-priority pods without
+    claims take 62: freeing one GPU leaves the 4-cpu preemptor 2. drax adds
+    victims as SelectVictimsOnNode does: every lower pod goes, then they are
+    reprieved highest priority first, so the 2-cpu pod of the GPU pods'
+    priority stays and the 60-cpu pod of the lowest priority goes. In advisor
+    mode the in-tree DynamicResources filter rejects the node as unresolvable,
+    so kube-scheduler's own preemption never touches it: drax chose both."""
+    prefix = "aroom"
+    kube = advisor.kube()
+    try:
+        priority_classes(kube)
+        try:
+            kube.create({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                         "metadata": {"name": "e2e-lowest"}, "value": 10})
+        except ApiError as exc:
+            if exc.status != 409:
+                raise
+        (node,) = add_pool(kube, prefix=prefix, nodes=1, seed=11)
+        templates(kube, prefix)
+        fill(kube, prefix, [node])
+        kube.create(busy_pod(prefix, "big", node, "60", "e2e-lowest"))
+        kube.create(busy_pod(prefix, "small", node, "2", LOW))
+        kubelet = Kubelet(kube, prefix)
+        body = pod(prefix, "wide", "one", priority_class=HIGH)
+        body["spec"]["containers"][0]["resources"]["requests"] = {"cpu": "4"}
+        kube.create(body)
+        assert kubelet.until("aroom-wide bound", lambda: bound_node(kube, "aroom-wide"),
+                             timeout=180) == node
+        removed = kubelet.removed
+        assert sorted(removed)[0] == "aroom-big" and len(removed) == 2, removed
+        (gpu_victim,) = [name for name in removed if name.startswith("aroom-low-")]
+        assert removed[gpu_victim]["devices"], removed
+        condition = removed["aroom-big"]["condition"]
+        assert condition and condition["reason"] == "PreemptionByScheduler", removed
+        assert "aroom-wide" in condition["message"], condition  # drax's own words
+        assert bound_node(kube, "aroom-small") == node
+    finally:
+        kube.close()
 
 
 def test_a_pdb_sends_the_preemption_to_the_node_that_violates_none(cluster: Cluster,

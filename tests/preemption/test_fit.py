@@ -234,3 +234,14 @@ def test_among_the_smallest_sets_the_one_that_leaves_room_for_the_cpu_is_chosen(
     _, search = searcher(inv)
     plan = search.search(inv.pod("default/p"))
     assert [v.pod.name for v in plan.nodes[0].victims] == ["n1-big"] and not plan.refused
+
+
+def test_the_verb_adds_room_victims_only_among_the_offered_pods() -> None:
+    inv = load(*cluster(web=0), with_cpu(preemptor(), "4"))
+    _, search = searcher(inv)
+    pod = inv.pod("default/p")
+    # Offered only the GPU holder, "web" may not go: "cheap" is dropped.
+    assert set(choose_victims(search, pod, {"cheap": Offer(uids=("uid-cheap-0",))})) == set()
+    # An empty offer lets drax name any pod of the node: "web" goes for cpu.
+    answer = choose_victims(search, pod, {"cheap": Offer(uids=())})
+    assert sorted(answer["cheap"].uids) == ["uid-cheap-0", "uid-web"]
