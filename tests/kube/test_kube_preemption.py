@@ -10,11 +10,8 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-import httpx
-import uvicorn
 from prometheus_client import CollectorRegistry
 
-from app.config import Settings
 from app.extender import Extender
 from app.features import FeatureGates
 from app.inventory import Inventory
@@ -23,10 +20,9 @@ from app.preemption import Actor, Catchup, Driver, Preemption, PreemptionMetrics
 from app.preemption.actor import DISRUPTION_TARGET, PREEMPTION_BY_SCHEDULER
 from app.preemption.catchup import newer
 from app.preemption.driver import RETRY_SECONDS
-from app.runtime import build_runtime
 from tests.kube.apiserver import FakeApiServer
 from tests.kube.harness import DRIVER, KubeHarness, claim, device_class, eventually, gpu_slice, node
-from tests.kube.test_kube_serve import free_port, wait_ready
+from tests.kube.test_kube_serve import serving
 
 
 def victim(name: str, index: int, *, priority: int = 0, on: str = "node-a"
@@ -69,6 +65,24 @@ def full_cluster(server: FakeApiServer) -> None:
         c, p = victim(f"v{i}", i, priority=prio)
         server.create("resourceclaims", c)
         server.create("pods", p)
+
+
+async def full_api_with_preemptor() -> FakeApiServer:
+    """The API double, started, with `full_cluster` and the preemptor p pending."""
+    api = FakeApiServer(bookmark_interval=0.1)
+    await api.start()
+    full_cluster(api)
+    c, p = preemptor()
+    api.create("resourceclaims", c)
+    api.create("pods", p)
+    return api
+
+
+async def preempted_for_p(api: FakeApiServer, inventory: Inventory) -> None:
+    """Wait for the serving runtime's driver to preempt v0 and v1 of
+    `full_cluster` for p and hold their GPUs."""
+    await eventually(lambda: pods_deleted(api) == ["v0", "v1"], "the preemption", timeout=10)
+    await eventually(lambda: inventory.nomination("default/p") is not None, "the hold")
 
 
 def pods_deleted(server: FakeApiServer) -> list[str]:
@@ -309,63 +323,41 @@ async def test_a_preemptors_filter_sees_its_victims_claims_freed_before_drax_s_w
     deallocated; drax's claim watch may not have delivered that yet. The
     filter reads those claims from the API server first and passes, and the
     bind goes through."""
-    api = FakeApiServer(bookmark_interval=0.1)
-    await api.start()
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(api.kubeconfig())
-    full_cluster(api)
-    c, p = preemptor()
-    api.create("resourceclaims", c)
-    api.create("pods", p)
-    port = free_port()
+    api = await full_api_with_preemptor()
     registry = CollectorRegistry()
-    runtime = build_runtime(Settings(kubeconfig=str(kubeconfig), port=port), registry=registry)
-    server = uvicorn.Server(uvicorn.Config(runtime.app, host="127.0.0.1", port=port,
-                                           log_config=None, lifespan="on"))
-    serving = asyncio.create_task(server.serve())
-    inventory = runtime.inventory
-    try:
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
-            await eventually(lambda: server.started, "serving")
-            await wait_ready(client)
-            # The driver's pass preempts v0 and v1 and holds their GPUs for p.
-            await eventually(lambda: pods_deleted(api) == ["v0", "v1"],
-                             "the preemption", timeout=10)
-            await eventually(lambda: inventory.nomination("default/p") is not None, "the hold")
-            # The "kubelet" removes the victims and the claim controller frees
-            # their claims (one deallocated, one deleted), but drax's claim watch
-            # trails the API server.
-            api.hold_watches("resourceclaims")
-            for name in ("v0", "v1"):
-                api.delete("pods", name, "default")
-            freed = api.get("resourceclaims", "v0-gpu", "default")
-            freed["status"] = {}
-            api.update("resourceclaims", freed)
-            api.delete("resourceclaims", "v1-gpu", "default")
-            await eventually(lambda: inventory.pod("default/v0") is None
-                             and inventory.pod("default/v1") is None, "the victims gone")
-            # the claim watch is held: drax still sees both claims allocated
-            held = [inventory.claim("default/v0-gpu"), inventory.claim("default/v1-gpu")]
-            assert all(claim is not None and claim.allocation is not None for claim in held)
-            args = {"Pod": api.get("pods", "p", "default"), "NodeNames": ["node-a"]}
-            answer = (await client.post("/scheduler/filter", json=args)).json()
-            assert answer["NodeNames"] == ["node-a"], answer
-            assert registry.get_sample_value("drax_preemptor_claim_reads_total",
-                                             {"result": "freed"}) == 2
-            bound = (await client.post("/scheduler/bind", json={
-                "PodName": "p", "PodNamespace": "default", "PodUID": "uid-p",
-                "Node": "node-a"})).json()
-            assert not bound.get("Error"), bound
-            # The watch's late events, older than what was read, are dropped.
-            api.release_watches("resourceclaims")
-            await eventually(lambda: inventory.claim("default/p-gpus") is not None
-                             and inventory.claim("default/p-gpus").allocation is not None,
-                             "p's claim allocated")
-            assert inventory.claim("default/v1-gpu") is None
-    finally:
-        server.should_exit = True
-        await serving
-        await api.stop()
+    async with serving(api, tmp_path, registry) as (runtime, client):
+        inventory = runtime.inventory
+        await preempted_for_p(api, inventory)
+        # The "kubelet" removes the victims and the claim controller frees
+        # their claims (one deallocated, one deleted), but drax's claim watch
+        # trails the API server.
+        api.hold_watches("resourceclaims")
+        for name in ("v0", "v1"):
+            api.delete("pods", name, "default")
+        freed = api.get("resourceclaims", "v0-gpu", "default")
+        freed["status"] = {}
+        api.update("resourceclaims", freed)
+        api.delete("resourceclaims", "v1-gpu", "default")
+        await eventually(lambda: inventory.pod("default/v0") is None
+                         and inventory.pod("default/v1") is None, "the victims gone")
+        # the claim watch is held: drax still sees both claims allocated
+        held = [inventory.claim("default/v0-gpu"), inventory.claim("default/v1-gpu")]
+        assert all(claim is not None and claim.allocation is not None for claim in held)
+        args = {"Pod": api.get("pods", "p", "default"), "NodeNames": ["node-a"]}
+        answer = (await client.post("/scheduler/filter", json=args)).json()
+        assert answer["NodeNames"] == ["node-a"], answer
+        assert registry.get_sample_value("drax_preemptor_claim_reads_total",
+                                         {"result": "freed"}) == 2
+        bound = (await client.post("/scheduler/bind", json={
+            "PodName": "p", "PodNamespace": "default", "PodUID": "uid-p",
+            "Node": "node-a"})).json()
+        assert not bound.get("Error"), bound
+        # The watch's late events, older than what was read, are dropped.
+        api.release_watches("resourceclaims")
+        await eventually(lambda: inventory.claim("default/p-gpus") is not None
+                         and inventory.claim("default/p-gpus").allocation is not None,
+                         "p's claim allocated")
+        assert inventory.claim("default/v1-gpu") is None
     assert api.get("pods", "p", "default")["spec"]["nodeName"] == "node-a"
 
 

@@ -8,26 +8,20 @@ soon after the last read.
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
-import httpx
-import uvicorn
 from prometheus_client import CollectorRegistry
 
-from app.config import Settings
 from app.preemption import Catchup, CatchupMetrics
-from app.runtime import build_runtime
-from tests.kube.apiserver import FakeApiServer
 from tests.kube.harness import KubeHarness, eventually, node
 from tests.kube.test_kube_preemption import (
     driver_of,
+    full_api_with_preemptor,
     full_cluster,
-    pods_deleted,
-    preemptor,
+    preempted_for_p,
     start_with_preemptor,
 )
-from tests.kube.test_kube_serve import free_port, wait_ready
+from tests.kube.test_kube_serve import serving
 
 
 def attempts(registry: CollectorRegistry) -> dict[str, float]:
@@ -43,54 +37,33 @@ async def test_the_scheduler_s_attempts_are_counted_once_each_by_what_the_claims
     the other nodes are filtered in the same attempt; once the claims are
     freed at the API server (drax's claim watch trailing), attempt 2's filter
     of the nominated node passes."""
-    api = FakeApiServer(bookmark_interval=0.1)
-    await api.start()
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(api.kubeconfig())
-    full_cluster(api)
+    api = await full_api_with_preemptor()
     api.create("nodes", node("node-b"))  # no devices: never fits
-    c, p = preemptor()
-    api.create("resourceclaims", c)
-    api.create("pods", p)
-    port = free_port()
     registry = CollectorRegistry()
-    runtime = build_runtime(Settings(kubeconfig=str(kubeconfig), port=port), registry=registry)
-    server = uvicorn.Server(uvicorn.Config(runtime.app, host="127.0.0.1", port=port,
-                                           log_config=None, lifespan="on"))
-    serving = asyncio.create_task(server.serve())
-    inventory = runtime.inventory
-    try:
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
-            await eventually(lambda: server.started, "serving")
-            await wait_ready(client)
-            await eventually(lambda: pods_deleted(api) == ["v0", "v1"],
-                             "the preemption", timeout=10)
-            await eventually(lambda: inventory.nomination("default/p") is not None, "the hold")
-            for name in ("v0", "v1"):
-                api.delete("pods", name, "default")
-            await eventually(lambda: inventory.pod("default/v0") is None
-                             and inventory.pod("default/v1") is None, "the victims gone")
-            pod = api.get("pods", "p", "default")
-            assert pod["status"]["nominatedNodeName"] == "node-a"
+    async with serving(api, tmp_path, registry) as (runtime, client):
+        inventory = runtime.inventory
+        await preempted_for_p(api, inventory)
+        for name in ("v0", "v1"):
+            api.delete("pods", name, "default")
+        await eventually(lambda: inventory.pod("default/v0") is None
+                         and inventory.pod("default/v1") is None, "the victims gone")
+        pod = api.get("pods", "p", "default")
+        assert pod["status"]["nominatedNodeName"] == "node-a"
 
-            async def filtered(*names: str) -> list[str]:
-                answer = (await client.post("/scheduler/filter", json={
-                    "Pod": pod, "NodeNames": list(names)})).json()
-                return list(answer["NodeNames"] or [])
+        async def filtered(*names: str) -> list[str]:
+            answer = (await client.post("/scheduler/filter", json={
+                "Pod": pod, "NodeNames": list(names)})).json()
+            return list(answer["NodeNames"] or [])
 
-            assert await filtered("node-a") == []
-            assert await filtered("node-a", "node-b") == []
-            assert attempts(registry) == {"allocated": 1, "freed": 0, "unread": 0}
-            api.hold_watches("resourceclaims")
-            for name in ("v0", "v1"):
-                api.delete("resourceclaims", f"{name}-gpu", "default")
-            assert await filtered("node-a") == ["node-a"]
-            assert attempts(registry) == {"allocated": 1, "freed": 1, "unread": 0}
-            api.release_watches("resourceclaims")
-    finally:
-        server.should_exit = True
-        await serving
-        await api.stop()
+        assert await filtered("node-a") == []
+        assert await filtered("node-a", "node-b") == []
+        assert attempts(registry) == {"allocated": 1, "freed": 0, "unread": 0}
+        api.hold_watches("resourceclaims")
+        for name in ("v0", "v1"):
+            api.delete("resourceclaims", f"{name}-gpu", "default")
+        assert await filtered("node-a") == ["node-a"]
+        assert attempts(registry) == {"allocated": 1, "freed": 1, "unread": 0}
+        api.release_watches("resourceclaims")
 
 
 async def test_an_attempt_s_first_filter_reads_however_soon_and_its_others_count_nothing(

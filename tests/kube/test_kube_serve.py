@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import httpx
@@ -12,7 +14,7 @@ import uvicorn
 from prometheus_client import CollectorRegistry
 
 from app.config import Settings
-from app.runtime import build_runtime
+from app.runtime import Runtime, build_runtime
 from tests.kube.apiserver import FakeApiServer
 from tests.kube.harness import claim, device_class, gpu_slice, node, pod
 
@@ -30,6 +32,30 @@ async def wait_ready(client: httpx.AsyncClient, *, timeout: float = 10.0) -> Non
         if loop.time() > deadline:
             raise AssertionError("drax never became ready")
         await asyncio.sleep(0.02)
+
+
+@asynccontextmanager
+async def serving(api: FakeApiServer, tmp_path: Path, registry: CollectorRegistry
+                  ) -> AsyncIterator[tuple[Runtime, httpx.AsyncClient]]:
+    """`drax serve --kubeconfig` on the (started) API double `api`, ready: the
+    runtime and a client of its port; the server and `api` stop on the way out."""
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(api.kubeconfig())
+    port = free_port()
+    runtime = build_runtime(Settings(kubeconfig=str(kubeconfig), port=port), registry=registry)
+    server = uvicorn.Server(uvicorn.Config(runtime.app, host="127.0.0.1", port=port,
+                                           log_config=None, lifespan="on"))
+    running = asyncio.create_task(server.serve())
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
+            while not server.started:
+                await asyncio.sleep(0.01)
+            await wait_ready(client)
+            yield runtime, client
+    finally:
+        server.should_exit = True
+        await running
+        await api.stop()
 
 
 async def test_serve_with_a_kubeconfig_watches_filters_and_binds(tmp_path: Path) -> None:
