@@ -24,7 +24,9 @@ reprieved one by one, those whose going would violate a PodDisruptionBudget
 first and then the others, each group most important first (higher
 priority, then earlier start), and each stays if the pod still has room with
 it back. The device victims are never reprieved: they are the smallest set
-that frees the devices, and the room victims come on top of them.
+that frees the devices, and the room victims come on top of them. Where the
+devices need no victim, room alone is kube-scheduler's own preemption's job:
+the search only refuses such a node (`NodeFit.refusal`).
 """
 
 from __future__ import annotations

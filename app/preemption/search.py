@@ -205,6 +205,10 @@ def _fitted(fit: NodeFit, answer: NodePreemption | str) -> NodePreemption | str:
     it room there (`app.preemption.fit`)."""
     if isinstance(answer, str):
         return answer
+    if not answer.victims:
+        # No device needs a victim: freeing cpu or memory alone is what
+        # kube-scheduler's own preemption does, so drax takes nothing for it.
+        return fit.refusal(answer.node, (), answer.candidates) or answer
     extra = fit.room(answer.node, (v.pod for v in answer.victims), answer.candidates)
     if isinstance(extra, str):
         return extra

@@ -105,16 +105,17 @@ def test_a_node_full_of_pods_is_refused_even_when_nothing_needs_to_go() -> None:
     assert isinstance(plan.refused["n1"], Shortfall)
 
 
-def test_a_full_node_gives_one_lower_priority_pod_for_the_pod_count() -> None:
-    # No device victim is needed, but one pod of the two must go for the pod
-    # count: "b" (equal priority and start, after "a" by name) is reprieved last.
+def test_a_node_whose_devices_need_no_victim_takes_none_for_room() -> None:
+    # Only the pod count is short: kube-scheduler's own preemption frees that,
+    # so drax names no victim and refuses the node with the shortfall.
     objs: list[Any] = [GPU_CLASS, template("want", requests=[request("gpu", "gpu")]),
                        sized("n1", pods="2"), *gpu_node("n1", roots=("r0", "r0")),
                        busy("a", "n1", "1"), busy("b", "n1", "1")]
     inv = load(*objs, with_cpu(preemptor(), "1"))
     _, search = searcher(inv)
     plan = search.search(inv.pod("default/p"))
-    assert [v.pod.name for v in plan.nodes[0].victims] == ["b"] and not plan.refused
+    assert not plan.nodes
+    assert plan.refused == {"n1": "node would have too many pods: 2 allowed, 2 stay after victims"}
 
 
 def test_lower_priority_pods_go_for_cpu_beside_the_device_victim() -> None:
