@@ -8,13 +8,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from app.inventory import Inventory
 from app.model.parse import parse_pod, parse_pod_usage
 from app.model.requests import Resources
 from app.preemption.fit import NodeFit, lacking
+from tests.preemption.builders import answer, load, searcher
+from tests.preemption.test_properties import build, cluster_st
 
 P = 100  # the preemptor's priority
 
@@ -83,3 +85,51 @@ def test_room_victims_fit_and_none_can_be_spared(
     assert fits(device_uids | extra)
     for uid in extra:
         assert not fits(device_uids | extra - {uid})
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cluster_st, st.sampled_from(["allocator", "advisor"]), st.data())
+def test_with_room_victims_the_best_node_alone_is_still_the_best_of_every_node(
+        spec: dict[str, Any], mode: str, data: st.DataObject) -> None:
+    """Random full clusters of the device search's properties, with cpu: every
+    node sized, every pod taking some, and lower pods without claims beside
+    them. The best node alone (nodes whose floor cannot win left out) is the
+    full search's best, and on every node answered the preemptor fits its cpu
+    once the victims are gone."""
+    objs, _ = build({**spec, "nodes": [ns for ns, copies in spec["nodes"]
+                                       for _ in range(copies)]})
+    cpus = st.integers(0, 3)
+    extra: list[dict[str, Any]] = []
+    for obj in objs:
+        if obj["kind"] == "Node":
+            obj["status"] = {"allocatable": {"cpu": str(data.draw(st.integers(3, 7))),
+                                             "pods": "110"}}
+            for _ in range(data.draw(st.integers(0, 3))):
+                extra.append({"kind": "Pod", **raw_pod(len(extra), {
+                    "cpu": data.draw(cpus), "memory": 0, "labelled": False, "deleting": False,
+                    "priority": data.draw(st.sampled_from([0, 3, 49, 100])),
+                    "start": data.draw(st.integers(0, 3))}, obj["metadata"]["name"])})
+        elif obj["kind"] == "Pod":
+            wanted = data.draw(st.integers(1, 3) if obj["metadata"]["name"] == "p" else cpus)
+            obj["spec"]["containers"] = [{"name": "c", "resources": {"requests": {
+                "cpu": str(wanted)}}}]
+    inv = load(*objs, *extra)
+    pod = inv.pod("default/p")
+    assert pod is not None
+    _, search = searcher(inv, mode=mode)
+    plan = search.search(pod)
+    _, best_search = searcher(inv, mode=mode)
+    best = best_search.search(pod, best_only=True).best
+    assert (best is None) == (plan.best is None)
+    if best is not None and plan.best is not None:
+        assert answer(best) == answer(plan.best)
+    for found in plan.nodes:
+        gone = {v.pod.key for v in found.victims}
+        held = inv.usage.on(found.node)
+        staying = [u for k, u in held.pods.items() if k not in gone and not u.deleting]
+        used = Resources()
+        for u in staying:
+            used = used + u.requests
+        state = inv.node_state(found.node)
+        assert state is not None and state.view.node.resources is not None
+        assert lacking(pod.requests, state.view.node.resources, used, len(staying)) is None
