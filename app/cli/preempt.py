@@ -109,7 +109,8 @@ def _node_document(found: NodePreemption) -> dict[str, Any]:
     return {
         "node": found.node,
         "victims": [{"pod": v.pod.key, "uid": v.pod.uid, "priority": v.priority,
-                     "startTime": _time(v.pod.start_time), "claims": list(v.claims)}
+                     "startTime": _time(v.pod.start_time), "claims": list(v.claims),
+                     "forRoom": v.for_room}
                     for v in found.victims],
         "pdbViolations": found.pdb_violations,
         "releasedClaims": list(found.released_claims),
@@ -162,8 +163,9 @@ def _details(plan: PreemptionPlan, inventory: Inventory
                 " once " + ", ".join(p.key for p in found.terminating) + " finish terminating"
                 if found.terminating else ""))
         for v in found.victims:
-            lines.append(f"- {v.pod.key} (priority {v.priority}): frees "
-                         + _devices_of(found, v.claims, inventory))
+            lines.append(f"- {v.pod.key} (priority {v.priority}): " + (
+                "makes room for the pod's cpu, memory or pod count" if v.for_room
+                else "frees " + _devices_of(found, v.claims, inventory)))
         if found.victims and found.terminating:
             lines.append("also counted as gone (terminating): "
                          + ", ".join(p.key for p in found.terminating))

@@ -110,11 +110,14 @@ PRIORITY_OFFSET: Final = 2**31
 
 @dataclass(slots=True, frozen=True)
 class Victim:
-    """A pod to delete, its priority, and the claims it holds on the node."""
+    """A pod to delete, its priority, and the claims it holds on the node;
+    `for_room`: it goes for the preemptor's cpu, memory or pod count, not for
+    devices (`app.preemption.fit`)."""
 
     pod: Pod
     priority: int
     claims: tuple[str, ...]
+    for_room: bool = False
 
 
 @dataclass(slots=True, frozen=True)
@@ -214,7 +217,8 @@ def _fitted(fit: NodeFit, answer: NodePreemption | str) -> NodePreemption | str:
         return extra
     if not extra:
         return answer
-    victims = tuple(sorted((*answer.victims, *(Victim(*e) for e in extra)), key=_importance))
+    room = (Victim(*e, for_room=True) for e in extra)
+    victims = tuple(sorted((*answer.victims, *room), key=_importance))
     pdbs = {ns: list(fit.pdbs(ns)) for ns in {v.pod.namespace for v in victims}}
     return replace(answer, victims=victims, pdb_violations=pdb_violations(victims, pdbs))
 

@@ -126,3 +126,29 @@ def test_a_node_the_pod_would_lack_cpu_on_is_refused_with_the_shortfall(tmp_path
     assert code == 1
     assert ("node would lack cpu: requests 200, free with every lower-priority pod gone 192"
             in out)
+
+
+def test_a_pod_that_goes_for_room_is_shown_as_such(tmp_path: Path) -> None:
+    filler = {"apiVersion": "v1", "kind": "Pod",
+              "metadata": {"name": "filler", "namespace": "default", "uid": "u-3"},
+              "spec": {"nodeName": "h100-node-1", "priority": 0, "containers": [
+                  {"name": "main", "resources": {"requests": {"cpu": "100"}}}]},
+              "status": {"phase": "Running"}}
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "wide", "namespace": "default", "uid": "u-2"},
+           "spec": {"priorityClassName": "research",
+                    "containers": [{"name": "main", "resources": {"requests": {"cpu": "150"}}}],
+                    "resourceClaims": [{"name": "gpus",
+                                        "resourceClaimTemplateName": "1gpu"}]}}
+    (tmp_path / "filler.json").write_text(json.dumps(filler))
+    path = tmp_path / "pod.json"
+    path.write_text(json.dumps(pod))
+    code, out, _ = drax("preempt", "--objects", *SAMPLE, str(tmp_path / "filler.json"),
+                        "--pod", str(path), "--node", "h100-node-1", "-o", "table")
+    assert code == 0
+    assert ("- default/filler (priority 0): makes room for the pod's cpu, memory or "
+            "pod count") in out
+    code, doc = as_json("--objects", *SAMPLE, str(tmp_path / "filler.json"), "--pod",
+                        str(path), "--node", "h100-node-1")
+    assert [(v["pod"], v["forRoom"]) for v in doc["nodes"][0]["victims"]] == [
+        ("default/batch-a", False), ("default/filler", True)]
