@@ -206,6 +206,11 @@ class AnswerBook:
         # changed node is refreshed.
         self.deadline = math.inf
 
+    @property
+    def topology(self) -> TopologyConfig:
+        """What the allocations' topology scores are computed with."""
+        return self._topology
+
     def current(self, request: CallState) -> Answers:
         """The shape's answers with every node that changed since the last call
         marked stale: a verb recomputes a stale node only when it asks about it

@@ -47,7 +47,11 @@ priority any answer there can have (releasing every pod up to some priority
 must pass counting). Nodes are solved lowest floor first, and a node whose
 floor already ranks below the best answer found is left unsolved: its answer
 could not win, so the best node, its victims and its devices are those of
-the full search. Pure: reads the inventory, changes nothing.
+the full search. A node whose floor ties the best answer on every term but
+the topology score is left unsolved too when the highest score any answer
+there can have (`app.preemption.ceiling`) is lower, or equal and its name
+later (the plan breaks full ties by name). Pure: reads the inventory,
+changes nothing.
 """
 
 from __future__ import annotations
@@ -60,7 +64,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from app.allocator.constraints import SCALAR_KINDS, lookup_attribute
-from app.allocator.types import AllocationOutcome, ClaimAllocation, NodeView
+from app.allocator.types import AllocatedState, AllocationOutcome, ClaimAllocation, NodeView
 from app.bounded_cache import BoundedCache
 from app.extender.answers import (
     AnswerBook,
@@ -86,8 +90,12 @@ from app.model.objects import (
     POD_TERMINAL_PHASES,
     PREEMPT_NEVER,
 )
+from app.preemption.ceiling import UNBOUNDED, ceiling
+from app.preemption.ceiling import Layout as CeilingLayout
+from app.preemption.ceiling import layout as ceiling_layout
 from app.preemption.fit import NodeFit
 from app.topology import priority as topology_priority
+from app.topology.normalise import node_topology
 
 # Allocator runs one node's search may spend on exact search before it settles
 # for a minimal (not necessarily smallest) set by reprieving pods one by one.
@@ -326,6 +334,12 @@ def _cannot_win(floor: _Floor, best: tuple[float, ...]) -> bool:
     return (floor.summed(), floor.count(), -floor.latest) > best[3:6]
 
 
+def _ties(floor: _Floor, best: tuple[float, ...]) -> bool:
+    """Whether the least answer on a node of `floor` ties `best` on every
+    term of `NodePreemption.rank_key` before the topology score."""
+    return (1, 0, floor.top, floor.summed(), floor.count(), -floor.latest) == best[:6]
+
+
 # --------------------------------------------------------------------------- the search
 
 _Released = Callable[[Collection[int]], tuple[int, ...]]
@@ -518,6 +532,9 @@ class VictimSearch:
             _NODE_FACTS)
         self._runs: BoundedCache[Hashable, _Run] = BoundedCache(_SHARED_RUNS)
         self._layouts: BoundedCache[Hashable, _Layout] = BoundedCache(_SHARED_SEARCHES)
+        self._ceilings: BoundedCache[Hashable, float] = BoundedCache(_SHARED_SEARCHES)
+        self._shapes: BoundedCache[Hashable, CeilingLayout | None] = BoundedCache(
+            _SHARED_SEARCHES)
         self._values: BoundedCache[Hashable, tuple[tuple[int, ...] | None]] = BoundedCache(
             _SHARED_SEARCHES)
         self.trials = 0  # allocator runs so far (for benchmarks and tests)
@@ -589,11 +606,19 @@ class VictimSearch:
                                            checks[id(node_request)])
             # The likeliest winners first: the sooner a good node is found, the
             # more nodes are left out.
-            ready.sort(key=lambda r: _UNKNOWN if (f := floors[r[0]]) is None else f.order())
-        best = min((n.rank_key() for n in found), default=None) if best_only else None
+            ready.sort(key=lambda r: (_UNKNOWN if (f := floors[r[0]]) is None else f.order(),
+                                      r[0]))
+        # the best answer so far, as the plan orders them: rank, then node name
+        best = min(((n.rank_key(), n.node) for n in found), default=None) if best_only \
+            else None
         for name, state, node_request, allow in ready:
             floor = floors.get(name)
-            if best is not None and floor is not None and _cannot_win(floor, best):
+            # A node tying the best answer on every term but the topology score
+            # cannot beat it when its ceiling is lower, or equal and its name later.
+            if best is not None and floor is not None and (
+                    _cannot_win(floor, best[0]) or (_ties(floor, best[0]) and (
+                        -self._ceiling(node_request, state, holders[name],
+                                       checks[id(node_request)]), name) > (best[0][6], best[1]))):
                 self.left_out += 1
                 continue
             held = holders.get(name) or self._holders(pod, p, state, allow)
@@ -603,7 +628,7 @@ class VictimSearch:
                 continue
             found.append(answer)
             if best_only:
-                key = answer.rank_key()
+                key = (answer.rank_key(), answer.node)
                 best = key if best is None or key < best else best
         found.sort(key=lambda n: (n.rank_key(), n.node))
         return PreemptionPlan(pod=pod, priority=p, nodes=tuple(found), refused=refused)
@@ -702,6 +727,41 @@ class VictimSearch:
                               counting=counting, check=check, released=order,
                               eligible=eligible)
         return _NOTHING_ENOUGH
+
+    def _ceiling(self, request: CallState, state: NodeState, holders: _Holders,
+                 needs: tuple[list[_Need], _Check] | None) -> float:
+        """The highest topology score any answer on the node can have
+        (`app.preemption.ceiling`); infinite when it cannot be told."""
+        if needs is None:
+            return UNBOUNDED
+        plain = [n for n in needs[0] if n.group < 0]
+        if len(plain) != sum(len(c.spec.requests) for c in request.pending):
+            return UNBOUNDED  # some request takes what counting cannot tell
+        facts = self._facts(state, request)
+        config = self._book.topology
+        wanted = [0] * len(facts.layout.kinds)
+        for need in plain:
+            wanted[need.kind] += need.count
+        frees = _frees(holders, facts.position)
+        layout = facts.layout
+        shape_key = (facts.hardware, facts.kinds, config)
+        if shape_key in self._shapes:
+            shape = self._shapes[shape_key]
+        else:
+            matched = 0
+            for mask in layout.kinds:
+                matched |= mask
+            shape = self._shapes.put(shape_key, ceiling_layout(
+                node_topology(state.view, config), facts.devices, matched))
+        # Node-independent: nodes of one kind, usage and holdings share it.
+        key = (facts.signature, facts.kinds, tuple(wanted), config, frees)
+        hit = self._ceilings.get(key)
+        if hit is None:
+            taken, shared = _held_positions(state.allocated, facts.position)
+            hit = self._ceilings.put(key, ceiling(
+                shape, config, kinds=layout.kinds, wanted=wanted, total=sum(wanted),
+                taken=taken, shared=shared, frees=dict(frees)))
+        return hit
 
     def _holders(self, pod: Pod, p: int, state: NodeState,
                  allow: frozenset[str] | None) -> _Holders:
@@ -1295,6 +1355,58 @@ def _parts(problem: _Problem, needs: Sequence[_Need] | None) -> list[tuple[int, 
         for value in values:
             members.setdefault(value, set()).update(claim.needs)
     return sorted({tuple(sorted(m)) for m in members.values()})
+
+
+def _frees(holders: _Holders, position: Mapping[str, int]) -> tuple[tuple[int, int], ...]:
+    """Per position of a device some victim set can release, the devices
+    surely released with it (a mask of positions): those its claim holds
+    plainly (no admin access, no share), and those of every claim needing
+    no pod beyond the ones that claim needs gone. In position order, so
+    nodes alike share one ceiling."""
+    by_pods: dict[frozenset[int], int] = {}
+    releasable: list[tuple[frozenset[int], list[int]]] = []
+    for claim, reservers, ids in holders.held.values():
+        gone = holders.needs(reservers)
+        if not gone:
+            continue
+        pods = frozenset(gone)
+        sure = by_pods.get(pods, 0)
+        places = []
+        assert claim.allocation is not None
+        for r, device_id in zip(claim.allocation.results, ids, strict=True):
+            at = position.get(device_id)
+            if at is not None:
+                places.append(at)
+                if r.share_id is None and not r.admin_access:
+                    sure |= 1 << at
+        by_pods[pods] = sure
+        releasable.append((pods, places))
+    out: dict[int, int] = {}
+    for pods, places in releasable:
+        if len(pods) == 1:
+            freed = by_pods[pods]  # no other claim needs a subset of one pod
+        else:
+            freed = 0
+            for group, mask in by_pods.items():
+                if group <= pods:
+                    freed |= mask
+        for at in places:
+            out[at] = freed
+    return tuple(sorted(out.items()))
+
+
+def _held_positions(allocated: AllocatedState, position: Mapping[str, int]) -> tuple[int, int]:
+    """The positions of the devices held (as the topology score reads them:
+    exclusively or shared), and of those held shared, as masks."""
+    taken = shared = 0
+    for ids, is_shared in ((allocated.devices, False), (allocated.multi_allocated, True)):
+        for device_id in ids:
+            at = position.get(device_id)
+            if at is not None:
+                taken |= 1 << at
+                if is_shared:
+                    shared |= 1 << at
+    return taken, shared
 
 
 def _renamed(text: str, source: NodeView, target: NodeView) -> str:

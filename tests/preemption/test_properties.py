@@ -20,20 +20,31 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.extender.cluster import GPU_CLASS, ROOT, gpu_node
-from tests.inventory.objects import claim, exactly, node, result, template
+from tests.inventory.objects import (
+    claim,
+    device,
+    exactly,
+    node,
+    resource_slice,
+    result,
+    template,
+)
 from tests.preemption.builders import answer, load, preemptor, searcher
 
 GPU = "gpu.example.com"
+NUMA = "resource.kubernetes.io/numaNode"
 P = 50  # the preemptor's priority
 
 
-def node_strategy(priorities: list[int]) -> Any:
+def node_strategy(priorities: list[int], roots: tuple[str, ...] | list[str] = ("r0", "r1"),
+                  starts: tuple[str | None, ...] = (None, "2026-01-01T00:00:00Z",
+                                                    "2026-01-02T00:00:00Z"),
+                  going: tuple[bool, ...] = (False, False, False, True)) -> Any:
     return st.fixed_dictionaries({
-        "roots": st.lists(st.sampled_from(["r0", "r1"]), min_size=2, max_size=5),
+        "roots": st.lists(st.sampled_from(list(roots)), min_size=2, max_size=5),
         "pods": st.lists(st.tuples(st.sampled_from(priorities),
-                                   st.sampled_from([False, False, False, True]),
-                                   st.sampled_from([None, "2026-01-01T00:00:00Z",
-                                                    "2026-01-02T00:00:00Z"])),
+                                   st.sampled_from(going),
+                                   st.sampled_from(starts)),
                          min_size=1, max_size=4),
         # per GPU the claim holding it (mostly held: the cluster is full)
         "owner": st.lists(st.sampled_from([None, 0, 1, 2, 3, 0, 1, 2, 3]), min_size=5,
@@ -66,7 +77,8 @@ def build(spec: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     for n, ns in enumerate(spec["nodes"]):
         name = f"n{n}"
         roots = ns["roots"]
-        objs += [node(name), *gpu_node(name, roots=tuple(roots))]
+        objs += [node(name), *(numa_gpu_node(name, roots) if spec.get("numa")
+                               else gpu_node(name, roots=tuple(roots)))]
         pods = [(f"{name}-p{i}", prio, going) for i, (prio, going, _) in enumerate(ns["pods"])]
         starts = [start for _, _, start in ns["pods"]]
         claims: list[tuple[list[int], list[str]]] = []
@@ -99,6 +111,13 @@ def build(spec: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
             objs.append(obj)
         truth[name] = {"roots": roots, "pods": pods, "claims": claims}
     return objs, truth
+
+
+def numa_gpu_node(name: str, roots: list[str]) -> list[dict[str, Any]]:
+    """`gpu_node` with NUMA nodes: roots r0 and r1 on NUMA node 0, r2 on 1."""
+    gpus = [device(f"gpu-{i}", uuid=f"GPU-{name}-{i}", **{ROOT: root, NUMA: int(root == "r2")})
+            for i, root in enumerate(roots)]
+    return [resource_slice(f"{name}-gpus", node_name=name, pool=name, devices=gpus)]
 
 
 def fits(node_truth: dict[str, Any], gone: set[str], count: int, same_root: bool) -> bool:
@@ -174,12 +193,14 @@ def test_victims_never_exceed_the_brute_force_minimum(spec: dict[str, Any], mode
 
 
 # Few priorities (one negative) and start times over several different nodes: nodes tie on
-# the first terms of the ranking, so leaving one out wrongly shows.
+# the first terms of the ranking, so leaving one out wrongly shows; with NUMA nodes or
+# without, so they also tie on victims and differ in topology score.
 tied_st = st.fixed_dictionaries({
-    "nodes": st.lists(st.tuples(node_strategy([-3, 0, 0, 1, 49]), st.just(1)), min_size=2,
-                      max_size=4),
+    "nodes": st.lists(st.tuples(node_strategy([-3, 0, 0, 1, 49], roots=["r0", "r1", "r2"]),
+                                st.just(1)), min_size=2, max_size=4),
     "count": st.integers(1, 3),
     "same_root": st.booleans(),
+    "numa": st.booleans(),
 })
 
 
@@ -195,3 +216,24 @@ def test_the_best_node_alone_is_the_best_of_every_node(spec: dict[str, Any], mod
     assert (best is None) == (plan.best is None)
     if best is not None and plan.best is not None:
         assert answer(best) == answer(plan.best)
+
+
+# Equal priorities and start times, no pod going: nodes tie on every term but the topology
+# score, which the search for the best node bounds per node.
+scored_st = st.fixed_dictionaries({
+    "nodes": st.lists(st.tuples(node_strategy([0], roots=["r0", "r1", "r2"],
+                                              starts=("2026-01-01T00:00:00Z",),
+                                              going=(False,)),
+                                st.just(1)), min_size=2, max_size=5),
+    "count": st.integers(1, 3),
+    "same_root": st.booleans(),
+    "numa": st.booleans(),
+})
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scored_st, st.sampled_from(["allocator", "advisor"]))
+def test_the_best_node_alone_is_the_best_of_nodes_tied_but_for_the_score(
+        spec: dict[str, Any], mode: str) -> None:
+    test_the_best_node_alone_is_the_best_of_every_node.hypothesis.inner_test(  # type: ignore[attr-defined]
+        spec, mode)

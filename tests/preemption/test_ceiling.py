@@ -1,0 +1,98 @@
+"""The topology-score ceiling that lets a best-only search leave tied nodes unsolved."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from app.allocator.types import AllocatedState
+from app.extender.signature import flat_devices
+from app.preemption.ceiling import UNBOUNDED, ceiling, layout, one_root_score
+from app.topology import TopologyConfig, make_objective
+from app.topology.normalise import node_topology
+from tests.extender.cluster import GPU_CLASS, NIC_CLASS, ROOT
+from tests.inventory.objects import device, exactly, node, resource_slice, template
+from tests.preemption.builders import answer, holder, load, preemptor, searcher
+
+NUMA = "resource.kubernetes.io/numaNode"
+GPU = "gpu.example.com"
+NIC = "nic.example.com"
+# Two NUMA nodes of two PCIe roots each, two GPUs and one NIC per root.
+ROOTS = {"r0": 0, "r1": 0, "r2": 1, "r3": 1}
+
+
+def numa_node(name: str, *, numa: bool = True) -> list[dict[str, Any]]:
+    def where(root: str) -> dict[str, Any]:
+        return {ROOT: root, **({NUMA: ROOTS[root]} if numa else {})}
+
+    gpus = [device(f"gpu-{i}", uuid=f"GPU-{name}-{i}", **where(root))
+            for i, root in enumerate(r for r in ROOTS for _ in range(2))]
+    nics = [device(f"nic-{i}", mac=f"{name}-{i}", **where(root)) for i, root in enumerate(ROOTS)]
+    return [node(name), resource_slice(f"{name}-gpus", node_name=name, pool=name, devices=gpus),
+            resource_slice(f"{name}-nics", driver=NIC, node_name=name, pool=name, devices=nics)]
+
+
+def test_one_root_scores_are_the_objectives_own() -> None:
+    # Every held set of a few devices, every allocation of 1-3 free devices in one root.
+    for numa in (True, False):
+        inv = load(*numa_node("n1", numa=numa))
+        state = inv.node_state("n1")
+        assert state is not None
+        config = TopologyConfig()
+        devices = flat_devices(state.view)
+        topology = node_topology(state.view, config)
+        shape = layout(topology, devices, (1 << len(devices)) - 1)
+        assert shape is not None and len(shape.roots) == len(ROOTS)
+        sample = [d for d in devices if d.name in ("gpu-0", "gpu-1", "nic-0", "gpu-2", "gpu-5")]
+        for size in range(len(sample) + 1):
+            for taken in itertools.combinations(sample, size):
+                allocated = AllocatedState(devices=frozenset(d.id for d in taken))
+                objective = make_objective(node_view=state.view, allocated=allocated,
+                                           config=config, mode="allocator")
+                used = 0
+                for d in taken:
+                    used |= 1 << shape.unit[devices.index(d)]
+                for root in shape.roots:
+                    free = [devices[at] for at in root.positions if devices[at] not in taken]
+                    for count in range(1, len(free) + 1):
+                        assert one_root_score(shape, root, used, count) \
+                            == objective.score(free[:count])
+
+
+def test_spread_packing_gives_no_ceiling() -> None:
+    inv = load(*numa_node("n1"))
+    state = inv.node_state("n1")
+    assert state is not None
+    devices = flat_devices(state.view)
+    config = TopologyConfig(packing="spread")
+    shape = layout(node_topology(state.view, config), devices, 1)
+    assert ceiling(shape, config, kinds=(1,), wanted=(1,), total=1, taken=0, shared=0,
+                   frees={}) == UNBOUNDED
+    assert ceiling(shape, TopologyConfig(), kinds=(1,), wanted=(1,), total=1, taken=0,
+                   shared=0, frees={}) < UNBOUNDED
+
+
+def test_a_best_only_search_leaves_out_tied_nodes_whose_score_cannot_win() -> None:
+    # Every node ties on victims (two of priority 0). On n1 and n3 half the
+    # victims also hold their root's NIC, which then stays out of the fill
+    # and the blocks, so the best scores differ: n0 is solved first, n1 beats
+    # it, n2 (n0's ceiling) cannot, nor can n3 (n1's score, a later name).
+    objs: list[Any] = [GPU_CLASS, NIC_CLASS]
+    for n in range(4):
+        name = f"n{n}"
+        objs.append(numa_node(name))
+        for i in range(8):
+            held = [f"{GPU}/{name}/gpu-{i}"]
+            if n % 2 == 1 and i % 2 == 0:
+                held.append(f"{NIC}/{name}/nic-{i // 2}")
+            objs += holder(f"{name}-{i}", name, held)
+    objs += [template("want", requests=[exactly("gpu", "gpu", count=2)]), preemptor()]
+    inv = load(*objs)
+    _, search = searcher(inv)
+    full = search.search(inv.pod("default/p"))
+    assert [n.node for n in full.nodes] == ["n1", "n3", "n0", "n2"]
+    assert full.nodes[1].rank_key()[:6] == full.nodes[2].rank_key()[:6]
+    _, search = searcher(inv)
+    best = search.search(inv.pod("default/p"), best_only=True)
+    assert best.best is not None and answer(best.best) == answer(full.best)
+    assert search.left_out == 2
