@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from app.inventory import Nomination
 from app.model.requests import Resources
 from app.preemption.fit import Shortfall, lacking
 from app.preemption.verb import Offer, choose_victims
@@ -15,6 +16,7 @@ from tests.extender.cluster import GPU_CLASS, gpu_node
 from tests.inventory.objects import exactly as request
 from tests.inventory.objects import node, template
 from tests.preemption.builders import holder, load, pdb, preemptor, searcher
+from tests.preemption.test_holds import full_node, pending
 
 GPU = "gpu.example.com"
 
@@ -246,3 +248,29 @@ def test_the_verb_adds_room_victims_only_among_the_offered_pods() -> None:
     # An empty offer lets drax name any pod of the node: "web" goes for cpu.
     answer = choose_victims(search, pod, {"cheap": Offer(uids=())})
     assert sorted(answer["cheap"].uids) == ["uid-cheap-0", "uid-web"]
+
+
+def test_devices_held_for_a_pod_of_no_lower_priority_are_taken_for_the_search() -> None:
+    # A full 4-GPU node; p (1000) gets GPUs 0-1 held, its victims gone; GPUs
+    # 2-3 stay with pods of priority 5.
+    inv = load(GPU_CLASS, *full_node(), template("want", requests=[request("gpu", "gpu",
+                                                                           count=2)]),
+               pending("p", 1000), pending("low", 1000), pending("high", 2000))
+    _, search = searcher(inv)
+    best = search.search(inv.pod("default/p")).best
+    assert best is not None and sorted(v.pod.name for v in best.victims) == ["n1-0", "n1-1"]
+    inv.nominate(Nomination(
+        pod_key="default/p", pod_uid="uid-p", priority=1000, node="n1",
+        allocations=best.allocation, victims=tuple((v.pod.key, v.pod.uid) for v in best.victims),
+        victim_claims=best.released_claims, started_at=0.0, expires_at=float("inf")))
+    for name in ("n1-0", "n1-1"):
+        inv.delete("Pod", f"default/{name}")
+        inv.delete("ResourceClaim", f"default/{name}-claim")
+    found = {}
+    for name in ("low", "high"):
+        pod = inv.pod(f"default/{name}")
+        with inv.holds_lifted_for(pod):
+            answer = search.search(pod).best
+        assert answer is not None
+        found[name] = sorted(v.pod.name for v in answer.victims)
+    assert found == {"low": ["n1-2", "n1-3"], "high": []}
