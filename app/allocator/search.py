@@ -193,6 +193,8 @@ class Search:
         self._bounded: bool | None = None  # decided at the first solution
         self._shape = (0, 0, 0)  # every allocation's units, accelerators, rooted NICs
         self._floor = -1.0  # a score some allocation is known to reach
+        # below this no allocation is perfect, whatever its shape (when shapes differ)
+        self._least_perfect = float("inf")
         # per candidate device, its class for the bound (where it is, its role);
         # the bound of a branch depends on its picks' classes only
         self._bound_class: dict[int, int] = {}
@@ -782,7 +784,7 @@ class Search:
         if bound is None:
             bound = self._bounds[key] = self._bound(self._picked(), *self._shape)
         return (best is not None and (bound <= best or bound < self._floor)
-                and not self.objective.is_perfect(bound))
+                and not self.objective.is_perfect(bound) and bound < self._least_perfect)
 
     def _probe_blocks(self) -> float:
         """The best score of a first fit inside one PCIe root or NUMA node
@@ -858,13 +860,19 @@ class Search:
     def _boundable(self) -> bool:
         """Every allocation has the same shape: each request's candidates (the
         devices its known selector results accept) agree on what they add to
-        it, and no two candidates share a unit."""
+        it, no two candidates share a unit, and no shared device is a candidate
+        of two requests (so none is picked twice). Shared devices other pods
+        already use are declared to the objective (`reuse`); allocations then
+        differ in how many new units they take, and no branch is skipped where
+        an allocation of any of those shapes could be perfect."""
         bound_key = getattr(self.objective, "bound_key", None)
+        reuse = getattr(self.objective, "reuse", None)
         if bound_key is None or self.frozen is None:
             return False
         units: dict[int, Hashable] = {}
         profiles: dict[int, tuple[bool, bool, bool, bool] | None] = {}
         kinds: dict[Hashable, int] = {}
+        shared_of: dict[int, int] = {}  # shared candidate -> the request it is one of
         for request in self._all_requests:
             known = request.known
             if request.admin or request.all_devices is not None or known is None:
@@ -874,7 +882,11 @@ class Search:
                 matched = known[position]
                 if matched is False or self.static_used[index] or self._never_fits(index):
                     continue
-                if matched is not True or self.devices[index].allow_multiple_allocations:
+                if matched is not True:
+                    return False
+                if self.devices[index].allow_multiple_allocations and (
+                        reuse is None or shared_of.setdefault(index, id(request))
+                        != id(request)):
                     return False
                 key = bound_key(self.devices[index])
                 if key is None:
@@ -887,18 +899,26 @@ class Search:
             profiles[id(request)] = adds.pop() if adds else None
         if len(set(units.values())) != len(units):
             return False
-        total = accelerators = rooted_nics = 0
+        total = accelerators = rooted_nics = rooted = numa_placed = 0
         for ci, per_claim in enumerate(self.requests):
             for ri, subs in enumerate(per_claim):
                 request = subs[self.frozen.get((ci, ri), 0)]
                 profile = profiles[id(request)]
                 if profile is None:
                     return False
-                no_root, _, accelerator, nic = profile
+                no_root, no_numa, accelerator, nic = profile
                 total += request.num_devices
                 accelerators += request.num_devices * accelerator
                 rooted_nics += request.num_devices * (nic and not no_root)
+                rooted += request.num_devices * (not no_root)
+                numa_placed += request.num_devices * (not no_numa)
         self._shape = (total, accelerators, rooted_nics)
+        reused = reuse(set(units.values())) if reuse is not None else 0
+        if reused:
+            least_perfect = getattr(self.objective, "least_perfect", None)
+            if least_perfect is None:
+                return False
+            self._least_perfect = least_perfect(total, rooted, numa_placed, reused)
         return True
 
     def _never_fits(self, index: int) -> bool:

@@ -19,7 +19,7 @@ import contextlib
 import math
 import time
 import weakref
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence, Set
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
@@ -473,6 +473,12 @@ class _LazyObjective:
 
     def blocks(self, total: int) -> list[frozenset[DeviceId]]:
         return self._objective().blocks(total)
+
+    def reuse(self, units: Set[Hashable]) -> int:
+        return self._objective().reuse(units)
+
+    def least_perfect(self, total: int, rooted: int, numa_placed: int, reused: int) -> float:
+        return self._objective().least_perfect(total, rooted, numa_placed, reused)
 
 
 def request_of(claims: PodClaims, *, pod: Pod | None = None) -> CallState:

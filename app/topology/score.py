@@ -104,8 +104,8 @@ class TopologyObjective:
     `app.allocator.types.Objective`), plus `evaluate` for the score's parts."""
 
     __slots__ = ("_bounds", "_config", "_fill", "_first_fit", "_nested_roots",
-                 "_node", "_node_used", "_numa_free", "_numa_used", "_perfect", "_root_free",
-                 "_root_used", "_topology", "_used")
+                 "_node", "_node_used", "_numa_blocked", "_numa_free", "_numa_used", "_perfect",
+                 "_root_blocked", "_root_free", "_root_used", "_topology", "_used")
 
     def __init__(self, *, topology: NodeTopology, used: Set[str], fill: float,
                  config: TopologyConfig, first_fit: bool) -> None:
@@ -124,6 +124,9 @@ class TopologyObjective:
                               default=0)
         self._numa_free = max((len(m) - self._numa_used[g]
                                for g, m in topology.numa_nodes.items()), default=0)
+        # units per group an allocation cannot take: `bound`'s room (see `reuse`)
+        self._root_blocked = self._root_used
+        self._numa_blocked = self._numa_used
         self._bounds: dict[tuple[int, int, int, int, bool], float] = {}
         self._nested_roots: bool | None = None
         self._perfect = 1.0
@@ -173,18 +176,49 @@ class TopologyObjective:
         topo = self._topology
         t = topo.of(device)
         unit = topo.unit_of.get(device.id)
-        if not t.known or unit is None or unit in self._used:
+        if not t.known or unit is None or (unit in self._used
+                                           and not device.allow_multiple_allocations):
             return None
         accelerator, nic = device.id in topo.accelerators, device.id in topo.nics
         return unit, (t.pcie_root is None, t.numa_node is None, accelerator, nic), (
             t, accelerator, nic)
 
+    def reuse(self, units: Set[Hashable]) -> int:
+        """Declare the units of a search's candidates (see `bound_key`): those
+        other pods already use are shared devices the search may pick again,
+        so `bound` counts them as room in their groups. Returns how many."""
+        topo = self._topology
+        reused = {u for u in units if u in self._used}
+        self._root_blocked = {g: n - sum(1 for u in topo.roots[g] if u in reused)
+                              for g, n in self._root_used.items()}
+        self._numa_blocked = {g: n - sum(1 for u in topo.numa_nodes[g] if u in reused)
+                              for g, n in self._numa_used.items()}
+        return len(reused)
+
+    def least_perfect(self, total: int, rooted: int, numa_placed: int, reused: int) -> float:
+        """The lowest score `is_perfect` can accept for an allocation of `total`
+        units with a topology, `rooted` of them on a PCIe root and
+        `numa_placed` on a NUMA node, when up to `reused` of them are units
+        other pods use (their shapes differ in the new units)."""
+        least = math.inf
+        for k in range(min(reused, total) + 1):
+            for k_root in range(max(0, k - (total - rooted)), min(k, rooted) + 1):
+                for k_numa in range(max(0, k - (total - numa_placed)), min(k, numa_placed) + 1):
+                    for has_both in (False, True):
+                        shape = (total, total - k, rooted - k_root, numa_placed - k_numa,
+                                 has_both)
+                        bound = self._bounds.get(shape)
+                        if bound is None:
+                            bound = self._bounds[shape] = self._upper_bound(*shape)
+                        least = min(least, bound)
+        return least - _EPS
+
     def bound(self, picks: Sequence[Device], total: int, accelerators: int,
               rooted_nics: int) -> float:
-        """An upper bound of the score of every allocation of `total` free
-        units, `accelerators` of them accelerators and `rooted_nics` NICs with a
-        PCIe root, that holds `picks`, each a free unit of its own with a
-        topology (see `bound_key`): the locality tier the picks still allow,
+        """An upper bound of the score of every allocation of `total` units,
+        `accelerators` of them accelerators and `rooted_nics` NICs with a PCIe
+        root, that holds `picks`, each a unit of its own with a topology, free
+        or declared to `reuse` (see `bound_key`): the locality tier the picks still allow,
         the most device pairs that can share a root and a NUMA node once the
         rest are placed where most pairs form, the most accelerators that can
         have a NIC of the pod on their root, and no free block broken.
@@ -197,18 +231,18 @@ class TopologyObjective:
         roots = Counter(t.pcie_root for t in known)
         numas = Counter(t.numa_node for t in known)
         if total <= 1 or (None not in roots and len(roots) <= 1 and any(
-                self._fits(roots, root, members, self._root_used, total)
+                self._fits(roots, root, members, self._root_blocked, total)
                 for root, members in topo.roots.items())):
             return self._combine(ONE_ROOT, 1.0, packing)
-        same_root = _most_pairs(roots, topo.roots, self._root_used, remaining)
+        same_root = _most_pairs(roots, topo.roots, self._root_blocked, remaining)
         pairs = _pairs(total)
         if None not in numas and len(numas) <= 1 and any(
-                self._fits(numas, numa, members, self._numa_used, total)
+                self._fits(numas, numa, members, self._numa_blocked, total)
                 for numa, members in topo.numa_nodes.items()):
             closeness = ((same_root + 0.5 * (pairs - same_root)) / pairs - 0.5) * 2
             tier = ONE_NUMA
         else:
-            same_numa = _most_pairs(numas, topo.numa_nodes, self._numa_used, remaining)
+            same_numa = _most_pairs(numas, topo.numa_nodes, self._numa_blocked, remaining)
             nested = 0.5 * (same_numa - same_root) if self._nested() else 0.5 * same_numa
             closeness = (same_root + nested) / pairs
             tier = SPANNING

@@ -24,7 +24,7 @@ from app.allocator.types import KnownMatches
 from app.cel import CelError
 from app.features import FeatureGates
 from app.inventory.selectors import SelectorCache
-from app.model import Device, DeviceClass, ResourceClaim, parse_object
+from app.model import Device, DeviceClass, Quantity, ResourceClaim, parse_object, parse_quantity
 from app.topology import TopologyConfig, make_objective
 from loadtest import generator
 from tests.allocator.helpers import (
@@ -327,3 +327,98 @@ def test_a_placement_is_scored_once_where_no_bound_applies() -> None:
         scored.append(counting.scored)
     _same(*outcomes, results=False)
     assert scored == [13, 35]
+
+
+@st.composite
+def shared_nodes(draw: st.DrawFn) -> tuple[NodeView, AllocatedState]:
+    """Shared GPUs (some already holding shares of other pods, with memory
+    taken), whole GPUs and NICs on PCIe roots over NUMA nodes."""
+    gpus: list[dict[str, Any]] = []
+    nics: list[dict[str, Any]] = []
+    roots = draw(st.integers(1, 4))
+    for r in range(roots):
+        attrs = {ROOT: f"pci-{r}", NUMA: r // 2}
+        for g in range(draw(st.integers(0, 3))):
+            shared = draw(st.integers(0, 3)) > 0
+            extra: dict[str, Any] = {"allowMultipleAllocations": True} if shared else {}
+            gpus.append(dev(f"gpu-{r}-{g}", attrs, capacity={"memory": "8"} if shared else None,
+                            **extra))
+        nics.extend(dev(f"nic-{r}-{n}", attrs) for n in range(draw(st.integers(0, 2))))
+    slices = [sl("gpus", gpus, driver=GPU, pool="gpus")]
+    if nics:
+        slices.append(sl("nics", nics, driver=NIC, pool="nics"))
+    view = node_view(slices, node_obj())
+    multi: set[str] = set()
+    consumed: dict[str, dict[str, Quantity]] = {}
+    taken: set[str] = set()
+    for device in (d for pool in view.pools for d in pool.devices):
+        use = draw(st.integers(0, 3))
+        if device.allow_multiple_allocations and use:
+            multi.add(device.id)
+            consumed[device.id] = {"memory": parse_quantity(str(use * 2))}
+        elif not device.allow_multiple_allocations and use == 3:
+            taken.add(device.id)
+    return view, AllocatedState(devices=frozenset(taken), multi_allocated=frozenset(multi),
+                                consumed_capacity=consumed)
+
+
+@st.composite
+def shared_pods(draw: st.DrawFn) -> list[ResourceClaim]:
+    """One or two claims of GPU requests (some asking memory of a shared GPU,
+    two requests of one claim may share a device) and NICs."""
+    claims = []
+    for c in range(draw(st.integers(1, 2))):
+        requests = []
+        for r in range(draw(st.integers(1, 2))):
+            memory = draw(st.sampled_from([None, "2", "4"]))
+            requests.append(req(f"gpu{r}", "gpu", count=draw(st.integers(1, 3)),
+                                capacity={"memory": memory} if memory else None))
+        if draw(st.booleans()):
+            requests.append(req("nic", "nic", count=draw(st.integers(1, 2))))
+        constraints = [match(ROOT)] if draw(st.integers(0, 3)) == 0 else []
+        claims.append(parse_object("ResourceClaim",
+                                   claim(f"c{c}", *requests, constraints=constraints)))
+    return claims
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(node=shared_nodes(), claims=shared_pods(), spread=st.booleans())
+def test_bounded_search_on_shared_devices_returns_what_the_unbounded_search_returns(
+        node: tuple[NodeView, AllocatedState], claims: list[ResourceClaim],
+        spread: bool) -> None:
+    """Shared devices (some holding other pods' shares) are candidates the
+    bound counts as room in their groups; the answer stays the unbounded
+    search's, also where two requests of a claim may share a device (the bound
+    is then off)."""
+    view, allocated = node
+    config = TopologyConfig(packing="spread" if spread else "binpack")
+    objective = _objective(view, allocated, config=config)
+    bounded = _search(claims, view, allocated, objective=objective, classes=CLASSES,
+                      step_budget=10**6)
+    unbounded = _search(claims, view, allocated, classes=CLASSES, step_budget=10**6,
+                        objective=PlainObjective(_objective(view, allocated, config=config),
+                                                 "twin_key", "score_class"))
+    _same(bounded, unbounded, results=False)
+
+
+def test_bound_cuts_the_search_on_a_node_of_shared_gpus_with_a_share_taken() -> None:
+    """4 GPUs + 4 NICs on a generator node of shared GPUs, one GPU holding
+    another pod's share: that GPU is room the allocation may take again, and
+    the bound rules out the branches spanning both NUMA nodes."""
+    inv_slices = [o for o in generator.generate_cluster(nodes=1, partitionable_fraction=0.0,
+                                                         shared_fraction=1.0)
+                  if o["kind"] == "ResourceSlice"]
+    classes = parse_classes(generator.device_classes())
+    view = node_view(inv_slices, node_obj(generator.node_name(0)))
+    gpu = next(d for pool in view.pools for d in pool.devices if d.driver == generator.GPU_DRIVER)
+    allocated = AllocatedState(multi_allocated=frozenset([gpu.id]), consumed_capacity={
+        gpu.id: {"memory": parse_quantity("10Gi")}})
+    pod = [parse_object("ResourceClaim", {"kind": "ResourceClaim",
+                                          "metadata": {"name": "c", "namespace": "d"},
+                                          "spec": generator.SHAPES["4gpu-4nic"]})]
+    bounded = _search(pod, view, allocated, objective=_objective(view, allocated),
+                      classes=classes)
+    unbounded = _search(pod, view, allocated, classes=classes, objective=PlainObjective(
+        _objective(view, allocated), "twin_key", "score_class"))
+    _same(bounded, unbounded, results=False)
+    assert bounded.steps * 5 < unbounded.steps

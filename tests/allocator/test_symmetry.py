@@ -10,7 +10,6 @@ with nodes partly allocated by earlier pods.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -20,22 +19,11 @@ from app.allocator import AllocatedState, NodeView, allocate
 from app.extender.verbs import Extender
 from app.features import FeatureGates
 from app.inventory import KINDS, Inventory
-from app.model import Quantity, ResourceClaim, parse_object, parse_quantity
+from app.model import ResourceClaim, parse_object, parse_quantity
 from app.topology import TopologyConfig, make_objective
 from loadtest import generator
-from tests.allocator.helpers import (
-    PlainObjective,
-    claim,
-    cls,
-    dev,
-    match,
-    node_obj,
-    node_view,
-    parse_classes,
-    req,
-    sl,
-)
-from tests.allocator.test_bound import known_matches
+from tests.allocator.helpers import PlainObjective
+from tests.allocator.test_bound import CLASSES, known_matches, shared_nodes, shared_pods
 
 SHAPES = ("1gpu", "2gpu-40gi", "2gpu-1nic-same-root", "4gpu-4nic", "8gpu", "mig-1g",
           "shared-gpu")
@@ -99,63 +87,6 @@ def test_pruned_search_picks_what_the_exhaustive_search_picks(
         assert steps[0] < steps[1] / 2
 
 
-SHARED_ROOT = "resource.kubernetes.io/pcieRoot"
-SHARED_CLASSES = parse_classes([cls("gpu", "device.driver == 'gpu.example.com'"),
-                                cls("nic", "device.driver == 'dra.net'")])
-
-
-@st.composite
-def shared_nodes(draw: st.DrawFn) -> tuple[NodeView, AllocatedState]:
-    """Shared GPUs (some already holding shares of other pods, with memory
-    taken), whole GPUs and NICs on PCIe roots over NUMA nodes."""
-    gpus: list[dict[str, Any]] = []
-    nics: list[dict[str, Any]] = []
-    roots = draw(st.integers(1, 4))
-    for r in range(roots):
-        attrs = {SHARED_ROOT: f"pci-{r}", "dra.net/numaNode": r // 2}
-        for g in range(draw(st.integers(0, 3))):
-            shared = draw(st.integers(0, 3)) > 0
-            extra: dict[str, Any] = {"allowMultipleAllocations": True} if shared else {}
-            gpus.append(dev(f"gpu-{r}-{g}", attrs, capacity={"memory": "8"} if shared else None,
-                            **extra))
-        nics.extend(dev(f"nic-{r}-{n}", attrs) for n in range(draw(st.integers(0, 2))))
-    slices = [sl("gpus", gpus, driver="gpu.example.com", pool="gpus")]
-    if nics:
-        slices.append(sl("nics", nics, driver="dra.net", pool="nics"))
-    view = node_view(slices, node_obj())
-    multi: set[str] = set()
-    consumed: dict[str, dict[str, Quantity]] = {}
-    taken: set[str] = set()
-    for device in (d for pool in view.pools for d in pool.devices):
-        use = draw(st.integers(0, 3))
-        if device.allow_multiple_allocations and use:
-            multi.add(device.id)
-            consumed[device.id] = {"memory": parse_quantity(str(use * 2))}
-        elif not device.allow_multiple_allocations and use == 3:
-            taken.add(device.id)
-    return view, AllocatedState(devices=frozenset(taken), multi_allocated=frozenset(multi),
-                                consumed_capacity=consumed)
-
-
-@st.composite
-def shared_pods(draw: st.DrawFn) -> list[ResourceClaim]:
-    """One or two claims of GPU requests (some asking memory of a shared GPU,
-    two requests of one claim may share a device) and NICs."""
-    claims = []
-    for c in range(draw(st.integers(1, 2))):
-        requests = []
-        for r in range(draw(st.integers(1, 2))):
-            memory = draw(st.sampled_from([None, "2", "4"]))
-            requests.append(req(f"gpu{r}", "gpu", count=draw(st.integers(1, 3)),
-                                capacity={"memory": memory} if memory else None))
-        if draw(st.booleans()):
-            requests.append(req("nic", "nic", count=draw(st.integers(1, 2))))
-        constraints = [match(SHARED_ROOT)] if draw(st.integers(0, 3)) == 0 else []
-        claims.append(parse_object("ResourceClaim",
-                                   claim(f"c{c}", *requests, constraints=constraints)))
-    return claims
-
-
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(node=shared_nodes(), claims=shared_pods(), spread=st.booleans())
 def test_shared_devices_pruned_as_twins_pick_what_the_exhaustive_search_picks(
@@ -163,18 +94,19 @@ def test_shared_devices_pruned_as_twins_pick_what_the_exhaustive_search_picks(
         spread: bool) -> None:
     """Shared devices in the same state (their shares and memory taken by
     other pods and by the search's own picks) are twins too: the answer is
-    the exhaustive search's, with or without known selector results."""
+    the exhaustive search's, with or without known selector results (the
+    bound left out: its probes take steps of their own)."""
     view, allocated = node
     config = TopologyConfig(packing="spread" if spread else "binpack")
     for known in (known_matches(view), None):
         outcomes = []
-        for wrap in (lambda o: o, PlainObjective):
+        for keep in (("twin_key",), ()):
             objective = make_objective(node_view=view, allocated=allocated, config=config,
                                        mode="allocator")
-            outcomes.append(allocate(claims, node_view=view, classes=SHARED_CLASSES,
+            outcomes.append(allocate(claims, node_view=view, classes=CLASSES,
                                      allocated=allocated, features=FeatureGates(),
-                                     objective=wrap(objective), known_matches=known,
-                                     step_budget=10**6))
+                                     objective=PlainObjective(objective, *keep),
+                                     known_matches=known, step_budget=10**6))
         pruned, exhaustive = outcomes
         assert pruned.feasible == exhaustive.feasible
         assert [d.id for d in pruned.picks] == [d.id for d in exhaustive.picks]
@@ -200,15 +132,15 @@ def test_free_shared_gpus_on_one_root_are_tried_once_per_slot() -> None:
         gpu.id: {"memory": parse_quantity("10Gi")}})
     pod = [_probe("4gpu-4nic")]
     outcomes = []
-    for wrap in (lambda o: o, PlainObjective):
+    for keep in (("twin_key",), ()):
         objective = make_objective(node_view=state.view, allocated=allocated,
                                    config=TopologyConfig(), mode="allocator")
         outcomes.append(allocate(pod, node_view=state.view, classes=inv.classes,
                                  allocated=allocated, features=FeatureGates(),
                                  class_matcher=inv.class_matcher,
                                  selector_matches=inv.selectors.selector_matches,
-                                 objective=wrap(objective), known_matches=known_matches(
-                                     state.view)))
+                                 objective=PlainObjective(objective, *keep),
+                                 known_matches=known_matches(state.view)))
     pruned, exhaustive = outcomes
     assert [d.id for d in pruned.picks] == [d.id for d in exhaustive.picks]
     assert pruned.score == exhaustive.score
