@@ -286,11 +286,13 @@ class _Floor:
     latest: float
     counting: _Counting | None = None
     check: _Check | None = None
-    # per releasable claim (its highest priority, the devices it frees, its
-    # reservers), and the pods that may go (id -> priority)
-    released: Sequence[tuple[int, int, Sequence[Pod | None]]] = ()
+    # per releasable claim (its highest priority, the devices it frees for
+    # the pod, its reservers, the pods it needs gone, the positions of the
+    # devices it holds plainly), and the pods that may go (id -> priority)
+    released: Sequence[tuple[int, int, Sequence[Pod | None], Collection[int], int]] = ()
     eligible: Mapping[int, int] = field(default_factory=dict)
     _count: float | None = None
+    _summed: float | None = None
 
     def order(self) -> tuple[float, float, float]:
         return self.top, self.sum, -self.latest
@@ -299,7 +301,7 @@ class _Floor:
         if self._count is None:
             assert self.counting is not None and self.check is not None
             reach: dict[int, int] = {}
-            for _, mask, reservers in self.released:
+            for _, mask, reservers, _, _ in self.released:
                 for reserver in reservers:
                     if reserver is not None and id(reserver) in self.eligible:
                         reach[id(reserver)] = reach.get(id(reserver), 0) | mask
@@ -311,11 +313,14 @@ class _Floor:
         one victim of priority `top` at least, and the others each at least
         one of the lowest priorities of the pods that may go (every offset
         priority is 0 or more, so further victims only add)."""
-        count = self.count()
-        if math.isinf(count):
-            return math.inf
-        others = sorted(self.eligible.values())[:int(count) - 1]
-        return self.sum + _priority_sum(others)
+        if self._summed is None:
+            count = self.count()
+            if math.isinf(count):
+                self._summed = math.inf
+            else:
+                others = sorted(self.eligible.values())[:int(count) - 1]
+                self._summed = self.sum + _priority_sum(others)
+        return self._summed
 
 
 _NOTHING_ENOUGH: Final = _Floor(top=math.inf, sum=math.inf, latest=-math.inf,
@@ -371,6 +376,18 @@ def _freeable(claim: ResourceClaim, places: Sequence[int | None],
     mask = 0
     for at, r in zip(places, claim.allocation.results, strict=True):
         if at is not None and at in matched and r.share_id is None:
+            mask |= 1 << at
+    return mask
+
+
+def _plain(claim: ResourceClaim, places: Sequence[int | None]) -> int:
+    """The devices `claim` holds plainly (no share, no admin access: only it
+    holds them), at `places` in the node's view, per result. A mask of
+    positions."""
+    assert claim.allocation is not None
+    mask = 0
+    for at, r in zip(places, claim.allocation.results, strict=True):
+        if at is not None and r.share_id is None and not r.admin_access:
             mask |= 1 << at
     return mask
 
@@ -433,6 +450,7 @@ class _Layout:
     matches, so found once per kind of node."""
 
     matched: frozenset[int]  # devices some request matches (or meets a CEL error on)
+    matched_mask: int  # those, as a mask
     relevant: frozenset[int]  # those, and the devices drawing on the same counters
     kinds: tuple[int, ...]  # per request kind: the devices it matches, as a mask
     shared: bool  # some matched device takes several allocations: no counting
@@ -597,10 +615,12 @@ class VictimSearch:
         if best_only:
             # per request (one per variant): its needs, arranged for counting
             checks: dict[int, tuple[list[_Need], _Check] | None] = {}
+            wants: dict[int, tuple[int, ...] | None] = {}  # per request: `_wanted`
             for name, state, node_request, allow in ready:
                 if id(node_request) not in checks:
                     needs = _needs(node_request.pending, node_request.kinds)
                     checks[id(node_request)] = None if needs is None else (needs, _check(needs))
+                    wants[id(node_request)] = _wanted(node_request, checks[id(node_request)])
                 holders[name] = self._holders(pod, p, state, allow)
                 floors[name] = self._floor(node_request, state, holders[name],
                                            checks[id(node_request)])
@@ -617,8 +637,8 @@ class VictimSearch:
             # cannot beat it when its ceiling is lower, or equal and its name later.
             if best is not None and floor is not None and (
                     _cannot_win(floor, best[0]) or (_ties(floor, best[0]) and (
-                        -self._ceiling(node_request, state, holders[name],
-                                       checks[id(node_request)]), name) > (best[0][6], best[1]))):
+                        -self._ceiling(node_request, state, floor, wants[id(node_request)]),
+                        name) > (best[0][6], best[1]))):
                 self.left_out += 1
                 continue
             held = holders.get(name) or self._holders(pod, p, state, allow)
@@ -705,21 +725,27 @@ class VictimSearch:
         released = []
         position = facts.position
         for claim, reservers, ids in holders.held.values():
-            gone = holders.needs(reservers)
-            if gone is None:
-                continue
-            if not gone:
-                return None  # released once the pods going are gone
-            released.append((max(eligible[k] for k in gone),
-                             _freeable(claim, tuple(map(position.get, ids)), layout.matched),
-                             reservers))
+            only = reservers[0] if len(reservers) == 1 else None
+            if only is not None and id(only) in eligible:
+                # one reserver that may go: the common case, without `needs`
+                gone: Collection[int] = (id(only),)
+                top = eligible[id(only)]
+            else:
+                found = holders.needs(reservers)
+                if found is None:
+                    continue
+                if not found:
+                    return None  # released once the pods going are gone
+                gone, top = found, max(eligible[k] for k in found)
+            plain = _plain(claim, tuple(map(position.get, ids)))
+            released.append((top, plain & layout.matched_mask, reservers, gone, plain))
         counting = _counted(facts, state.allocated.devices, (),
                             self._values_of(facts, needs_list))
         if _plausible_freed(counting, 0, check):
             return None
         order = sorted(released, key=operator.itemgetter(0))
         freed = 0
-        for i, (top, mask, _) in enumerate(order):
+        for i, (top, mask, _, _, _) in enumerate(order):
             freed |= mask
             if (i + 1 == len(order) or order[i + 1][0] != top) \
                     and _plausible_freed(counting, freed, check):
@@ -728,21 +754,17 @@ class VictimSearch:
                               eligible=eligible)
         return _NOTHING_ENOUGH
 
-    def _ceiling(self, request: CallState, state: NodeState, holders: _Holders,
-                 needs: tuple[list[_Need], _Check] | None) -> float:
+    def _ceiling(self, request: CallState, state: NodeState, floor: _Floor,
+                 wanted: tuple[int, ...] | None) -> float:
         """The highest topology score any answer on the node can have
-        (`app.preemption.ceiling`); infinite when it cannot be told."""
-        if needs is None:
+        (`app.preemption.ceiling`); infinite when it cannot be told.
+        `wanted`: per request kind, the devices the pod's requests take
+        (`_wanted`)."""
+        if wanted is None:
             return UNBOUNDED
-        plain = [n for n in needs[0] if n.group < 0]
-        if len(plain) != sum(len(c.spec.requests) for c in request.pending):
-            return UNBOUNDED  # some request takes what counting cannot tell
         facts = self._facts(state, request)
         config = self._book.topology
-        wanted = [0] * len(facts.layout.kinds)
-        for need in plain:
-            wanted[need.kind] += need.count
-        frees = _frees(holders, facts.position)
+        frees = _frees(floor)
         layout = facts.layout
         shape_key = (facts.hardware, facts.kinds, config)
         if shape_key in self._shapes:
@@ -754,7 +776,7 @@ class VictimSearch:
             shape = self._shapes.put(shape_key, ceiling_layout(
                 node_topology(state.view, config), facts.devices, matched))
         # Node-independent: nodes of one kind, usage and holdings share it.
-        key = (facts.signature, facts.kinds, tuple(wanted), config, frees)
+        key = (facts.signature, facts.kinds, wanted, config, frees)
         hit = self._ceilings.get(key)
         if hit is None:
             taken, shared = _held_positions(state.allocated, facts.position)
@@ -1154,7 +1176,11 @@ def _layout(kinds: HashedKey, devices: Sequence[Device]) -> _Layout:
             if any((device.driver, device.pool, use.counter_set) in counter_sets
                    for use in device.consumes_counters):
                 relevant.add(at)
-    return _Layout(matched=frozenset(matched), relevant=frozenset(relevant),
+    matched_mask = 0
+    for at in matched:
+        matched_mask |= 1 << at
+    return _Layout(matched=frozenset(matched), matched_mask=matched_mask,
+                   relevant=frozenset(relevant),
                    kinds=tuple(masks),
                    shared=any(devices[at].allow_multiple_allocations for at in matched))
 
@@ -1357,32 +1383,35 @@ def _parts(problem: _Problem, needs: Sequence[_Need] | None) -> list[tuple[int, 
     return sorted({tuple(sorted(m)) for m in members.values()})
 
 
-def _frees(holders: _Holders, position: Mapping[str, int]) -> tuple[tuple[int, int], ...]:
-    """Per position of a device some victim set can release, the devices
-    surely released with it (a mask of positions): those its claim holds
-    plainly (no admin access, no share), and those of every claim needing
-    no pod beyond the ones that claim needs gone. In position order, so
-    nodes alike share one ceiling."""
+def _wanted(request: CallState, needs: tuple[list[_Need], _Check] | None
+            ) -> tuple[int, ...] | None:
+    """Per request kind, how many devices the pod's requests of that kind
+    take; None when counting cannot tell for some request."""
+    if needs is None:
+        return None
+    plain = [n for n in needs[0] if n.group < 0]
+    if len(plain) != sum(len(c.spec.requests) for c in request.pending):
+        return None  # some request takes what counting cannot tell
+    wanted = [0] * len(request.kinds)
+    for need in plain:
+        wanted[need.kind] += need.count
+    return tuple(wanted)
+
+
+def _frees(floor: _Floor) -> tuple[tuple[int, int], ...]:
+    """Per position of a device some victim set can release (held plainly by
+    a releasable claim), the devices surely released with it (a mask of
+    positions): those its claim holds plainly, and those of every claim
+    needing no pod beyond the ones that claim needs gone. In position order,
+    so nodes alike share one ceiling."""
     by_pods: dict[frozenset[int], int] = {}
-    releasable: list[tuple[frozenset[int], list[int]]] = []
-    for claim, reservers, ids in holders.held.values():
-        gone = holders.needs(reservers)
-        if not gone:
-            continue
+    claims = []
+    for _, _, _, gone, plain in floor.released:
         pods = frozenset(gone)
-        sure = by_pods.get(pods, 0)
-        places = []
-        assert claim.allocation is not None
-        for r, device_id in zip(claim.allocation.results, ids, strict=True):
-            at = position.get(device_id)
-            if at is not None:
-                places.append(at)
-                if r.share_id is None and not r.admin_access:
-                    sure |= 1 << at
-        by_pods[pods] = sure
-        releasable.append((pods, places))
+        by_pods[pods] = by_pods.get(pods, 0) | plain
+        claims.append((pods, plain))
     out: dict[int, int] = {}
-    for pods, places in releasable:
+    for pods, plain in claims:
         if len(pods) == 1:
             freed = by_pods[pods]  # no other claim needs a subset of one pod
         else:
@@ -1390,8 +1419,10 @@ def _frees(holders: _Holders, position: Mapping[str, int]) -> tuple[tuple[int, i
             for group, mask in by_pods.items():
                 if group <= pods:
                     freed |= mask
-        for at in places:
-            out[at] = freed
+        while plain:
+            low = plain & -plain
+            out[low.bit_length() - 1] = freed
+            plain ^= low
     return tuple(sorted(out.items()))
 
 
