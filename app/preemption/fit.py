@@ -72,6 +72,7 @@ class NodeFit:
         self._priority = priority_of(pod, inventory.occupants)
         self._dra = (frozenset(resource_classes(inventory.classes))
                      if pod.requests.scalars else frozenset())
+        self._lower: dict[str, list[tuple[Usage, int]]] = {}
 
     def refusal(self, node: str, victims: Iterable[Pod], candidates: Iterable[Pod] = ()
                 ) -> Shortfall | None:
@@ -161,19 +162,22 @@ class NodeFit:
 
     def _others(self, node: str, leaving: Collection[str]) -> list[tuple[Usage, int]]:
         """The pods of lower priority on `node` that may go besides `leaving`,
-        most important first."""
-        allow = None if self._allowed is None else self._allowed.get(node)
-        out = []
-        for key, usage in self._inventory.usage.on(node).pods.items():
-            if key in leaving or usage.deleting or (allow and usage.uid not in allow):
-                continue
-            if isinstance(usage, Pod) and usage.terminal:
-                continue
-            priority = self._priority_of(usage)
-            if priority < self._priority:
-                out.append((usage, priority))
-        out.sort(key=_importance)
-        return out
+        most important first (the node's are read once per search)."""
+        lower = self._lower.get(node)
+        if lower is None:
+            allow = None if self._allowed is None else self._allowed.get(node)
+            lower = []
+            for usage in self._inventory.usage.on(node).pods.values():
+                if usage.deleting or (allow and usage.uid not in allow):
+                    continue
+                if isinstance(usage, Pod) and usage.terminal:
+                    continue
+                priority = self._priority_of(usage)
+                if priority < self._priority:
+                    lower.append((usage, priority))
+            lower.sort(key=_importance)
+            self._lower[node] = lower
+        return [entry for entry in lower if entry[0].key not in leaving]
 
     def _usage(self, node: str, key: str) -> Usage | None:
         return self._inventory.usage.on(node).pods.get(key)

@@ -1054,13 +1054,20 @@ class VictimSearch:
 
         node = problem.state.view.node.name
 
+        def room(option: _Option) -> bool:
+            return fit.refusal(node, (pods[i].pod for i in option.victims),
+                               (v.pod for v in pods)) is None
+
         def extra(option: _Option) -> float:
             found = fit.room(node, (pods[i].pod for i in option.victims), (v.pod for v in pods))
             return math.inf if isinstance(found, str) else len(found)
 
         chosen = min(solved.options, key=preference)
-        if extra(chosen) == 0:
+        if room(chosen):
             return chosen, True
+        fitting = [option for option in solved.options if room(option)]
+        if fitting:
+            return min(fitting, key=preference), True
         return min(solved.options, key=lambda o: (extra(o), preference(o))), True
 
     def _violations(self, victims: Iterable[Victim], pdbs: _Pdbs | None) -> int:
