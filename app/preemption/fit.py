@@ -38,10 +38,10 @@ from fractions import Fraction
 from app.extender.extended import resource_classes
 from app.inventory import Inventory
 from app.inventory.occupants import priority_of
-from app.inventory.usage import Usage
+from app.inventory.usage import NodeUsage, Usage
 from app.model import Pod, PodDisruptionBudget
 from app.model.quantity import BINARY_SI, DECIMAL_SI, canonical_string
-from app.model.requests import Resources
+from app.model.requests import PODS, Resources
 
 # A pod that must go for room: the pod, its priority, the claims it holds.
 Extra = tuple[Pod, int, tuple[str, ...]]
@@ -73,6 +73,9 @@ class NodeFit:
         self._dra = (frozenset(resource_classes(inventory.classes))
                      if pod.requests.scalars else frozenset())
         self._lower: dict[str, list[tuple[Usage, int]]] = {}
+        self._base: dict[str, tuple[NodeUsage, Resources, int, Resources | None]] = {}
+        # per (node, victims): `room`'s answer (a node's pick and its answer ask twice)
+        self._rooms: dict[tuple[str, tuple[str, ...]], tuple[Extra, ...] | Shortfall] = {}
 
     def refusal(self, node: str, victims: Iterable[Pod], candidates: Iterable[Pod] = ()
                 ) -> Shortfall | None:
@@ -86,39 +89,56 @@ class NodeFit:
         short = lacking(self._requests, allocatable, staying, count, dra=self._dra)
         return None if short is None else Shortfall(short)
 
+    def fits(self, node: str, victims: Iterable[Pod], candidates: Iterable[Pod] = ()) -> bool:
+        """`refusal(...) is None`, without wording the refusal."""
+        found = self._staying(node, victims, candidates)
+        if found is None:
+            return True
+        _, staying, count, allocatable = found
+        return _fits(self._requests, allocatable, staying, count, self._dra)
+
     def room(self, node: str, victims: Iterable[Pod], candidates: Iterable[Pod] = ()
              ) -> tuple[Extra, ...] | Shortfall:
         """The further pods that must go so the pod has room on `node` once
         `victims` are gone, most important first (empty: it has room, or the
         node's size is unknown), or why even all of them going is not enough
         (see the module doc)."""
+        victims = tuple(victims)
+        memo = (node, tuple(v.key for v in victims))
+        hit = self._rooms.get(memo)
+        if hit is None:
+            hit = self._rooms[memo] = self._room(node, victims, candidates)
+        return hit
+
+    def _room(self, node: str, victims: Sequence[Pod], candidates: Iterable[Pod]
+              ) -> tuple[Extra, ...] | Shortfall:
         found = self._staying(node, victims, candidates)
         if found is None:
             return ()
         leaving, staying, count, allocatable = found
         requests, dra = self._requests, self._dra
-        short = lacking(requests, allocatable, staying, count, dra=dra)
-        if short is None:
+        if _fits(requests, allocatable, staying, count, dra):
             return ()
         others = self._others(node, leaving)
         if not others:
-            return Shortfall(short)
+            return Shortfall(lacking(requests, allocatable, staying, count, dra=dra) or "")
         for usage, _ in others:
             staying = staying - usage.requests
         count -= len(others)
-        short = lacking(requests, allocatable, staying, count, dra=dra,
-                        after="with every lower-priority pod gone")
-        if short is not None:
-            return Shortfall(short)
-        gone = [self._usage(node, key) for key in leaving]
-        violating = pdb_violating([*((u, self._priority_of(u)) for u in gone if u), *others],
-                                  self.pdbs)
-        order = ([o for o in others if violating[o[0].uid]]
-                 + [o for o in others if not violating[o[0].uid]])
+        if not _fits(requests, allocatable, staying, count, dra):
+            return Shortfall(lacking(requests, allocatable, staying, count, dra=dra,
+                                     after="with every lower-priority pod gone") or "")
+        order = others
+        if self._inventory.occupants.pdb_table():
+            gone = [self._usage(node, key) for key in leaving]
+            violating = pdb_violating(
+                [*((u, self._priority_of(u)) for u in gone if u), *others], self.pdbs)
+            order = ([o for o in others if violating[o[0].uid]]
+                     + [o for o in others if not violating[o[0].uid]])
         extra: list[tuple[Usage, int]] = []
         for usage, priority in order:
             back = staying + usage.requests
-            if lacking(requests, allocatable, back, count + 1, dra=dra) is None:
+            if _fits(requests, allocatable, back, count + 1, dra):
                 staying, count = back, count + 1
             else:
                 extra.append((usage, priority))
@@ -134,11 +154,12 @@ class NodeFit:
         the requests of the pods staying plus those nominated there that the
         pod must yield to, their count, and the node's allocatable (None: not
         known)."""
-        state = self._inventory.node_state(node)
-        allocatable = None if state is None else state.view.node.resources
+        base = self._base.get(node)
+        if base is None:
+            base = self._base[node] = self._node_base(node)
+        held, before, before_count, allocatable = base
         if allocatable is None:
             return None
-        held = self._inventory.usage.on(node)
         leaving = set()
         for victim in victims:
             usage = held.pods.get(victim.key)
@@ -149,16 +170,25 @@ class NodeFit:
             considered = {c.uid for c in candidates}
             leaving |= {key for key, usage in held.pods.items() if usage.uid in allow
                         and usage.uid not in considered and not usage.deleting}
-        gone = held.going
+        staying = before
         for key in leaving:
-            gone = gone + held.pods[key].requests
-        staying = held.requested - gone
-        count = len(held.pods) - held.going_count - len(leaving)
+            staying = staying - held.pods[key].requests
+        return leaving, staying, before_count - len(leaving), allocatable
+
+    def _node_base(self, node: str) -> tuple[NodeUsage, Resources, int, Resources | None]:
+        """The node's pods, the requests of those not going plus those
+        nominated there that the pod must yield to, their count, and its
+        allocatable (None: not known); read once per search."""
+        state = self._inventory.node_state(node)
+        allocatable = None if state is None else state.view.node.resources
+        held = self._inventory.usage.on(node)
+        staying = held.requested - held.going
+        count = len(held.pods) - held.going_count
         for usage in self._inventory.usage.nominated(node).values():
             if usage.uid != self._pod.uid and self._priority_of(usage) >= self._priority:
                 staying = staying + usage.requests
                 count += 1
-        return leaving, staying, count, allocatable
+        return held, staying, count, allocatable
 
     def _others(self, node: str, leaving: Collection[str]) -> list[tuple[Usage, int]]:
         """The pods of lower priority on `node` that may go besides `leaving`,
@@ -239,23 +269,40 @@ def lacking(requests: Resources, allocatable: Resources, staying: Resources,
             after: str = "after victims") -> str | None:
     """NodeResourcesFit's first shortfall, in its order (pods, cpu, memory,
     ephemeral-storage, scalar resources), or None when the pod fits."""
-    if pods_staying + 1 > allocatable.pods:
+    short = _first_short(requests, allocatable, staying, pods_staying, dra)
+    if short is None:
+        return None
+    name, wanted, free, milli = short
+    if name == PODS:
         return (f"node would have too many pods: {allocatable.pods} allowed, "
                 f"{pods_staying} stay {after}")
+    return _short(name, wanted, free, milli, after)
+
+
+def _fits(requests: Resources, allocatable: Resources, staying: Resources,
+          pods_staying: int, dra: Collection[str]) -> bool:
+    return _first_short(requests, allocatable, staying, pods_staying, dra) is None
+
+
+def _first_short(requests: Resources, allocatable: Resources, staying: Resources,
+                 pods_staying: int, dra: Collection[str]) -> tuple[str, int, int, int] | None:
+    """`lacking`'s shortfall as (resource, wanted, free, 1000 for millicores)."""
+    if pods_staying + 1 > allocatable.pods:
+        return (PODS, 1, allocatable.pods - pods_staying, 0)
     checks = (("cpu", requests.milli_cpu, allocatable.milli_cpu - staying.milli_cpu, 1000),
               ("memory", requests.memory, allocatable.memory - staying.memory, 0),
               ("ephemeral-storage", requests.ephemeral_storage,
                allocatable.ephemeral_storage - staying.ephemeral_storage, 0))
     for name, wanted, free, milli in checks:
         if wanted > 0 and wanted > free:
-            return _short(name, wanted, free, milli, after)
+            return (name, wanted, free, milli)
     for name, wanted in requests.scalars:
         have = allocatable.scalar(name)
         if wanted <= 0 or (not have and name in dra):
             continue
         free = have - staying.scalar(name)
         if wanted > free:
-            return _short(name, wanted, free, 0, after)
+            return (name, wanted, free, 0)
     return None
 
 

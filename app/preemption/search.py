@@ -1055,8 +1055,7 @@ class VictimSearch:
         node = problem.state.view.node.name
 
         def room(option: _Option) -> bool:
-            return fit.refusal(node, (pods[i].pod for i in option.victims),
-                               (v.pod for v in pods)) is None
+            return fit.fits(node, (pods[i].pod for i in option.victims), (v.pod for v in pods))
 
         def extra(option: _Option) -> float:
             found = fit.room(node, (pods[i].pod for i in option.victims), (v.pod for v in pods))
@@ -1068,7 +1067,16 @@ class VictimSearch:
         fitting = [option for option in solved.options if room(option)]
         if fitting:
             return min(fitting, key=preference), True
-        return min(solved.options, key=lambda o: (extra(o), preference(o))), True
+        # None leaves room: the fewest room victims, preferred first; one is
+        # the fewest any can need.
+        best, fewest = chosen, extra(chosen)
+        for option in sorted(solved.options, key=preference):
+            if fewest <= 1:
+                break
+            count = extra(option)
+            if count < fewest:
+                best, fewest = option, count
+        return best, True
 
     def _violations(self, victims: Iterable[Victim], pdbs: _Pdbs | None) -> int:
         if pdbs is None:
