@@ -181,7 +181,12 @@ def _root_ceiling(shape: Layout, root: Root, kinds: Sequence[int], wanted: Seque
         union |= mask
     short = total - (union & free).bit_count()
     best = -math.inf
-    for pick in range(1 << len(takeable)):
+    enough: list[int] = []  # the sets found enough so far
+    # Fewest taken first: a set holding one found enough releases at least
+    # as much, so it scores no higher and is skipped.
+    for pick in sorted(range(1 << len(takeable)), key=int.bit_count):
+        if any(pick & smaller == smaller for smaller in enough):
+            continue
         taken = released = 0
         for i, at in enumerate(takeable):
             if pick >> i & 1:
@@ -190,6 +195,7 @@ def _root_ceiling(shape: Layout, root: Root, kinds: Sequence[int], wanted: Seque
         if taken.bit_count() < short or any((mask & taken).bit_count() < need
                                             for mask, need in shortfalls):
             continue
+        enough.append(pick)
         after = used
         for u, mask in held.items():
             if mask != -1 and not mask & ~released:

@@ -766,7 +766,8 @@ class VictimSearch:
         config = self._book.topology
         frees = _frees(floor)
         layout = facts.layout
-        shape_key = (facts.hardware, facts.kinds, config)
+        # (the book, so its topology config, is this search's for good)
+        shape_key = (facts.hardware, facts.kinds)
         if shape_key in self._shapes:
             shape = self._shapes[shape_key]
         else:
@@ -776,7 +777,7 @@ class VictimSearch:
             shape = self._shapes.put(shape_key, ceiling_layout(
                 node_topology(state.view, config), facts.devices, matched))
         # Node-independent: nodes of one kind, usage and holdings share it.
-        key = (facts.signature, facts.kinds, wanted, config, frees)
+        key = (facts.signature, facts.kinds, wanted, frees)
         hit = self._ceilings.get(key)
         if hit is None:
             taken, shared = _held_positions(state.allocated, facts.position)
