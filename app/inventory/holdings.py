@@ -114,6 +114,11 @@ class Holdings:
     def assumed_claims(self) -> list[str]:
         return sorted(self._assumed)
 
+    def assumed_for(self, pod_key: str) -> bool:
+        """Whether a bind of pod `pod_key` holds assumed devices (few binds are
+        under way at a time: a walk over them is cheap)."""
+        return any(a.pod_key == pod_key for a in self._assumed.values())
+
     def expire(self) -> None:
         """Drop the assumptions and nominations whose time-to-live has passed
         (cheap when none has)."""

@@ -461,6 +461,12 @@ class Inventory:
         self._holdings.expire()
         return self._holdings.assumed_claims()
 
+    def binding(self, pod_key: str) -> bool:
+        """Whether a bind of pod `pod_key` is under way: it assumed devices that
+        the watch has not yet confirmed, and the pod is not seen bound yet."""
+        self._holdings.expire()
+        return self._holdings.assumed_for(pod_key)
+
     # ------------------------------------------------------------------ nominations
 
     def nominate(self, nomination: Nomination) -> None:

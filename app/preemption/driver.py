@@ -6,7 +6,9 @@ in-tree DynamicResources plugin rejects the pod before any extender is
 called). So drax drives preemption itself, from what the scheduler writes:
 a pod of drax's scheduler name, not bound, not deleting, whose PodScheduled
 condition is False with reason Unschedulable, with claims (a pod without
-claims is the scheduler's business) and a preemptionPolicy other than Never.
+claims is the scheduler's business) and a preemptionPolicy other than Never,
+and no bind of it under way (drax's bind assumed its devices, not yet
+confirmed by the watch).
 
 Every `interval` seconds, while this replica leads (`leadership`: its
 kube-scheduler holds the leader-election Lease; always without one), the
@@ -155,9 +157,14 @@ class Driver:
         return found
 
     def _candidate(self, pod: Pod) -> bool:
+        """A pod drax preempts for (see the module doc). One whose bind is under
+        way is not, though its PodScheduled condition still says Unschedulable:
+        the scheduler has placed it, and a search now would count the devices
+        its own bind assumed as taken and preempt again."""
         return (pod.scheduler_name == self._scheduler and not pod.node_name
                 and not pod.deleting and not pod.terminal and pod.unschedulable
-                and bool(pod.resource_claims or pod.extended_resource_claim_status))
+                and bool(pod.resource_claims or pod.extended_resource_claim_status)
+                and not self._inventory.binding(pod.key))
 
     def _untried(self, pod: Pod) -> bool:
         """Never considered: not searched for (this pod, this uid) and no hold of its own."""

@@ -1,6 +1,7 @@
-"""The driver acts on a new preemptor as soon as its scheduler writes it
-unschedulable, without waiting for its periodic pass, and such a pass looks
-at the new candidates only.
+"""When the preemption driver acts: on a new preemptor as soon as its
+scheduler writes it unschedulable, without waiting for its periodic pass
+(such a pass looks at the new candidates only); never for a preemptor whose
+bind is under way.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from tests.kube.test_kube_preemption import (
     metric,
     pods_deleted,
     preemptor,
+    start_with_preemptor,
 )
 
 
@@ -75,3 +77,36 @@ async def test_a_pass_for_new_candidates_leaves_the_ones_already_searched(
         # "big" was not searched again, though the inventory changed.
         assert metric(registry, "drax_preemptions_attempted_total") == 2
         assert metric(registry, "drax_preemptions_refused_total", reason="no-candidate") == 1
+
+
+async def test_a_preemptor_whose_bind_is_under_way_is_not_preempted_for_again(
+        tmp_path: Path) -> None:
+    """Its victims are gone and their claims freed; drax's bind of it has
+    assumed its devices, and neither the claim's write nor the pod's binding
+    has come back through the watch. Its PodScheduled condition still says
+    Unschedulable, but a search now would see its own devices taken and take
+    two more victims."""
+    async with KubeHarness(tmp_path) as h:
+        full_cluster(h.server)
+        await start_with_preemptor(h)
+        registry = CollectorRegistry()
+        driver = driver_of(h, registry)
+        assert await driver.run_once()
+        await h.caught_up()
+        for name in ("v0", "v1"):
+            h.server.delete("pods", name, "default")
+            h.server.delete("resourceclaims", f"{name}-gpu", "default")
+        await h.caught_up()
+        held = h.inventory.nomination("default/p")
+        p = h.inventory.pod("default/p")
+        assert held is not None and p is not None
+        h.inventory.assume(pod=p, allocations=held.allocations, ttl=30)
+        assert driver.candidates() == []
+        assert not await driver.run_once()
+        assert pods_deleted(h.server) == ["v0", "v1"]
+        # The bind failed: its assumption is forgotten, and p is a candidate again
+        # (its own held devices fit it: nothing to delete).
+        h.inventory.forget_assumed(pod=p)
+        assert [c.key for c in driver.candidates()] == ["default/p"]
+        assert not await driver.run_once()
+        assert pods_deleted(h.server) == ["v0", "v1"]
