@@ -480,6 +480,11 @@ def _spots(results: Sequence[DeviceRequestAllocationResult],
     """Where a claim's devices are, in node-independent terms: their places
     in the node's view (`places`, per result), plus what else a result takes
     when it is not plain."""
+    if len(results) == 1:
+        r, at = results[0], places[0]
+        if at is not None and not r.admin_access and r.share_id is None \
+                and not r.consumed_capacity:
+            return (0, at)
     if None not in places and not any(
             r.admin_access or r.share_id is not None or r.consumed_capacity for r in results):
         return (0, *sorted(places))  # type: ignore[type-var]
@@ -821,8 +826,12 @@ class VictimSearch:
         entries = []
         position = facts.position
         relevant = facts.layout.relevant
+        eligible = holders.eligible
         for claim_key, (claim, reservers, ids) in holders.held.items():
-            needs = holders.needs(reservers)
+            only = reservers[0] if len(reservers) == 1 else None
+            # one reserver that may go: the common case, without `needs`
+            needs = {id(only)} if only is not None and id(only) in eligible \
+                else holders.needs(reservers)
             assert claim.allocation is not None
             places = tuple(map(position.get, ids))
             entries.append((_spots(claim.allocation.results, places), claim_key, claim,
