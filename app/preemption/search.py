@@ -37,7 +37,10 @@ hold which devices and whom they need to go) share one search: 500 full
 nodes of one kind cost one search and 499 choices among its answers, whatever
 their pods' priorities. Allocator runs are shared too, between any nodes and
 problems that leave the node in the same state once their victims are gone
-(hardware, usage, claim shape and matches, as the filter shares its answers).
+(hardware, usage, claim shape and matches, as the filter shares its answers);
+a release of claims that each hold their devices alone is looked up by the
+node's hardware and usage and the positions released, before the state it
+leaves is read.
 
 Across nodes the answer is ranked as kube-scheduler's
 `pickOneNodeForPreemption` ranks (`NodePreemption.rank_key`), then by
@@ -360,6 +363,9 @@ class _Claim:
     needs: frozenset[int] | None
     relevant: bool
     places: tuple[int | None, ...] = ()  # per result, its device's position in the view
+    # the positions of its devices when it holds them all plainly (only it
+    # holds them, as a mask), else None
+    plain: int | None = None
 
     def freeable(self, matched: frozenset[int]) -> int:
         """Its devices the preemptor could use that its release frees (not
@@ -560,7 +566,9 @@ class VictimSearch:
             _SHARED_SEARCHES)
         self._values: BoundedCache[Hashable, tuple[tuple[int, ...] | None]] = BoundedCache(
             _SHARED_SEARCHES)
+        self._quick_runs: BoundedCache[Hashable, _Run] = BoundedCache(_SHARED_RUNS)
         self.trials = 0  # allocator runs so far (for benchmarks and tests)
+        self.states_read = 0  # node states read once claims are released (for tests)
         self.left_out = 0  # nodes a best-only search left unsolved (for tests)
 
     @property
@@ -851,10 +859,17 @@ class VictimSearch:
         index = {id(v.pod): i for i, v in enumerate(candidates)}
         claims = []
         shape = []
+        once = _held_once(entries)
         for spot, _, claim, needs, places, is_relevant in entries:
             at = (None if needs is None or not needs <= index.keys()
                   else frozenset(index[k] for k in needs))
-            claims.append(_Claim(claim=claim, needs=at, relevant=is_relevant, places=places))
+            plain = None
+            if spot[0] == 0 and once:
+                plain = 0
+                for place in places:
+                    plain |= 1 << place  # type: ignore[operator]
+            claims.append(_Claim(claim=claim, needs=at, relevant=is_relevant, places=places,
+                                 plain=plain))
             shape.append((spot, at, is_relevant))
         # The key holds everything the search reads, in node-independent terms,
         # but not the candidates' priorities or PDBs: those only choose among the
@@ -1001,9 +1016,20 @@ class VictimSearch:
             hit = outcomes.get(idx)
             if hit is not None:
                 return hit
+            # Released claims that each hold their devices plainly leave a state
+            # the node's own signature and their positions fix, so such a
+            # release is looked up before the state it leaves is read.
+            quick = _quick_key(problem, idx)
+            if quick is not None:
+                hit = self._quick_runs.get(quick)
+                if hit is not None and self._current(hit.source):
+                    outcomes[idx] = hit
+                    return hit
+            self.states_read += 1
             allocated = self._inventory.allocated_without(
                 state, (claims[i].claim.key for i in idx))
             key = None
+            hit = None
             if problem.base is not None:
                 key = HashedKey((problem.base, usage_signature(
                     NodeState(view=state.view, allocated=allocated))))
@@ -1013,6 +1039,8 @@ class VictimSearch:
                 hit = _Run(self._book.allocate(problem.pending, state, allocated), state.view)
                 if key is not None:
                     self._runs.put(key, hit)
+            if quick is not None:
+                self._quick_runs.put(quick, hit)
             outcomes[idx] = hit
             return hit
 
@@ -1421,6 +1449,33 @@ def _wanted(request: CallState, needs: tuple[list[_Need], _Check] | None
     for need in plain:
         wanted[need.kind] += need.count
     return tuple(wanted)
+
+
+def _held_once(entries: Sequence[tuple[Any, ...]]) -> bool:
+    """Whether no device of the node is in two of its held claims (entries of
+    `VictimSearch._problem`: their places fourth from the end)."""
+    seen: set[int | None] = set()
+    count = 0
+    for entry in entries:
+        places = entry[4]
+        seen.update(places)
+        count += len(places)
+    return len(seen) == count
+
+
+def _quick_key(problem: _Problem, idx: tuple[int, ...]) -> Hashable | None:
+    """What fixes the node's state once the claims `idx` are gone, when each
+    of them holds its devices plainly (`_Claim.plain`): the kind of run, the
+    node's hardware and usage, and the positions released; None otherwise."""
+    if problem.base is None:
+        return None
+    gone = 0
+    for i in idx:
+        plain = problem.claims[i].plain
+        if plain is None:
+            return None
+        gone |= plain
+    return (problem.base, problem.facts.signature, gone)
 
 
 def _frees(floor: _Floor) -> tuple[tuple[int, int], ...]:

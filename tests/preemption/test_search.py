@@ -395,6 +395,26 @@ def test_nodes_alike_once_victims_go_share_allocator_runs() -> None:
     assert search.trials == alone.trials == 2
 
 
+def test_a_release_of_plain_claims_on_a_node_alike_reads_no_state_again() -> None:
+    # n1 and n2 hold the same devices (every GPU taken) through different
+    # claims, so they are different problems; releasing GPUs 0+1 (or 2+3)
+    # leaves the same state on both, found from n1's signature and the
+    # positions released without reading n2's state once its claims go.
+    two = template("want", requests=[request("gpu", "gpu", count=2)],
+                   constraints=[{"requests": ["gpu"], "matchAttribute": ROOT}])
+    n2 = [node("n2"), *gpu_node("n2"),
+          *holder("n2-0", "n2", [f"{GPU}/n2/gpu-0", f"{GPU}/n2/gpu-1"], priority=0),
+          *holder("n2-2", "n2", [f"{GPU}/n2/gpu-2", f"{GPU}/n2/gpu-3"], priority=3)]
+    inv = load(GPU_CLASS, two, preemptor(), gpus("n1", 1, 0, 3, 2), n2)
+    _, search = searcher(inv)
+    plan = search.search(inv.pod("default/p"))
+    assert victims(plan, "n1") == ["n1-0", "n1-1"] and victims(plan, "n2") == ["n2-0"]
+    _, alone = searcher(load(GPU_CLASS, two, preemptor(), gpus("n1", 1, 0, 3, 2)))
+    alone.search(alone.inventory.pod("default/p"))
+    assert search.trials == alone.trials == 2
+    assert search.states_read == alone.states_read == 2
+
+
 def test_a_pod_kept_on_one_root_enumerates_victims_per_root() -> None:
     # 16 GPUs on 4 roots, each held by its own pod; 4 GPUs on one root take the
     # 4 pods of one root. Per root there are 4 candidates, not 16: the
