@@ -241,9 +241,13 @@ class AnswerBook:
         return answers
 
     def of_shape(self, shape: Hashable) -> Answers:
+        """The shape's answers; new ones start at the inventory's sequence: every
+        verdict is computed after that, so only the changes after it can have
+        made one stale, and the first call (after warming, say) catches up on
+        those instead of comparing every node's version."""
         answers = self._results.get(shape)
         if answers is None:
-            answers = self._results.put(shape, Answers())
+            answers = self._results.put(shape, Answers(sequence=self._inventory.sequence))
         return answers
 
     def refresh(self, request: CallState, answers: Answers, name: str) -> None:
