@@ -567,8 +567,11 @@ class VictimSearch:
         self._values: BoundedCache[Hashable, tuple[tuple[int, ...] | None]] = BoundedCache(
             _SHARED_SEARCHES)
         self._quick_runs: BoundedCache[Hashable, _Run] = BoundedCache(_SHARED_RUNS)
+        self._countings: BoundedCache[Hashable, tuple[_Counting, bool]] = BoundedCache(
+            _NODE_FACTS)
         self.trials = 0  # allocator runs so far (for benchmarks and tests)
         self.states_read = 0  # node states read once claims are released (for tests)
+        self.countings = 0  # nodes as they are read by counting for floors (for tests)
         self.left_out = 0  # nodes a best-only search left unsolved (for tests)
 
     @property
@@ -752,9 +755,17 @@ class VictimSearch:
                 gone, top = found, max(eligible[k] for k in found)
             plain = _plain(claim, tuple(map(position.get, ids)))
             released.append((top, plain & layout.matched_mask, reservers, gone, plain))
-        counting = _counted(facts, state.allocated.devices, (),
-                            self._values_of(facts, needs_list))
-        if _plausible_freed(counting, 0, check):
+        # What counting reads of the node as it is: the same on nodes alike.
+        counted_key = (facts.signature, facts.kinds, tuple(needs_list))
+        counted = self._countings.get(counted_key)
+        if counted is None:
+            self.countings += 1
+            counting = _counted(facts, state.allocated.devices, (),
+                                self._values_of(facts, needs_list))
+            counted = self._countings.put(counted_key, (
+                counting, _plausible_freed(counting, 0, check)))
+        counting, enough = counted
+        if enough:
             return None
         order = sorted(released, key=operator.itemgetter(0))
         freed = 0

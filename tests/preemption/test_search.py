@@ -509,6 +509,16 @@ def test_a_best_only_search_solves_nodes_where_pods_going_may_be_enough() -> Non
     assert search.left_out == 1
 
 
+def test_nodes_alike_are_counted_once_for_their_floors() -> None:
+    # Three nodes of one kind with the same GPUs taken: the floors read
+    # counting's view of the node as it is once, whoever holds the GPUs.
+    inv = load(GPU_CLASS, gpus("n1", 5, 6, 7, 8), gpus("n2", 0, 10, 11, 12),
+               gpus("n3", 20, 21, 22, 23), want(2), preemptor())
+    _, search = searcher(inv)
+    search.search(inv.pod("default/p"), best_only=True)
+    assert search.countings == 1
+
+
 def test_a_best_only_search_leaves_out_nodes_needing_more_victims_of_equal_priority() -> None:
     # Every pod has priority 0: n1 frees two GPUs with one victim (one claim
     # of two), n2 and n3 need two victims whatever they choose.
