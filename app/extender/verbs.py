@@ -17,10 +17,11 @@ before that bind: `wait_for_binds` (called by the server before `filter`)
 holds it until the binds on their way have arrived (`pending`).
 
 kube-scheduler sends a pod's prioritize right after its filter, in the same
-scheduling cycle and over nodes that filter passed: `prioritize` reads the
-answers that filter read (`FilterMark`) without bringing them up to date
-first, so a node whose inventory changed in between is not searched again
-for a cycle that has already judged it (the next filter catches up).
+scheduling cycle and over nodes that filter passed: both read the claim
+shape's answers through `AnswerBook.current`, so prioritize reuses every
+verdict the filter computed and searches again only the offered nodes the
+inventory changed in between (a claim, bind or class change is never scored
+from before it).
 
 `filter` and `prioritize` compute under a deadline (`verb_deadline`, below
 kube-scheduler's httpTimeout): past it, filter answers with `Error` (the
@@ -38,8 +39,6 @@ import time
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
-
-from cachetools import TTLCache
 
 from app.allocator import DEFAULT_STEP_BUDGET
 from app.allocator.types import ClaimAllocation, Rejection
@@ -74,10 +73,6 @@ from app.topology import TopologyConfig
 log = logging.getLogger(__name__)
 
 DEFAULT_ASSUME_TTL_SECONDS: Final = 120.0
-# A filter's mark waits this long for the pod's prioritize (milliseconds later
-# in the same scheduling cycle; a cycle that never calls it leaves it here).
-FILTER_MARK_TTL_SECONDS: Final = 10.0
-FILTER_MARKS_KEPT: Final = 256
 NOT_SYNCED: Final = "inventory not synced yet"
 # The bind cause of a claim problem filter would reject with; the rest are `other`.
 _BIND_CAUSES: Final = {
@@ -98,16 +93,6 @@ class FilterResult:
     error: str | None = None
     # failed and unresolvable nodes per category (`Rejection`), for the metrics
     rejections: dict[str, int] = field(default_factory=dict)
-
-
-@dataclass(slots=True, frozen=True)
-class FilterMark:
-    """The answers a pod's filter read, for the prioritize of the same cycle,
-    and the claim shape they are of. No claim is held: a deleted claim's spec
-    must not outlive it here."""
-
-    shape: Hashable
-    answers: Answers
 
 
 @dataclass(slots=True, frozen=True)
@@ -174,9 +159,6 @@ class Extender:
                                 step_budget=step_budget)
         self._warmer = Warmer(inventory, book=self._book, resolver=self._resolver)
         self._pods = PodMemory()
-        # pod UID -> what its last filter read, taken by its prioritize
-        self._filter_marks: TTLCache[str, FilterMark] = TTLCache(
-            maxsize=FILTER_MARKS_KEPT, ttl=FILTER_MARK_TTL_SECONDS)
         # Pods filter left without a node, for the requeuer (app/binder/requeue.py).
         self.waiting = WaitingPods()
         self._catching_up: set[asyncio.Task[None]] = set()
@@ -265,8 +247,6 @@ class Extender:
             else:
                 result.failed[name] = reason or "cannot allocate all claims"
         self._expect_bind(pod, request, passed=bool(result.passed))
-        if pod.uid:
-            self._filter_marks[pod.uid] = FilterMark(request.claims.shape, answers)
         return result
 
     def prioritize(self, pod: Pod, node_names: Sequence[str]) -> list[tuple[str, int]]:
@@ -299,8 +279,7 @@ class Extender:
 
     def _prioritize(self, pod: Pod, node_names: Sequence[str]) -> list[tuple[str, int]]:
         node_names, _ = self._in_pool(node_names)
-        mark = self._filter_marks.pop(pod.uid, None) if pod.uid else None
-        judged = self._judge(pod, node_names, after=mark)
+        judged = self._judge(pod, node_names)
         if isinstance(judged, Verdict):
             return [(name, judged.priority) for name in node_names] if judged.priority else []
         answers, _, request = judged
@@ -349,14 +328,12 @@ class Extender:
                 reason=reason, error=error, unresolvable=verdict.unresolvable))
         return out
 
-    def _judge(self, pod: Pod, node_names: Sequence[str], *, after: FilterMark | None = None
+    def _judge(self, pod: Pod, node_names: Sequence[str]
                ) -> Verdict | tuple[Answers, Wording, CallState]:
         """One verdict for every node (the pod's claims cannot be had, or it has none),
         or the current answers for its claim shape plus how to word them for it, and
         the request to `_refresh` the nodes those answers do not hold yet (each verb
-        does that in its own single pass over the names). `after`: what the pod's
-        filter of this cycle read; while the claims are of that shape and the book
-        still keeps those answers, they are read as they are."""
+        does that in its own single pass over the names)."""
         self._pods.remember(pod)
         self._warmer.note_request()
         claims = self._resolver.resolve(pod)
@@ -365,11 +342,7 @@ class Extender:
         if not claims.claims and claims.extended is None:
             return NO_CLAIMS
         request = request_of(claims, pod=pod)
-        if (after is not None and after.shape == claims.shape
-                and self._book.of_shape(claims.shape) is after.answers):
-            answers = after.answers
-        else:
-            answers = self._book.current(request)
+        answers = self._book.current(request)
         return answers, wording(tuple(c.key for c in request.pending)), request
 
     async def bind(self, *, namespace: str, name: str, uid: str, node: str

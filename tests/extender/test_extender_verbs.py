@@ -133,21 +133,31 @@ def _two_gpu_nodes_and_a_pod() -> Any:
                 pod("p", uid="u1", claims={"g": "c"}))
 
 
-def test_prioritize_after_filter_searches_nothing_again_for_that_cycle() -> None:
+def test_prioritize_after_filter_reuses_its_answers_for_unchanged_nodes() -> None:
     inv = _two_gpu_nodes_and_a_pod()
     ext = extender(inv)
     passed = ext.filter(the_pod(inv), ["n1", "n2", "n3"]).passed
     assert passed == ["n1", "n2"]
-    expected = dict(extender(inv).prioritize(the_pod(inv), passed))
+    computed = ext.stats.answers_computed
+    assert dict(ext.prioritize(the_pod(inv), passed)) == dict(
+        extender(inv).prioritize(the_pod(inv), passed))
+    assert ext.stats.answers_computed == computed
+
+
+def test_prioritize_scores_a_node_changed_since_the_filter_as_it_is_now() -> None:
+    inv = _two_gpu_nodes_and_a_pod()
+    ext = extender(inv)
+    passed = ext.filter(the_pod(inv), ["n1", "n2", "n3"]).passed
+    assert passed == ["n1", "n2"]
+    before = dict(extender(inv).prioritize(the_pod(inv), passed))
     # Another pod's claim lands on n1 between the filter and the prioritize of
-    # one scheduling cycle: the cycle has judged n1 already.
+    # one scheduling cycle: n1 is scored as it is now, and only n1 is searched again.
     inv.apply("ResourceClaim", "ADDED", claim(
         "other", results=[result("gpu", "gpu.example.com/n1/gpu-0")]))
-    searches, computed = ext.stats.searches, ext.stats.answers_computed
-    assert dict(ext.prioritize(the_pod(inv), passed)) == expected
-    assert (ext.stats.searches, ext.stats.answers_computed) == (searches, computed)
-    # The filter's scores serve one prioritize: the next one is of a new cycle.
-    ext.prioritize(the_pod(inv), passed)
+    now = dict(extender(inv).prioritize(the_pod(inv), passed))
+    assert now["n1"] != before["n1"]
+    computed = ext.stats.answers_computed
+    assert dict(ext.prioritize(the_pod(inv), passed)) == now
     assert ext.stats.answers_computed == computed + 1
 
 
