@@ -700,8 +700,16 @@ class Search:
         key = None
         mask = self._mask
         candidates = request.candidates
-        for index in (range(start, len(self.devices)) if candidates is None
-                      else candidates[bisect_left(candidates, start):]):
+        tried = (range(start, len(self.devices)) if candidates is None
+                 else candidates[bisect_left(candidates, start):])
+        # Where the known selector results name every device that can match
+        # (no CEL runs), a slot stops once too few of them are left for the
+        # request's remaining slots; only once a solution exists, so an
+        # infeasible search still counts every rejection as upstream does.
+        last = len(tried) - (request.num_devices - di)
+        for position, index in enumerate(tried):
+            if position > last and candidates is not None and self.best is not None:
+                break
             if mask is not None and not mask[index]:
                 continue
             self._tick()

@@ -422,3 +422,23 @@ def test_bound_cuts_the_search_on_a_node_of_shared_gpus_with_a_share_taken() -> 
         _objective(view, allocated), "twin_key", "score_class"))
     _same(bounded, unbounded, results=False)
     assert bounded.steps * 5 < unbounded.steps
+
+
+def test_a_slot_stops_when_too_few_known_matches_are_left() -> None:
+    """8 GPUs of a generator node's 8 (partitionable: 88 devices): there is one
+    allocation. Once it is found, no slot tries a device that leaves too few
+    of the request's known matches for its later slots, so the search does
+    not enumerate the 255 other subsets that cannot complete."""
+    inv_slices = [o for o in generator.generate_cluster(nodes=1, partitionable_fraction=1.0,
+                                                         shared_fraction=0.0)
+                  if o["kind"] == "ResourceSlice"]
+    classes = parse_classes(generator.device_classes())
+    view = node_view(inv_slices, node_obj(generator.node_name(0)))
+    allocated = AllocatedState()
+    pod = [parse_object("ResourceClaim", {"kind": "ResourceClaim",
+                                          "metadata": {"name": "c", "namespace": "d"},
+                                          "spec": generator.SHAPES["8gpu"]})]
+    outcome = _search(pod, view, allocated, objective=_objective(view, allocated),
+                      classes=classes)
+    assert outcome.feasible and len(outcome.picks) == 8
+    assert outcome.steps == 8
