@@ -50,6 +50,7 @@ from app.timeslice import Progress, run_in_slices
 from app.topology import TopologyConfig
 
 _SLICE_SECONDS: Final = 0.002  # one slice of the walk before yielding the loop
+_QUIET_POLL_SECONDS: Final = 0.005  # how often a walk waiting for quiet looks again
 _SUMMARY_STEP: Final = 1024  # nodes per step of a walk's end
 _EQUIVALENT_KINDS: Final = 4096  # figures kept per kind of node (hardware, usage)
 # Steps of one capacity probe. A probe that cannot prove a count infeasible runs
@@ -99,8 +100,13 @@ class InventoryObserver(Collector):
         collection walks a first walk's objects inside some request."""
         progress = Progress(on_progress, every_seconds=progress_seconds)
         while True:
+            # The first slice of a walk waits for quiet too: one of its steps
+            # counts a shape's copies on a node, several searches that can
+            # hold the loop for tens of milliseconds in a scheduler's cycle.
+            while not quiet():
+                await asyncio.sleep(_QUIET_POLL_SECONDS)
             await run_in_slices(self._walk(), slice_seconds=_SLICE_SECONDS, quiet=quiet,
-                                progress=progress)
+                                quiet_poll_seconds=_QUIET_POLL_SECONDS, progress=progress)
             await asyncio.sleep(interval_seconds)
 
     def _walk(self) -> Iterator[None]:

@@ -170,3 +170,30 @@ async def test_a_long_walk_reports_progress_so_that_what_it_built_can_be_frozen(
     assert observer.walks == 1
     assert progress and progress[0] == 0  # during the first walk
     assert len(progress) == reported  # nothing changed since: no walk, no report
+
+
+async def test_a_walk_starts_only_once_the_verbs_are_quiet(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A walk's steps count shapes on nodes, searches that can hold the loop:
+    even its first slice waits while verbs are being asked."""
+    import asyncio
+
+    inv = _inventory(generator.generate_cluster(nodes=4))
+    observer = _observer(inv)
+    loud = True
+    counted_loud: list[bool] = []
+    real = observed.count_fits
+    monkeypatch.setattr(observed, "count_fits", lambda *a, **k: (
+        counted_loud.append(loud), real(*a, **k))[1])
+    task = asyncio.create_task(observer.run(quiet=lambda: not loud, interval_seconds=0.01))
+    await asyncio.sleep(0.05)
+    assert observer.walks == 0
+    assert counted_loud == []  # not one count while verbs were asked
+    loud = False
+    for _ in range(500):
+        if observer.walks:
+            break
+        await asyncio.sleep(0.01)
+    task.cancel()
+    assert observer.walks == 1
+    assert counted_loud and not any(counted_loud)
