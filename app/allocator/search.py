@@ -195,6 +195,7 @@ class Search:
         self._floor = -1.0  # a score some allocation is known to reach
         # below this no allocation is perfect, whatever its shape (when shapes differ)
         self._least_perfect = float("inf")
+        self._stops: bool | None = None  # whether a perfect score may end it (`_one_shape`)
         # per candidate device, its class for the bound (where it is, its role);
         # the bound of a branch depends on its picks' classes only
         self._bound_class: dict[int, int] = {}
@@ -963,7 +964,30 @@ class Search:
             return DONE
         if self.frozen is None:
             self.frozen = dict(self.chosen)
-        return DONE if perfect else FAIL
+        if perfect and self._stops is None:
+            self._stops = self._one_shape()
+        return DONE if perfect and self._stops else FAIL
+
+    def _one_shape(self) -> bool:
+        """Whether no device can serve two of the search's requests: a shared
+        device (`allowMultipleAllocations`) that can is taken twice by some
+        allocations, which then hold fewer units than the one just scored and
+        may beat the objective's perfect score for that one's shape, so the
+        search does not stop early."""
+        assert self.frozen is not None
+        requests = [subs[self.frozen.get((ci, ri), 0)]
+                    for ci, per_claim in enumerate(self.requests)
+                    for ri, subs in enumerate(per_claim)]
+        if len(requests) < 2:
+            return True
+        for index, device in enumerate(self.devices):
+            if not device.allow_multiple_allocations or self.static_used[index]:
+                continue
+            position = self.view_position[index]
+            if sum(1 for r in requests
+                   if r.known is None or r.known[position] is not False) > 1:
+                return False
+        return True
 
 
 def _exact(value: Fraction) -> int | Fraction:

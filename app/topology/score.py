@@ -104,13 +104,17 @@ class TopologyObjective:
     `app.allocator.types.Objective`), plus `evaluate` for the score's parts."""
 
     __slots__ = ("_bounds", "_config", "_fill", "_first_fit", "_nested_roots",
-                 "_node", "_node_used", "_numa_blocked", "_numa_free", "_numa_used", "_perfect",
-                 "_root_blocked", "_root_free", "_root_used", "_topology", "_used")
+                 "_node", "_node_used", "_numa_blocked", "_numa_free", "_numa_room", "_numa_used",
+                 "_perfect", "_perfects", "_reusable", "_root_blocked", "_root_free",
+                 "_root_room", "_root_used", "_topology", "_used")
 
     def __init__(self, *, topology: NodeTopology, used: Set[str], fill: float,
-                 config: TopologyConfig, first_fit: bool) -> None:
+                 config: TopologyConfig, first_fit: bool,
+                 reusable: Set[str] = frozenset()) -> None:
         self._topology = topology
         self._used = used
+        # used units an allocation may take again (shared devices other pods use)
+        self._reusable = reusable
         self._fill = fill
         self._config = config
         self._first_fit = first_fit
@@ -124,10 +128,16 @@ class TopologyObjective:
                               default=0)
         self._numa_free = max((len(m) - self._numa_used[g]
                                for g, m in topology.numa_nodes.items()), default=0)
+        # the same, counting the reusable units as room: for allocations that take some
+        self._root_room = max((len(m) - self._root_used[g] + sum(1 for u in m if u in reusable)
+                               for g, m in topology.roots.items()), default=0)
+        self._numa_room = max((len(m) - self._numa_used[g] + sum(1 for u in m if u in reusable)
+                               for g, m in topology.numa_nodes.items()), default=0)
         # units per group an allocation cannot take: `bound`'s room (see `reuse`)
         self._root_blocked = self._root_used
         self._numa_blocked = self._numa_used
         self._bounds: dict[tuple[int, int, int, int, bool], float] = {}
+        self._perfects: dict[tuple[int, int, int, int, int, int, bool], float] = {}
         self._nested_roots: bool | None = None
         self._perfect = 1.0
 
@@ -337,8 +347,32 @@ class TopologyObjective:
     def is_perfect(self, score: float) -> bool:
         """True when `score` reaches the upper bound for allocations shaped like
         the last one scored (the allocator asks right after `score`, and every
-        allocation of one search has the same subrequests, so the same shape)."""
+        allocation of one search has the same subrequests, so the same shape),
+        or shaped like it but with other units reused (`_most_perfect`)."""
         return score >= self._perfect - _EPS
+
+    def _most_perfect(self, total: int, placed: int, rooted: int, numa_placed: int,
+                      reused_rooted: int, reused_numa: int, has_both: bool) -> float:
+        """The upper bound for an allocation of `total` units, `placed` of them
+        new (`rooted` on a PCIe root, `numa_placed` on a NUMA node) and the rest
+        used units taken again (`reused_rooted`, `reused_numa`), and for every
+        allocation of those units that takes up to all reusable units again
+        instead of new ones: reusing a shared device may reach a better tier
+        than new units alone, so only the most of these bounds is perfect."""
+        best = self._upper_bound(total, placed, rooted, numa_placed, has_both)
+        if not self._reusable:
+            return best
+        all_rooted, all_numa = rooted + reused_rooted, numa_placed + reused_numa
+        for k in range(min(len(self._reusable), total) + 1):
+            for k_root in range(max(0, k - (total - all_rooted)), min(k, all_rooted) + 1):
+                for k_numa in range(max(0, k - (total - all_numa)), min(k, all_numa) + 1):
+                    shape = (total, total - k, all_rooted - k_root, all_numa - k_numa,
+                             has_both)
+                    bound = self._bounds.get(shape)
+                    if bound is None:
+                        bound = self._bounds[shape] = self._upper_bound(*shape)
+                    best = max(best, bound)
+        return best
 
     def evaluate(self, picks: Sequence[Device]) -> Quality:
         topo = self._topology
@@ -352,12 +386,15 @@ class TopologyObjective:
             paired_accelerators=sum(1 for r in accel if r in nic_roots))
         units = {topo.unit_of[i]: t for i, t in known}
         new = [(u, t) for u, t in units.items() if u not in self._used]
+        reused = [t for u, t in units.items() if u in self._used]
         shape = (len(units), len(new), sum(1 for _, t in new if t.pcie_root is not None),
-                 sum(1 for _, t in new if t.numa_node is not None), has_both)
-        bound = self._bounds.get(shape)
-        if bound is None:
-            bound = self._bounds[shape] = self._upper_bound(*shape)
-        self._perfect = bound
+                 sum(1 for _, t in new if t.numa_node is not None),
+                 sum(1 for t in reused if t.pcie_root is not None),
+                 sum(1 for t in reused if t.numa_node is not None), has_both)
+        perfect = self._perfects.get(shape)
+        if perfect is None:
+            perfect = self._perfects[shape] = self._most_perfect(*shape)
+        self._perfect = perfect
         packing = self._packing(intact=self._intact([t for _, t in new]))
         return Quality(tier=tier, refinement=refinement, packing=packing,
                        score=self._combine(tier, refinement, packing))
@@ -385,13 +422,17 @@ class TopologyObjective:
         intact = _weighted_mean(bounds) if rooted == numa_placed == placed else max(
             (b for b, _ in bounds), default=1.0)
         packing = self._packing(intact=intact)
-        if known <= max(1, self._root_free):
+        # units taken again count as room in their groups (an over-estimate:
+        # all reusable ones, not only as many as the allocation reuses)
+        root_free, numa_free = ((self._root_free, self._numa_free) if placed == known
+                                else (self._root_room, self._numa_room))
+        if known <= max(1, root_free):
             return self._combine(ONE_ROOT, 1.0, packing)
-        same_root = _packed_pairs(known, self._root_free)
-        if known <= self._numa_free:
+        same_root = _packed_pairs(known, root_free)
+        if known <= numa_free:
             tier, closeness = ONE_NUMA, same_root / _pairs(known)
         else:
-            same_numa = _packed_pairs(known, self._numa_free)
+            same_numa = _packed_pairs(known, numa_free)
             tier, closeness = SPANNING, 0.5 * (same_root + same_numa) / _pairs(known)
         return self._combine(tier, 0.5 * closeness + 0.5 if has_both else closeness, packing)
 
@@ -494,8 +535,12 @@ def make_objective(*, node_view: NodeView, allocated: AllocatedState, config: To
     used = {topology.unit_of[i] for i in topology.devices
             if i in allocated.devices or i in allocated.multi_allocated}
     fill = len(used) / len(topology.units) if topology.units else 0.0
+    reusable = {unit for pool in node_view.pools for d in pool.devices
+                if d.allow_multiple_allocations and d.id not in allocated.devices
+                and (unit := topology.unit_of.get(d.id)) in used}
     return TopologyObjective(topology=topology, used=frozenset(used), fill=fill,
-                             config=config, first_fit=mode == "advisor")
+                             config=config, first_fit=mode == "advisor",
+                             reusable=frozenset(reusable))
 
 
 def priority(score: float | None) -> int:

@@ -301,10 +301,12 @@ def parse_classes(raw: Iterable[Mapping[str, Any]]) -> dict[str, DeviceClass]:
 
 class PlainObjective:
     """`inner` with only the parts every objective has (`first_fit`, `score`,
-    `is_perfect`) and the optional ones named in `keep`: the search uses none
-    of the others (`bound`, `blocks`, `score_class`, `twin_key`), so it skips
-    no branch, scores every allocation and, without `twin_key`, prunes no
-    twin. The reference a search using them must agree with."""
+    `is_perfect`, which never holds here) and the optional ones named in
+    `keep`: the search uses none of the others (`bound`, `blocks`,
+    `score_class`, `twin_key`), so it never stops early, skips no branch,
+    scores every allocation and, without `twin_key`, prunes no twin. The
+    exhaustive reference a search using them (and stopping early) must agree
+    with."""
 
     def __init__(self, inner: Any, *keep: str) -> None:
         self._inner = inner
@@ -316,4 +318,4 @@ class PlainObjective:
         return float(self._inner.score(picks))
 
     def is_perfect(self, score: float) -> bool:
-        return bool(self._inner.is_perfect(score))
+        return False
