@@ -193,8 +193,6 @@ class Search:
         self._bounded: bool | None = None  # decided at the first solution
         self._shape = (0, 0, 0)  # every allocation's units, accelerators, rooted NICs
         self._floor = -1.0  # a score some allocation is known to reach
-        # below this no allocation is perfect, whatever its shape (when shapes differ)
-        self._least_perfect = float("inf")
         self._stops: bool | None = None  # whether a perfect score may end it (`_one_shape`)
         # per candidate device, its class for the bound (where it is, its role);
         # the bound of a branch depends on its picks' classes only
@@ -773,12 +771,14 @@ class Search:
         """Whether no allocation holding the current picks can change the
         result, so the branch can be skipped: the objective's bound for them
         is at most the best score found (a later allocation replaces the best
-        only when it scores higher), and none of them is one where the search
-        would stop early. The search stops at an allocation that reaches the
-        objective's upper bound for its shape; when every allocation of the
-        search has one shape (`_boundable`), the best found did not reach it,
-        so nothing scoring at most the best does either. Skipping must also
-        skip no error: every request's selector results are known without CEL
+        only when it scores higher) or below a score some allocation reaches
+        (`_floor`). An allocation there where the search would stop early
+        scores at least every allocation of the search (`is_perfect`, which
+        counts the units it may take again, and every allocation has one
+        shape but for those: `_boundable`), so it scores as the best and
+        changes nothing either; a branch whose bound is perfect is still
+        searched, so the search stops where it would. Skipping must also skip
+        no error: every request's selector results are known without CEL
         errors, and no request is `All` or admin access."""
         if self._bounded is None:
             self._bounded = self._boundable()
@@ -793,7 +793,7 @@ class Search:
         if bound is None:
             bound = self._bounds[key] = self._bound(self._picked(), *self._shape)
         return (best is not None and (bound <= best or bound < self._floor)
-                and not self.objective.is_perfect(bound) and bound < self._least_perfect)
+                and not self.objective.is_perfect(bound))
 
     def _probe_blocks(self) -> float:
         """The best score of a first fit inside one PCIe root or NUMA node
@@ -872,8 +872,7 @@ class Search:
         it, no two candidates share a unit, and no shared device is a candidate
         of two requests (so none is picked twice). Shared devices other pods
         already use are declared to the objective (`reuse`); allocations then
-        differ in how many new units they take, and no branch is skipped where
-        an allocation of any of those shapes could be perfect."""
+        differ only in how many new units they take."""
         bound_key = getattr(self.objective, "bound_key", None)
         reuse = getattr(self.objective, "reuse", None)
         if bound_key is None or self.frozen is None:
@@ -908,26 +907,20 @@ class Search:
             profiles[id(request)] = adds.pop() if adds else None
         if len(set(units.values())) != len(units):
             return False
-        total = accelerators = rooted_nics = rooted = numa_placed = 0
+        total = accelerators = rooted_nics = 0
         for ci, per_claim in enumerate(self.requests):
             for ri, subs in enumerate(per_claim):
                 request = subs[self.frozen.get((ci, ri), 0)]
                 profile = profiles[id(request)]
                 if profile is None:
                     return False
-                no_root, no_numa, accelerator, nic = profile
+                no_root, _, accelerator, nic = profile
                 total += request.num_devices
                 accelerators += request.num_devices * accelerator
                 rooted_nics += request.num_devices * (nic and not no_root)
-                rooted += request.num_devices * (not no_root)
-                numa_placed += request.num_devices * (not no_numa)
         self._shape = (total, accelerators, rooted_nics)
-        reused = reuse(set(units.values())) if reuse is not None else 0
-        if reused:
-            least_perfect = getattr(self.objective, "least_perfect", None)
-            if least_perfect is None:
-                return False
-            self._least_perfect = least_perfect(total, rooted, numa_placed, reused)
+        if reuse is not None:
+            reuse(set(units.values()))
         return True
 
     def _never_fits(self, index: int) -> bool:

@@ -481,9 +481,6 @@ class _LazyObjective:
     def reuse(self, units: Set[Hashable]) -> int:
         return self._objective().reuse(units)
 
-    def least_perfect(self, total: int, rooted: int, numa_placed: int, reused: int) -> float:
-        return self._objective().least_perfect(total, rooted, numa_placed, reused)
-
 
 def request_of(claims: PodClaims, *, pod: Pod | None = None) -> CallState:
     pending = claims.pending

@@ -205,24 +205,6 @@ class TopologyObjective:
                               for g, n in self._numa_used.items()}
         return len(reused)
 
-    def least_perfect(self, total: int, rooted: int, numa_placed: int, reused: int) -> float:
-        """The lowest score `is_perfect` can accept for an allocation of `total`
-        units with a topology, `rooted` of them on a PCIe root and
-        `numa_placed` on a NUMA node, when up to `reused` of them are units
-        other pods use (their shapes differ in the new units)."""
-        least = math.inf
-        for k in range(min(reused, total) + 1):
-            for k_root in range(max(0, k - (total - rooted)), min(k, rooted) + 1):
-                for k_numa in range(max(0, k - (total - numa_placed)), min(k, numa_placed) + 1):
-                    for has_both in (False, True):
-                        shape = (total, total - k, rooted - k_root, numa_placed - k_numa,
-                                 has_both)
-                        bound = self._bounds.get(shape)
-                        if bound is None:
-                            bound = self._bounds[shape] = self._upper_bound(*shape)
-                        least = min(least, bound)
-        return least - _EPS
-
     def bound(self, picks: Sequence[Device], total: int, accelerators: int,
               rooted_nics: int) -> float:
         """An upper bound of the score of every allocation of `total` units,
