@@ -31,8 +31,7 @@ the search only refuses such a node (`NodeFit.refusal`).
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from fractions import Fraction
 
 from app.extender.extended import resource_classes
@@ -42,6 +41,7 @@ from app.inventory.usage import NodeUsage, Usage
 from app.model import Pod, PodDisruptionBudget
 from app.model.quantity import BINARY_SI, DECIMAL_SI, canonical_string
 from app.model.requests import PODS, Resources
+from app.preemption.importance import importance, pdb_violating
 
 # A pod that must go for room: the pod, its priority, the claims it holds.
 Extra = tuple[Pod, int, tuple[str, ...]]
@@ -223,35 +223,7 @@ class NodeFit:
 
 
 def _importance(entry: tuple[Usage, int]) -> tuple[int, float, str]:
-    """Most important first: higher priority, then the earlier start
-    (kube-scheduler's MoreImportantPod; a pod not started counts as now)."""
-    usage, priority = entry
-    start = math.inf if usage.start_time is None else usage.start_time
-    return (-priority, start, usage.key)
-
-
-def pdb_violating(pods: Sequence[tuple[Usage, int]],
-                  pdbs_in: Callable[[str], Iterable[PodDisruptionBudget]]) -> dict[str, bool]:
-    """Per pod uid, whether its going would violate a PodDisruptionBudget, as
-    kube-scheduler's FilterVictimsWithPDBViolation classes the potential
-    victims: most important first, each matching budget's allowance
-    decremented, a pod violating as soon as one goes below 0 (the budgets
-    after it are then left as they are)."""
-    allowed: dict[str, int] = {}
-    out = {}
-    for usage, _ in sorted(pods, key=_importance):
-        violating = False
-        if usage.labels:
-            for pdb in pdbs_in(usage.namespace):
-                if not pdb.selects(usage):
-                    continue
-                left = allowed.get(pdb.key, pdb.disruptions_allowed) - 1
-                allowed[pdb.key] = left
-                if left < 0:
-                    violating = True
-                    break
-        out[usage.uid] = violating
-    return out
+    return importance(*entry)
 
 
 def as_pod(usage: Usage) -> Pod:

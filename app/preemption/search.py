@@ -97,6 +97,7 @@ from app.preemption.ceiling import UNBOUNDED, ceiling
 from app.preemption.ceiling import Layout as CeilingLayout
 from app.preemption.ceiling import layout as ceiling_layout
 from app.preemption.fit import NodeFit
+from app.preemption.importance import importance, pdb_violation_count, start_of
 from app.topology import priority as topology_priority
 from app.topology.normalise import node_topology
 
@@ -191,7 +192,7 @@ class NodePreemption:
         if not self.victims:
             return (0, 0, 0, 0, 0, 0, -_score(self.score))
         top = max(v.priority for v in self.victims)
-        earliest = min(_start(v.pod) for v in self.victims if v.priority == top)
+        earliest = min(start_of(v.pod) for v in self.victims if v.priority == top)
         return (1, self.pdb_violations, top, _priority_sum(v.priority for v in self.victims),
                 len(self.victims), -earliest, -_score(self.score))
 
@@ -243,36 +244,18 @@ def _score(score: float | None) -> float:
     return -1.0 if score is None or math.isnan(score) else score
 
 
-def _start(pod: Pod) -> float:
-    # kube-scheduler takes a pod that has not started yet as starting now.
-    return math.inf if pod.start_time is None else pod.start_time
-
-
-def pdb_violations(victims: Iterable[Victim], pdbs: Mapping[str, Sequence[PodDisruptionBudget]]
+def pdb_violations(victims: Sequence[Victim], pdbs: Mapping[str, Sequence[PodDisruptionBudget]]
                    ) -> int:
-    """How many victims a PDB would not allow to go, counted as kube-scheduler's
-    filterPodsWithPDBViolation counts: most important victim first, each
-    covering PDB's allowance decremented, a pod violating once any goes below 0.
+    """How many victims a PDB would not allow to go (`app.preemption.importance`).
     `pdbs`: namespace -> its PDBs."""
     if not any(pdbs.get(v.pod.namespace) for v in victims):
         return 0
-    allowed: dict[str, int] = {}
-    count = 0
-    for victim in sorted(victims, key=_importance):
-        violated = False
-        for pdb in pdbs.get(victim.pod.namespace, ()):
-            if not pdb.selects(victim.pod):
-                continue
-            left = allowed.get(pdb.key, pdb.disruptions_allowed) - 1
-            allowed[pdb.key] = left
-            violated = violated or left < 0
-        count += violated
-    return count
+    return pdb_violation_count(((v.pod, v.priority) for v in victims),
+                               lambda namespace: pdbs.get(namespace, ()))
 
 
-def _importance(victim: Victim) -> tuple[float, float, str]:
-    """Most important first: higher priority, then the earlier start (MoreImportantPod)."""
-    return (-victim.priority, _start(victim.pod), victim.pod.key)
+def _importance(victim: Victim) -> tuple[int, float, str]:
+    return importance(victim.pod, victim.priority)
 
 
 @dataclass(slots=True)
@@ -731,11 +714,8 @@ class VictimSearch:
         if holders.terminating:
             return None
         eligible = holders.eligible
-        latest = -math.inf
-        for holder in holders.holding.values():
-            start = holder.pod.start_time
-            if start is None or start > latest:
-                latest = math.inf if start is None else start
+        latest = max((start_of(holder.pod) for holder in holders.holding.values()),
+                     default=-math.inf)
         # Per releasable claim: the highest priority among the pods it needs
         # gone, the devices its release frees for the pod, its reservers.
         released = []
@@ -1127,7 +1107,7 @@ class VictimSearch:
                 best, fewest = option, count
         return best, True
 
-    def _violations(self, victims: Iterable[Victim], pdbs: _Pdbs | None) -> int:
+    def _violations(self, victims: Sequence[Victim], pdbs: _Pdbs | None) -> int:
         if pdbs is None:
             return 0
         return pdb_violations(victims, self._pdbs_in({v.pod.namespace for v in victims}, pdbs))

@@ -280,6 +280,19 @@ def test_pdb_violations_are_counted_like_kube_scheduler() -> None:
     assert pdb_violations(pods[:1], {"default": list(inv.occupants.pdbs("default"))}) == 0
 
 
+def test_a_pod_counts_as_violating_at_the_first_budget_it_breaks() -> None:
+    # kube-scheduler's FilterVictimsWithPDBViolation stops at the first budget
+    # going below 0: x1 breaks a-tight and leaves b-loose's allowance of 1 to x2.
+    objs = [pdb("a-tight", {"app": "x"}, 0), pdb("b-loose", {"tier": "t"}, 1)]
+    objs += holder("x1", "n1", [], labels={"app": "x", "tier": "t"}, priority=3)
+    objs += holder("x2", "n1", [], labels={"tier": "t"}, priority=2)
+    inv = load(*objs)
+    pods = [Victim(pod=inv.pod(f"default/x{i}"), priority=4 - i, claims=()) for i in (1, 2)]
+    pdbs = list(inv.occupants.pdbs("default"))
+    assert pdb_violations(pods, {"default": pdbs}) == 1
+    assert pdb_violations(pods, {"default": pdbs[::-1]}) == 1
+
+
 def test_identical_nodes_share_one_search_and_name_their_own_pods() -> None:
     objs = [GPU_CLASS, want(2), preemptor()]
     for n in ("n1", "n2", "n3"):
