@@ -430,6 +430,10 @@ class _Problem:
     # kinds' matches, hardware, mode): with the usage once victims are gone, it
     # keys runs shared between nodes and problems.
     base: Hashable | None = None
+    # Positions of held devices that stay taken once every claim the node's
+    # pods hold is released (a nomination's hold, an assumption, another claim):
+    # the node's signature marks a device taken, not by how many.
+    stuck: int = 0
 
 
 @dataclass(slots=True, frozen=True)
@@ -850,7 +854,7 @@ class VictimSearch:
         index = {id(v.pod): i for i, v in enumerate(candidates)}
         claims = []
         shape = []
-        once = _held_once(entries)
+        once = _held_once([entry[4] for entry in entries])
         for spot, _, claim, needs, places, is_relevant in entries:
             at = (None if needs is None or not needs <= index.keys()
                   else frozenset(index[k] for k in needs))
@@ -867,13 +871,28 @@ class VictimSearch:
         # smallest sets, which each node does for itself (`_choose`).
         key: Hashable | None = None
         base: Hashable | None = None
+        stuck = 0
         if request.special is None:
-            key = HashedKey((request.claims.shape, facts.signature, facts.kinds,
+            stuck = self._stuck(state, holders.held, position)
+            key = HashedKey((request.claims.shape, facts.signature, stuck, facts.kinds,
                              self._first_fit, len(candidates), tuple(shape)))
             base = (request.claims.shape, facts.kinds, facts.hardware, self._first_fit)
         return _Problem(state=state, pending=request.pending, pods=candidates, claims=claims,
                         terminating=tuple(terminating), facts=facts, kinds=request.kinds,
-                        key=key, base=base)
+                        key=key, base=base, stuck=stuck)
+
+    def _stuck(self, state: NodeState, held: _Held, position: Mapping[str, int]) -> int:
+        """`_Problem.stuck` of the node, as a mask of positions."""
+        if not held:
+            return 0
+        left = self._inventory.allocated_without(state, held).devices
+        mask = 0
+        for _, _, ids in held.values():
+            for device in ids:
+                at = position.get(device)
+                if at is not None and device in left:
+                    mask |= 1 << at
+        return mask
 
     def _values_of(self, facts: _NodeFacts, needs: Sequence[_Need]
                    ) -> tuple[tuple[int, ...] | None, ...]:
@@ -1442,13 +1461,12 @@ def _wanted(request: CallState, needs: tuple[list[_Need], _Check] | None
     return tuple(wanted)
 
 
-def _held_once(entries: Sequence[tuple[Any, ...]]) -> bool:
-    """Whether no device of the node is in two of its held claims (entries of
-    `VictimSearch._problem`: their places fourth from the end)."""
+def _held_once(held: Sequence[tuple[int | None, ...]]) -> bool:
+    """Whether no device of the node is in two of its held claims (each claim's
+    device positions)."""
     seen: set[int | None] = set()
     count = 0
-    for entry in entries:
-        places = entry[4]
+    for places in held:
         seen.update(places)
         count += len(places)
     return len(seen) == count
@@ -1457,7 +1475,8 @@ def _held_once(entries: Sequence[tuple[Any, ...]]) -> bool:
 def _quick_key(problem: _Problem, idx: tuple[int, ...]) -> Hashable | None:
     """What fixes the node's state once the claims `idx` are gone, when each
     of them holds its devices plainly (`_Claim.plain`): the kind of run, the
-    node's hardware and usage, and the positions released; None otherwise."""
+    node's hardware and usage, the positions held by others too, and the
+    positions released; None otherwise."""
     if problem.base is None:
         return None
     gone = 0
@@ -1466,7 +1485,7 @@ def _quick_key(problem: _Problem, idx: tuple[int, ...]) -> Hashable | None:
         if plain is None:
             return None
         gone |= plain
-    return (problem.base, problem.facts.signature, gone)
+    return (problem.base, problem.facts.signature, problem.stuck, gone)
 
 
 def _frees(floor: _Floor) -> tuple[tuple[int, int], ...]:

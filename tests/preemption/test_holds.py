@@ -146,3 +146,48 @@ def test_the_hold_expires(nominated: Any) -> None:
     clock.now += 2
     assert inv.nominations() == []
     assert passes(ext, inv, "lower")
+
+
+def alike_but_held() -> Inventory:
+    """n1 and n2 alike: 4 GPUs taken by priority-0 pods, those on gpu-0 going;
+    h (priority 2000) is nominated on n1 for its gpu-0, which therefore stays
+    taken once n1-0 is gone."""
+    objs = [GPU_CLASS, template("want", requests=[request("gpu", "gpu")])]
+    for n in ("n1", "n2"):
+        objs += [node(n), *gpu_node(n)]
+        for i in range(4):
+            objs += holder(f"{n}-{i}", n, [f"{GPU}/{n}/gpu-{i}"], priority=0,
+                           deleting=(i == 0), start="2026-01-01T00:00:00Z")
+    inv = Inventory(clock=Clock())
+    for obj in [*objs, pending("h", 2000), pending("p", 1000)]:
+        inv.apply(obj["kind"], "ADDED", obj)
+    for kind in KINDS:
+        inv.mark_synced(kind)
+    _, search = searcher(inv)
+    h = search.search(inv.pod("default/h"), ["n1"]).best
+    assert h is not None and not h.victims
+    inv.nominate(Nomination(pod_key="default/h", pod_uid="uid-h", priority=2000, node="n1",
+                            allocations=h.allocation, victims=(),
+                            victim_claims=h.released_claims, started_at=0.0,
+                            expires_at=float("inf")))
+    return inv
+
+
+@pytest.mark.parametrize("order", [["n1", "n2"], ["n2", "n1"], None])
+def test_a_device_held_for_another_keeps_nodes_alike_apart(order: list[str] | None) -> None:
+    inv = alike_but_held()
+    _, search = searcher(inv)
+    p = inv.pod("default/p")
+    with inv.holds_lifted_for(p):
+        plan = search.search(p, order)
+    assert {n.node: [v.pod.name for v in n.victims] for n in plan.nodes} == {
+        "n1": ["n1-1"], "n2": []}
+
+
+def test_the_best_node_is_not_one_whose_going_device_is_held_for_another() -> None:
+    inv = alike_but_held()
+    _, search = searcher(inv)
+    p = inv.pod("default/p")
+    with inv.holds_lifted_for(p):
+        best = search.search(p, best_only=True).best
+    assert best is not None and best.node == "n2" and not best.victims
