@@ -20,13 +20,18 @@ The scheduling attempts after the victims' claims are deallocated are
 counted by drax (`drax_preemptor_attempts_total{claims}`, read from its
 /metrics before and after each round; the round's preemptor is the only
 nominated pod): each attempt of the nominated preemptor once (a refused
-filter of the nominated node alone and the filter of the other nodes that
-follows it in the same attempt are one), at its first filter, for which
-drax reads the victims' claims that its watch still shows allocated from the
-API server. An attempt whose read found one still allocated began before
-the deallocation (`allocated`); one answered with every claim deallocated or
-gone (`freed`), or with no read answered (`unread`), counts as after it,
-the binding attempt included. That is the figure judged.
+filter of the nominated node alone and the filter that follows it in the
+same attempt are one), at its first filter, for which drax reads the
+victims' claims that its watch still shows allocated from the API server.
+An attempt whose read found one still allocated began before the
+deallocation (`allocated`); one answered with every claim deallocated or
+gone (`freed`) is after it; one with no read answered (`unread`: a failed or
+timed-out read) may be either, and counts as after it, the binding attempt
+included: the figure judged is `freed` + `unread`, an upper bound on the
+attempts after the deallocation that reach drax. An attempt the scheduler's
+own filters end before calling the extender is not seen; in allocator mode
+the in-tree DynamicResources filter is off, and the pool's nodes pass the
+others.
 
 For context, the bracket the harness can see on its own: drax `filter`
 requests (two per refused attempt of a nominated pod) from just before the

@@ -4,12 +4,18 @@ drax sees kube-scheduler's attempts only as filter requests, and one attempt
 of a pod with `status.nominatedNodeName` can make two of them: the
 scheduler first tries the nominated node alone (`evaluateNominatedNode`: its
 own filters, then each extender's filter with that one node), and only when
-that leaves no node does it filter the other nodes, in the same attempt. So
-a filter starts a new attempt unless it follows, for the same pod, a filter
-of the nominated node alone that drax rejected, and is not itself one of the
-nominated node alone (which only a new attempt sends). A nominated node the
-scheduler's own filters refuse never reaches drax; the attempt's one filter
-then lists the other nodes, and starts the attempt as any other would.
+that leaves no node does it filter every node, the nominated one included,
+in the same attempt (`findNodesThatFitPod`). So the filter that follows, for
+the same pod, a filter of the nominated node alone that started an attempt
+and that drax rejected is that attempt's second pass, whatever nodes it
+lists: the nominated node alone again when it is the only one the
+scheduler's own filters pass (a pinned pod, a one-node pool, the other nodes
+full), and it reaches drax whenever the first pass did, as the scheduler's
+filters pass that node again on the same snapshot. Every other filter starts
+an attempt. A nominated node the scheduler's own filters refuse never
+reaches drax; the attempt's one filter then lists the other nodes, and
+starts the attempt as any other would. An attempt ended before any filter
+reaches drax (the scheduler's own filters refuse every node) is not seen.
 
 `Attempts` keeps, per preemptor, what its last filter was, and answers
 whether the next one starts an attempt; pure logic, no I/O (`Catchup` feeds
@@ -44,14 +50,14 @@ class Attempts:
         """Whether a filter of pod `key` (`uid`), nominated to `nominated_node`
         ("" when not), over `node_names`, is the first of a scheduling attempt."""
         last = self._last.get(key)
-        continuing = last is not None and last.uid == uid and last.nominated_alone_rejected
-        return not continuing or nominated_alone(nominated_node, node_names)
+        return not (last is not None and last.uid == uid and last.nominated_alone_rejected)
 
     def filtered(self, key: str, uid: str, nominated_node: str, node_names: Sequence[str],
-                 passed: Collection[str]) -> None:
-        """Note the answer drax gave that filter: the nodes that `passed`."""
+                 passed: Collection[str], *, started: bool) -> None:
+        """Note the answer drax gave that filter: the nodes that `passed`;
+        `started`: whether it started an attempt (`starts_attempt`)."""
         alone = nominated_alone(nominated_node, node_names)
-        self._last[key] = _Last(uid, alone and nominated_node not in passed)
+        self._last[key] = _Last(uid, started and alone and nominated_node not in passed)
 
     def forget(self, live: Callable[[str], bool]) -> None:
         """Forget every pod for which `live(key)` is False (its nomination ended)."""

@@ -33,9 +33,11 @@ sent for that filter found one still allocated at the API server
 (`allocated`: the attempt began before their deallocation); every one was
 deallocated or gone, as the watch or a read said (`freed`); or the watch
 still showed one allocated and no read of this filter said otherwise
-(`unread`: the API server did not answer, or drax is not connected). An
-attempt counted `freed` or `unread` is one after the deallocation, as far as
-drax can know.
+(`unread`: drax is not connected, or the read failed or timed out, so the
+claims may still have been allocated). Of the attempts that reach drax,
+those after the deallocation are thus at least the `freed` ones and at most
+`freed` + `unread`; an attempt that the scheduler's own filters end before
+any extender call is never seen.
 """
 
 from __future__ import annotations
@@ -140,7 +142,7 @@ class Catchup:
         names = list(node_names)
 
         def after(passed: Sequence[str]) -> None:
-            self._attempts.filtered(pod.key, pod.uid, nominated, names, passed)
+            self._attempts.filtered(pod.key, pod.uid, nominated, names, passed, started=starts)
 
         return after
 

@@ -18,7 +18,7 @@ def filters(ledger: Attempts, calls: list[tuple[list[str], list[str]]],
     started = []
     for names, passed in calls:
         started.append(ledger.starts_attempt(POD, uid, nominated, names))
-        ledger.filtered(POD, uid, nominated, names, passed)
+        ledger.filtered(POD, uid, nominated, names, passed, started=started[-1])
     return started
 
 
@@ -49,9 +49,14 @@ def test_every_filter_is_an_attempt_when_the_nominated_node_is_not_tried_alone()
     assert filters(ledger, [(["node-b"], []), (["node-b", "node-c"], [])]) == [True, True]
 
 
-def test_a_filter_of_the_nominated_node_alone_always_starts_an_attempt() -> None:
+def test_the_nominated_node_alone_again_after_its_refusal_is_the_same_attempt() -> None:
+    """The scheduler's second pass filters every node, the nominated one too:
+    when only that one passes its own filters (pinned, a one-node pool), drax
+    is sent it alone twice in one attempt."""
     ledger = Attempts()
-    assert filters(ledger, [(["node-a"], []), (["node-a"], [])]) == [True, True]
+    assert filters(ledger, [(["node-a"], []), (["node-a"], []),
+                            (["node-a"], []), (["node-a"], []),
+                            (["node-a"], ["node-a"])]) == [True, False, True, False, True]
 
 
 def test_a_new_pod_of_the_same_name_starts_over() -> None:
