@@ -162,10 +162,13 @@ def _details(plan: PreemptionPlan, inventory: Inventory
             lines.append("fits without victims" + (
                 " once " + ", ".join(p.key for p in found.terminating) + " finish terminating"
                 if found.terminating else ""))
+        released = set(found.released_claims)
         for v in found.victims:
-            lines.append(f"- {v.pod.key} (priority {v.priority}): " + (
-                "makes room for the pod's cpu, memory or pod count" if v.for_room
-                else "frees " + _devices_of(found, v.claims, inventory)))
+            frees = "frees " + _devices_of(found, v.claims, inventory)
+            if v.for_room:
+                frees = "makes room for the pod's cpu, memory or pod count" + (
+                    f"; {frees}" if released.intersection(v.claims) else "")
+            lines.append(f"- {v.pod.key} (priority {v.priority}): {frees}")
         if found.victims and found.terminating:
             lines.append("also counted as gone (terminating): "
                          + ", ".join(p.key for p in found.terminating))

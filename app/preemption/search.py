@@ -214,10 +214,12 @@ class PreemptionPlan:
         return self.nodes[0] if self.nodes else None
 
 
-def _fitted(fit: NodeFit, answer: NodePreemption | str) -> NodePreemption | str:
+def _fitted(fit: NodeFit, answer: NodePreemption | str,
+            claim_of: Callable[[str], ResourceClaim | None]) -> NodePreemption | str:
     """`answer` with the further pods that must go for the pod's cpu, memory
-    and pod count, or why even all lower-priority pods going would not leave
-    it room there (`app.preemption.fit`)."""
+    and pod count, and the claims released with them, or why even all
+    lower-priority pods going would not leave it room there
+    (`app.preemption.fit`)."""
     if isinstance(answer, str):
         return answer
     if not answer.victims:
@@ -232,7 +234,30 @@ def _fitted(fit: NodeFit, answer: NodePreemption | str) -> NodePreemption | str:
     room = (Victim(*e, for_room=True) for e in extra)
     victims = tuple(sorted((*answer.victims, *room), key=_importance))
     pdbs = {ns: list(fit.pdbs(ns)) for ns in {v.pod.namespace for v in victims}}
-    return replace(answer, victims=victims, pdb_violations=pdb_violations(victims, pdbs))
+    released = _released_with(answer, victims, claim_of)
+    return replace(answer, victims=victims, pdb_violations=pdb_violations(victims, pdbs),
+                   released=released, released_claims=tuple(c.key for c in released))
+
+
+def _released_with(answer: NodePreemption, victims: Sequence[Victim],
+                   claim_of: Callable[[str], ResourceClaim | None]
+                   ) -> tuple[ResourceClaim, ...]:
+    """`answer.released` and the claims of room victims that every pod
+    reserving them leaving (`victims`, `answer.terminating`) deallocates."""
+    leaving = {v.pod.uid for v in victims} | {t.uid for t in answer.terminating}
+    out = list(answer.released)
+    seen = {c.key for c in out}
+    for victim in victims:
+        if not victim.for_room:
+            continue
+        for key in victim.claims:
+            claim = claim_of(key)
+            if key in seen or claim is None or claim.allocation is None or not claim.reserved_for \
+                    or not {ref.uid for ref in claim.reserved_for} <= leaving:
+                continue
+            seen.add(key)
+            out.append(claim)
+    return tuple(out)
 
 
 def _priority_sum(priorities: Iterable[int]) -> int:
@@ -605,7 +630,7 @@ class VictimSearch:
             allow = None if allowed is None else allowed.get(name)
             prepared = self._prepare(pod, request, name)
             if isinstance(prepared, NodePreemption):
-                prepared = _fitted(fit, prepared)
+                prepared = _fitted(fit, prepared, self._inventory.claim)
             if isinstance(prepared, str):
                 refused[name] = prepared
             elif isinstance(prepared, NodePreemption):
@@ -645,7 +670,8 @@ class VictimSearch:
                 self.left_out += 1
                 continue
             held = holders.get(name) or self._holders(pod, p, state, allow)
-            answer = _fitted(fit, self._node(node_request, state, held, pdbs, fit))
+            answer = _fitted(fit, self._node(node_request, state, held, pdbs, fit),
+                             self._inventory.claim)
             if isinstance(answer, str):
                 refused[name] = answer
                 continue

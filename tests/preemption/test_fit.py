@@ -134,6 +134,25 @@ def test_lower_priority_pods_go_for_cpu_beside_the_device_victim() -> None:
     assert best is not None and [v.pod.name for v in best.victims] == ["cheap-0", "web"]
 
 
+def test_a_room_victims_claims_are_released_with_it() -> None:
+    # "web" holds cheap's NIC, of no use to the GPU preemptor: it goes for cpu
+    # alone, and its claim is deallocated as the device victim's is.
+    objs = [o for o in cluster(web=0) if o["metadata"]["name"] != "web"]
+    web = holder("web", "cheap", ["nic.example.com/cheap/nic-0"], request="nic")
+    with_cpu(web[-1], "6")
+    objs += [*web, gpu_node("cheap", roots=("r0",), nic_roots=("r0",))[-1]]
+    inv = load(*objs, with_cpu(preemptor(), "4"))
+    _, search = searcher(inv)
+    for best in (search.search(inv.pod("default/p")).best,
+                 search.search(inv.pod("default/p"), best_only=True).best):
+        assert best is not None and [v.pod.name for v in best.victims] == ["cheap-0", "web"]
+        assert [v.claims for v in best.victims] == [("default/cheap-0-claim",),
+                                                    ("default/web-claim",)]
+        assert best.released_claims == ("default/cheap-0-claim", "default/web-claim")
+        assert best.freed_devices == ("gpu.example.com/cheap/gpu-0",
+                                      "nic.example.com/cheap/nic-0")
+
+
 def test_room_victims_are_reprieved_as_kube_scheduler_reprieves() -> None:
     # 8 cpus: the device victim frees 1 and 7 are taken by four lower-priority
     # pods; the 4-cpu pod needs 3 more. All four go (8 free), then are
