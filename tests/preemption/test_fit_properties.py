@@ -1,8 +1,10 @@
 """The room victims over random nodes, against brute force: when `NodeFit.room`
 refuses, even every lower-priority pod going leaves the preemptor short; when
-it answers, the preemptor fits with the device victims and the room victims
-gone, every room victim is a running pod of lower priority, and none of them
-could be spared (kube-scheduler's reprieve leaves a minimal set)."""
+it answers, the room victims are exactly those kube-scheduler's
+SelectVictimsOnNode leaves, worked out here on its own terms: every lower-priority
+running pod beside the device victims gone, then each put back in turn (those
+whose going violates the PodDisruptionBudget first, then the others, each group
+most important first) and left back when the preemptor still fits."""
 
 from __future__ import annotations
 
@@ -43,7 +45,7 @@ def raw_pod(i: int, spec: dict[str, Any], node: str) -> dict[str, Any]:
 @given(pods=st.lists(pod_strategy, max_size=7), cpu=st.integers(1, 12),
        memory=st.integers(1, 8), max_pods=st.integers(2, 8), want_cpu=st.integers(0, 6),
        want_memory=st.integers(0, 4), allowed=st.integers(0, 2))
-def test_room_victims_fit_and_none_can_be_spared(
+def test_room_victims_are_those_select_victims_on_node_leaves(
         pods: list[dict[str, Any]], cpu: int, memory: int, max_pods: int, want_cpu: int,
         want_memory: int, allowed: int) -> None:
     inv = Inventory()
@@ -80,11 +82,33 @@ def test_room_victims_fit_and_none_can_be_spared(
     if isinstance(found, str):
         assert not fits(device_uids | eligible)
         return
-    extra = {pod.uid for pod, _, _ in found}
-    assert extra <= eligible
-    assert fits(device_uids | extra)
-    for uid in extra:
-        assert not fits(device_uids | extra - {uid})
+    assert {pod.uid for pod, _, _ in found} == select_victims(
+        parsed, pods, device_uids, eligible, allowed, fits)
+
+
+def select_victims(parsed: list[Any], pods: list[dict[str, Any]], device_uids: set[str],
+                   eligible: set[str], allowed: int, fits: Any) -> set[str]:
+    """SelectVictimsOnNode's reprieve over the pods beside the device victims,
+    with the one budget of the test ("app": "x", `allowed` disruptions)."""
+    spec_of = {u.uid: spec for u, spec in zip(parsed, pods, strict=True)}
+
+    def importance(u: Any) -> tuple[int, int, str]:
+        return (-spec_of[u.uid]["priority"], spec_of[u.uid]["start"], u.key)
+
+    violating = set()
+    budget = allowed
+    for u in sorted((u for u in parsed if u.uid in device_uids | eligible), key=importance):
+        if spec_of[u.uid]["labelled"]:
+            budget -= 1
+            if budget < 0:
+                violating.add(u.uid)
+    others = sorted((u for u in parsed if u.uid in eligible), key=importance)
+    gone = device_uids | eligible
+    for u in [*(u for u in others if u.uid in violating),
+              *(u for u in others if u.uid not in violating)]:
+        if fits(gone - {u.uid}):
+            gone = gone - {u.uid}
+    return gone - device_uids
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
