@@ -581,6 +581,9 @@ class VictimSearch:
         self._quick_runs: BoundedCache[Hashable, _Run] = BoundedCache(_SHARED_RUNS)
         self._countings: BoundedCache[Hashable, tuple[_Counting, bool]] = BoundedCache(
             _NODE_FACTS)
+        # Whether anything besides the claims of the pods on nodes holds devices
+        # (a nomination, an assumption): read once per search, for `_stuck`.
+        self._others_hold = True
         self.trials = 0  # allocator runs so far (for benchmarks and tests)
         self.states_read = 0  # node states read once claims are released (for tests)
         self.countings = 0  # nodes as they are read by counting for floors (for tests)
@@ -620,6 +623,8 @@ class VictimSearch:
                 "business, not drax's"))
         request = request_of(claims, pod=pod)
         names = self._inventory.node_names() if node_names is None else node_names
+        self._others_hold = bool(self._inventory.nominations()
+                                 or self._inventory.assumed_claims())
         # None: no PDB anywhere, so no victim can violate one
         pdbs: _Pdbs | None = {} if self._inventory.occupants.pdb_table() else None
         fit = NodeFit(pod, self._inventory, allowed)
@@ -909,7 +914,7 @@ class VictimSearch:
 
     def _stuck(self, state: NodeState, held: _Held, position: Mapping[str, int]) -> int:
         """`_Problem.stuck` of the node, as a mask of positions."""
-        if not held:
+        if not held or not self._others_hold:
             return 0
         left = self._inventory.allocated_without(state, held).devices
         mask = 0

@@ -148,10 +148,10 @@ def test_the_hold_expires(nominated: Any) -> None:
     assert passes(ext, inv, "lower")
 
 
-def alike_but_held() -> Inventory:
+def alike_but_held(hold: str = "nominated") -> Inventory:
     """n1 and n2 alike: 4 GPUs taken by priority-0 pods, those on gpu-0 going;
-    h (priority 2000) is nominated on n1 for its gpu-0, which therefore stays
-    taken once n1-0 is gone."""
+    n1's gpu-0 is held for h (priority 2000), nominated there or assumed
+    (`hold`), and therefore stays taken once n1-0 is gone."""
     objs = [GPU_CLASS, template("want", requests=[request("gpu", "gpu")])]
     for n in ("n1", "n2"):
         objs += [node(n), *gpu_node(n)]
@@ -166,6 +166,9 @@ def alike_but_held() -> Inventory:
     _, search = searcher(inv)
     h = search.search(inv.pod("default/h"), ["n1"]).best
     assert h is not None and not h.victims
+    if hold == "assumed":
+        inv.assume(pod=inv.pod("default/h"), allocations=h.allocation, ttl=600)
+        return inv
     inv.nominate(Nomination(pod_key="default/h", pod_uid="uid-h", priority=2000, node="n1",
                             allocations=h.allocation, victims=(),
                             victim_claims=h.released_claims, started_at=0.0,
@@ -173,9 +176,11 @@ def alike_but_held() -> Inventory:
     return inv
 
 
+@pytest.mark.parametrize("hold", ["nominated", "assumed"])
 @pytest.mark.parametrize("order", [["n1", "n2"], ["n2", "n1"], None])
-def test_a_device_held_for_another_keeps_nodes_alike_apart(order: list[str] | None) -> None:
-    inv = alike_but_held()
+def test_a_device_held_for_another_keeps_nodes_alike_apart(order: list[str] | None,
+                                                           hold: str) -> None:
+    inv = alike_but_held(hold)
     _, search = searcher(inv)
     p = inv.pod("default/p")
     with inv.holds_lifted_for(p):
