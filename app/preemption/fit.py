@@ -74,8 +74,10 @@ class NodeFit:
                      if pod.requests.scalars else frozenset())
         self._lower: dict[str, list[tuple[Usage, int]]] = {}
         self._base: dict[str, tuple[NodeUsage, Resources, int, Resources | None]] = {}
-        # per (node, victims): `room`'s answer (a node's pick and its answer ask twice)
-        self._rooms: dict[tuple[str, tuple[str, ...]], tuple[Extra, ...] | Shortfall] = {}
+        # per (node, victims, candidates): `room`'s answer (a node's pick and its
+        # answer ask twice)
+        self._rooms: dict[tuple[str, tuple[str, ...], tuple[str, ...]],
+                          tuple[Extra, ...] | Shortfall] = {}
 
     def refusal(self, node: str, victims: Iterable[Pod], candidates: Iterable[Pod] = ()
                 ) -> Shortfall | None:
@@ -103,8 +105,8 @@ class NodeFit:
         `victims` are gone, most important first (empty: it has room, or the
         node's size is unknown), or why even all of them going is not enough
         (see the module doc)."""
-        victims = tuple(victims)
-        memo = (node, tuple(v.key for v in victims))
+        victims, candidates = tuple(victims), tuple(candidates)
+        memo = (node, tuple(v.key for v in victims), tuple(c.uid for c in candidates))
         hit = self._rooms.get(memo)
         if hit is None:
             hit = self._rooms[memo] = self._room(node, victims, candidates)

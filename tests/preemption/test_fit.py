@@ -10,7 +10,7 @@ from typing import Any
 
 from app.inventory import Nomination
 from app.model.requests import Resources
-from app.preemption.fit import Shortfall, lacking
+from app.preemption.fit import NodeFit, Shortfall, lacking
 from app.preemption.verb import Offer, choose_victims
 from tests.extender.cluster import GPU_CLASS, gpu_node
 from tests.inventory.objects import exactly as request
@@ -293,3 +293,15 @@ def test_devices_held_for_a_pod_of_no_lower_priority_are_taken_for_the_search() 
         assert answer is not None
         found[name] = sorted(v.pod.name for v in answer.victims)
     assert found == {"low": ["n1-2", "n1-3"], "high": []}
+
+
+def test_the_room_answer_depends_on_the_pods_the_search_weighed() -> None:
+    # Offered pods the search did not weigh leave with the verb's answer: with
+    # "web" weighed it must go for room, with it unweighed it is leaving already.
+    inv = load(*cluster(web=0), with_cpu(preemptor(), "4"))
+    p, cheap0, web = (inv.pod(f"default/{n}") for n in ("p", "cheap-0", "web"))
+    assert p is not None and cheap0 is not None and web is not None
+    fit = NodeFit(p, inv, {"cheap": {cheap0.uid, web.uid}})
+    weighed = fit.room("cheap", [cheap0], [cheap0, web])
+    assert not isinstance(weighed, str) and [e[0].name for e in weighed] == ["web"]
+    assert fit.room("cheap", [cheap0], [cheap0]) == ()
