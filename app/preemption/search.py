@@ -381,27 +381,32 @@ class _Claim:
         return _freeable(self.claim, self.places, matched) if self.relevant else 0
 
 
+def _alone(result: DeviceRequestAllocationResult) -> bool:
+    """Whether the claim holding `result` holds its device alone, so that its
+    release frees it: not shared (`shareID`, consumed capacity), and not by
+    admin access (which takes nothing from others)."""
+    return result.share_id is None and not result.admin_access and not result.consumed_capacity
+
+
 def _freeable(claim: ResourceClaim, places: Sequence[int | None],
               matched: frozenset[int]) -> int:
     """The devices of `claim` (at `places` in the node's view, per result)
-    among `matched` that its release frees: not those it shares with other
-    claims. A mask of positions."""
+    among `matched` that its release frees (`_alone`). A mask of positions."""
     assert claim.allocation is not None
     mask = 0
     for at, r in zip(places, claim.allocation.results, strict=True):
-        if at is not None and at in matched and r.share_id is None:
+        if at is not None and at in matched and _alone(r):
             mask |= 1 << at
     return mask
 
 
 def _plain(claim: ResourceClaim, places: Sequence[int | None]) -> int:
-    """The devices `claim` holds plainly (no share, no admin access: only it
-    holds them), at `places` in the node's view, per result. A mask of
-    positions."""
+    """The devices `claim` holds plainly (`_alone`), at `places` in the
+    node's view, per result. A mask of positions."""
     assert claim.allocation is not None
     mask = 0
     for at, r in zip(places, claim.allocation.results, strict=True):
-        if at is not None and r.share_id is None and not r.admin_access:
+        if at is not None and _alone(r):
             mask |= 1 << at
     return mask
 
@@ -500,11 +505,9 @@ def _spots(results: Sequence[DeviceRequestAllocationResult],
     when it is not plain."""
     if len(results) == 1:
         r, at = results[0], places[0]
-        if at is not None and not r.admin_access and r.share_id is None \
-                and not r.consumed_capacity:
+        if at is not None and _alone(r):
             return (0, at)
-    if None not in places and not any(
-            r.admin_access or r.share_id is not None or r.consumed_capacity for r in results):
+    if None not in places and all(_alone(r) for r in results):
         return (0, *sorted(places))  # type: ignore[type-var]
     return (1, *sorted(repr((r.device_id if at is None else at, r.admin_access,
                              r.share_id is not None,

@@ -7,9 +7,19 @@ from typing import Any
 from app.extender import Extender
 from app.features import FeatureGates
 from app.model.objects import PriorityClass
+from app.model.parse import parse_resource_claim
 from app.preemption import Victim, VictimSearch, pdb_violations, priority_of
+from app.preemption.search import _freeable, _plain
 from tests.extender.cluster import GPU_CLASS, NIC_CLASS, ROOT, gpu_node
-from tests.inventory.objects import device, device_class, node, resource_slice, template
+from tests.inventory.objects import (
+    claim,
+    device,
+    device_class,
+    node,
+    resource_slice,
+    result,
+    template,
+)
 from tests.inventory.objects import exactly as request
 from tests.preemption.builders import answer, holder, load, pdb, preemptor, searcher
 
@@ -563,3 +573,13 @@ def test_a_best_only_search_leaves_out_nodes_whose_pods_all_started_earlier() ->
     best = search.search(inv.pod("default/p"), best_only=True)
     assert answer(best.best) == answer(full.best) and best.best.node == "n1"
     assert search.left_out == 1
+
+
+def test_a_claim_frees_only_the_devices_it_holds_alone() -> None:
+    # admin access takes nothing from others, a shared result is not its alone:
+    # the counting's freeable devices and the quick runs' plain ones agree.
+    held = parse_resource_claim(claim("c", results=[
+        result("gpu", f"{GPU}/n1/gpu-0"), result("gpu", f"{GPU}/n1/gpu-1", adminAccess=True),
+        result("gpu", f"{GPU}/n1/gpu-2", shareID="s1")]))
+    places = (0, 1, 2)
+    assert _freeable(held, places, frozenset(places)) == _plain(held, places) == 0b001
