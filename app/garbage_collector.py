@@ -15,16 +15,30 @@ full pass rescans every long-lived object that is not frozen. So:
 
 Nothing is lost by either: the paused work creates no cycle, and frozen
 objects are still freed by reference counting.
+
+A full (oldest-generation) pass still scans whatever survived since the last
+freeze, and at a large cluster that takes tens of milliseconds, charged to
+whichever verb allocated last. `defer_full_collections()` raises the automatic
+trigger to `FULL_CAP` young passes (the default is 10), and `idle_collector()`
+runs the full pass itself once no verb has been in flight for a quiet
+interval. Each verb is counted with `verb()`. The cap stays: under traffic
+with no quiet interval the automatic pass still runs, so garbage cycles cannot
+pile up without bound.
 """
 
 from __future__ import annotations
 
+import asyncio
 import gc
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 _pauses = 0
 _restore = False
+_verbs = 0
+_last_verb = 0.0
+FULL_CAP = 100  # young passes before an automatic full one, idle or not
 
 
 @contextmanager
@@ -48,3 +62,39 @@ def paused(*, then_freeze: bool = False) -> Iterator[None]:
 def freeze() -> None:
     """Everything alive now leaves the collector's passes for good."""
     gc.freeze()
+
+
+def defer_full_collections(cap: int = FULL_CAP) -> None:
+    """Automatic full passes only after `cap` young ones; the idle collector runs them sooner."""
+    young, middle, _ = gc.get_threshold()
+    gc.set_threshold(young, middle, cap)
+
+
+@contextmanager
+def verb() -> Iterator[None]:
+    """Marks a verb in flight: no idle collection starts until it and a quiet interval end."""
+    global _verbs, _last_verb
+    _verbs += 1
+    try:
+        yield
+    finally:
+        _verbs -= 1
+        _last_verb = time.monotonic()
+
+
+def collect_if_idle(quiet: float) -> bool:
+    """A full pass if young passes ran since the last one, no verb is in flight and none
+    ended within `quiet` seconds; True if it ran."""
+    if _verbs or _pauses or gc.get_count()[2] == 0:
+        return False
+    if time.monotonic() - _last_verb < quiet:
+        return False
+    gc.collect()
+    return True
+
+
+async def idle_collector(*, quiet: float = 1.0, every: float = 0.5) -> None:
+    """Runs `collect_if_idle` every `every` seconds, for as long as the task lives."""
+    while True:
+        await asyncio.sleep(every)
+        collect_if_idle(quiet)

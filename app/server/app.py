@@ -32,7 +32,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
-from app import __version__
+from app import __version__, garbage_collector
 from app.extender import BindCause, BindFailure, Extender
 from app.model import Pod
 from app.preemption import Offer, VictimSearch, choose_victims
@@ -170,7 +170,8 @@ class ExtenderEdge:
                 self.on_request()
             in_flight.inc()
             try:
-                response = await answer(request)
+                with garbage_collector.verb():
+                    response = await answer(request)
             finally:
                 in_flight.dec()
             response_bytes.observe(len(response.body))

@@ -19,6 +19,7 @@ from typing import Any, Final, Literal
 
 import uvicorn
 
+from app import garbage_collector
 from app.server.tls import ReloadingContext
 
 # kube-scheduler keeps connections alive (Go's idle timeout is 90 s); closing
@@ -69,6 +70,9 @@ async def serve_all(listeners: Sequence[Listener]) -> bool:
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop)
+    # Full collections wait for a quiet moment between verbs.
+    garbage_collector.defer_full_collections()
+    collector = loop.create_task(garbage_collector.idle_collector())
     try:
         main, *others = [loop.create_task(each.serve()) for each in listeners]
         # The first listener carries the app's lifespan: if it fails to start or
@@ -76,6 +80,7 @@ async def serve_all(listeners: Sequence[Listener]) -> bool:
         main.add_done_callback(lambda _: stop())
         await asyncio.gather(main, *others)
     finally:
+        collector.cancel()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
     return listeners[0].started
