@@ -962,23 +962,33 @@ class Search:
         return DONE if perfect and self._stops else FAIL
 
     def _one_shape(self) -> bool:
-        """Whether no device can serve two of the search's requests: a shared
-        device (`allowMultipleAllocations`) that can is taken twice by some
-        allocations, which then hold fewer units than the one just scored and
-        may beat the objective's perfect score for that one's shape, so the
-        search does not stop early."""
+        """Whether every allocation of the search has the shape of the one just
+        scored, so that the objective's perfect score for it is the most any
+        reaches. Not where a candidate (a device some request may take and
+        that fits) varies the shape (the objective's `shape_unit` is None: no
+        PCIe root or NUMA node) or shares its unit with another candidate (partitions
+        of one GPU: an allocation of both holds fewer units), nor where a
+        shared device (`allowMultipleAllocations`) can serve two of the
+        search's requests (an allocation taking it twice holds fewer units).
+        There the search does not stop early."""
         assert self.frozen is not None
         requests = [subs[self.frozen.get((ci, ri), 0)]
                     for ci, per_claim in enumerate(self.requests)
                     for ri, subs in enumerate(per_claim)]
-        if len(requests) < 2:
-            return True
+        shape_unit = getattr(self.objective, "shape_unit", None)
+        units: set[Hashable] = set()
         for index, device in enumerate(self.devices):
-            if not device.allow_multiple_allocations or self.static_used[index]:
-                continue
             position = self.view_position[index]
-            if sum(1 for r in requests
-                   if r.known is None or r.known[position] is not False) > 1:
+            takers = sum(1 for r in requests
+                         if r.known is None or r.known[position] is not False)
+            if not takers or self._never_fits(index):
+                continue
+            if shape_unit is not None:
+                unit = shape_unit(device)
+                if unit is None or unit in units:
+                    return False
+                units.add(unit)
+            if takers > 1 and device.allow_multiple_allocations and not self.static_used[index]:
                 return False
         return True
 

@@ -461,6 +461,9 @@ class _LazyObjective:
     def is_perfect(self, score: float) -> bool:
         return self._objective().is_perfect(score)
 
+    def shape_unit(self, device: Device) -> Hashable | None:
+        return self._objective().shape_unit(device)
+
     def twin_key(self, device: Device) -> Hashable | None:
         twin = getattr(self._objective(), "twin_key", None)
         return None if twin is None else twin(device)

@@ -176,6 +176,23 @@ class TopologyObjective:
         return (topo.of(device), device.id in topo.accelerators, device.id in topo.nics,
                 unit is not None and unit in self._used)
 
+    def shape_unit(self, device: Device) -> Hashable | None:
+        """The unit the device adds to an allocation's shape (what `is_perfect`
+        reads), where it adds what a whole device of its own on a PCIe root and
+        a NUMA node adds; None for a device without one of them (the bound counts
+        closeness in groups it is not in) or a partition of a GPU other pods
+        use (taken, it is a unit in use, not a new one). A search
+        whose candidates all have distinct such units makes allocations of one
+        shape; others (two partitions of one GPU hold one unit) may beat the
+        perfect score for the shape of the first, and do not stop early."""
+        topo = self._topology
+        unit = topo.unit_of.get(device.id)
+        t = topo.of(device)
+        if unit is None or t.pcie_root is None or t.numa_node is None or (
+                device.consumes_counters and unit in self._used):
+            return None
+        return unit
+
     def bound_key(self, device: Device) -> tuple[Hashable, Hashable, Hashable] | None:
         """(its unit, what it adds to an allocation's shape, all `bound` reads
         of it) for a free device that counts as a new unit with a topology;

@@ -1,13 +1,14 @@
 """The bounded best-allocation search returns what the unbounded one returns.
 
 Once an allocation is found, the search skips a branch whose picks cannot lead
-to a higher score than the best so far (nor to one the objective calls
-perfect), and looks first inside a PCIe root or NUMA node that can hold the
-whole pod for a score to beat. Skipping must change nothing but the work:
-over random nodes (PCIe roots on NUMA nodes, GPUs, partitioned GPUs, NICs,
-devices without a topology, some taken) and random pods (several claims,
-`matchAttribute`, `firstAvailable`), the chosen devices, score, reason and
-error equal those of the same search with the bound taken away.
+to a higher score than the best so far, stops at a score the objective calls
+perfect where every allocation has one shape, and looks first inside a PCIe
+root or NUMA node that can hold the whole pod for a score to beat. Skipping
+and stopping must change nothing but the work: over random nodes (PCIe roots
+on NUMA nodes, GPUs, partitioned GPUs, NICs, devices without a topology, some
+taken) and random pods (several claims, `matchAttribute`, `firstAvailable`),
+the chosen devices, score, reason and error equal those of the same search
+with the bound and the early stop taken away.
 """
 
 from __future__ import annotations
@@ -52,10 +53,10 @@ CLASSES = parse_classes([cls("gpu", f"device.driver == '{GPU}'"),
 FULL = f'device.attributes["{GPU}"].kind == "full"'
 
 
-def _unbounded(objective: Any, *keep: str) -> PlainObjective:
+def _unbounded(objective: Any) -> PlainObjective:
     """The same objective without its bound and its early stop: the search
     skips no branch and stops at no score."""
-    return PlainObjective(objective, "twin_key", *keep)
+    return PlainObjective(objective, "twin_key")
 
 
 @st.composite
@@ -134,12 +135,12 @@ def known_matches(view: NodeView) -> KnownMatches:
 
 
 def _objective(view: NodeView, allocated: AllocatedState, *, bounded: bool = True,
-               config: TopologyConfig | None = None, keep: Sequence[str] = ()) -> Any:
+               config: TopologyConfig | None = None) -> Any:
     """drax's allocator-mode objective for the node, with or without its bound
-    (and early stop, unless `keep` names `is_perfect`)."""
+    and early stop."""
     objective = make_objective(node_view=view, allocated=allocated,
                                config=config or TopologyConfig(), mode="allocator")
-    return objective if bounded else _unbounded(objective, *keep)
+    return objective if bounded else _unbounded(objective)
 
 
 def _search(claims: Sequence[ResourceClaim], view: NodeView, allocated: AllocatedState, *,
@@ -175,14 +176,8 @@ def test_bounded_search_returns_what_the_unbounded_search_returns(
     allocated = AllocatedState(devices=frozenset(ids[n] for n in taken))
     claims = [parse_object("ResourceClaim", c) for c in raw_claims]
     config = TopologyConfig(packing="spread" if spread else "binpack")
-    # Where every device is a unit with a PCIe root, the reference is exhaustive;
-    # partitions and devices without one vary an allocation's shape, and there
-    # the reference stops where the objective calls a score perfect.
-    regular = all(ROOT in d["attributes"] and "consumesCounters" not in d
-                  for s in raw_slices for d in s["spec"].get("devices", ()))
-    keep = () if regular else ("is_perfect",)
     _same(*(_search(claims, view, allocated, objective=_objective(
-        view, allocated, bounded=bounded, config=config, keep=keep))
+        view, allocated, bounded=bounded, config=config))
         for bounded in (True, False)))
 
 
@@ -490,3 +485,50 @@ def test_the_search_goes_on_past_new_units_for_a_shared_gpu_two_requests_take() 
     _same(found, _search(pod, view, allocated, objective=_objective(view, allocated,
                                                                     bounded=False)),
           results=False)
+
+
+def test_the_search_goes_on_past_a_gpu_without_a_root_for_two_halves_of_it() -> None:
+    """A GPU without a PCIe root beside a rooted one is one placed unit, perfect
+    for that shape; the two halves of the root-less GPU hold no placed unit and
+    score higher, so partitions and root-less GPUs keep the search going."""
+    gpus: list[dict[str, Any]] = []
+    counters: dict[str, dict[str, str]] = {}
+    for name, root in (("gpu-0-0", None), ("gpu-0-1", "pci-0"), ("gpu-1-0", "pci-1")):
+        attrs = {"kind": "full", **({ROOT: root} if root else {})}
+        counters[name] = {"mem": "2"}
+        gpus.append(dev(name, attrs, consumesCounters=consumes(name, mem="2")))
+        gpus += [dev(f"{name}-half-{h}", {**attrs, "kind": "half"},
+                     consumesCounters=consumes(name, mem="1")) for h in range(2)]
+    nics = [dev("nic-0-0", {ROOT: "pci-0", NUMA: 0}), dev("nic-1-0", {ROOT: "pci-1", NUMA: 0})]
+    view = node_view([sl("gpus", gpus, driver=GPU, pool="gpus", count=2),
+                      sl("nics", nics, driver=NIC, pool="nics"),
+                      sl("gpu-counters", driver=GPU, pool="gpus", count=2, counters=counters)],
+                     node_obj())
+    allocated = AllocatedState()
+    pod = [parse_object("ResourceClaim", claim("c0", req("gpu", "gpu", count=2)))]
+    found = _search(pod, view, allocated, objective=_objective(view, allocated))
+    assert [d.name for d in found.picks] == ["gpu-0-0-half-0", "gpu-0-0-half-1"]
+    _same(found, _search(pod, view, allocated,
+                         objective=_objective(view, allocated, bounded=False)))
+
+
+def test_the_search_goes_on_past_gpus_on_roots_without_a_numa_node() -> None:
+    """GPUs on PCIe roots no device places on a NUMA node: the bound for three
+    of them counts no two on one NUMA node, below what they score, so the
+    search does not stop at the first (0.2147), and finds two on pci-0 beside
+    gpu-1-0 (0.2156)."""
+    gpus = [dev(n, {"kind": "full", ROOT: r}) for n, r in (
+        ("gpu-0-0", "pci-0"), ("gpu-0-1", "pci-0"), ("gpu-1-0", "pci-1"),
+        ("gpu-3-0", "pci-3"), ("gpu-3-1", "pci-3"))]
+    view = node_view([sl("gpus", gpus, driver=GPU, pool="gpus"),
+                      sl("nics", [dev("nic-2-0", {ROOT: "pci-2", NUMA: 0})], driver=NIC,
+                         pool="nics")], node_obj())
+    allocated = AllocatedState()
+    pod = [parse_object("ResourceClaim", claim(
+        f"c{c}", first("gpu", sub("many", "gpu", count=count), sub("one", "gpu", count=1)),
+        constraints=[match(ROOT)])) for c, count in ((0, 1), (1, 2))]
+    config = TopologyConfig(packing="spread")
+    found = _search(pod, view, allocated, objective=_objective(view, allocated, config=config))
+    assert [d.name for d in found.picks] == ["gpu-1-0", "gpu-0-0", "gpu-0-1"]
+    _same(found, _search(pod, view, allocated, objective=_objective(
+        view, allocated, bounded=False, config=config)))
