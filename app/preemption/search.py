@@ -758,6 +758,9 @@ class VictimSearch:
         # gone, the devices its release frees for the pod, its reservers.
         released = []
         position = facts.position
+        # Devices another holder keeps taken are neither freed for the pod nor
+        # released from the fill a ceiling reads (`_frees`).
+        kept = ~self._stuck(state, holders.held, position)
         for claim, reservers, ids in holders.held.values():
             only = reservers[0] if len(reservers) == 1 else None
             if only is not None and id(only) in eligible:
@@ -771,7 +774,7 @@ class VictimSearch:
                 if not found:
                     return None  # released once the pods going are gone
                 gone, top = found, max(eligible[k] for k in found)
-            plain = _plain(claim, tuple(map(position.get, ids)))
+            plain = _plain(claim, tuple(map(position.get, ids))) & kept
             released.append((top, plain & layout.matched_mask, reservers, gone, plain))
         # What counting reads of the node as it is: the same on nodes alike.
         counted_key = (facts.signature, facts.kinds, tuple(needs_list))
@@ -818,7 +821,8 @@ class VictimSearch:
                 matched |= mask
             shape = self._shapes.put(shape_key, ceiling_layout(
                 node_topology(state.view, config), facts.devices, matched))
-        # Node-independent: nodes of one kind, usage and holdings share it.
+        # Node-independent: nodes of one kind, usage and holdings share it
+        # (`frees` leaves out the devices held for others that stay taken).
         key = (facts.signature, facts.kinds, wanted, frees)
         hit = self._ceilings.get(key)
         if hit is None:
@@ -1524,10 +1528,11 @@ def _quick_key(problem: _Problem, idx: tuple[int, ...]) -> Hashable | None:
 
 def _frees(floor: _Floor) -> tuple[tuple[int, int], ...]:
     """Per position of a device some victim set can release (held plainly by
-    a releasable claim), the devices surely released with it (a mask of
-    positions): those its claim holds plainly, and those of every claim
-    needing no pod beyond the ones that claim needs gone. In position order,
-    so nodes alike share one ceiling."""
+    a releasable claim, and by no nomination or assumption that stays), the
+    devices surely released with it (a mask of positions): those its claim
+    holds plainly, and those of every claim needing no pod beyond the ones
+    that claim needs gone. In position order, so nodes alike share one
+    ceiling."""
     by_pods: dict[frozenset[int], int] = {}
     claims = []
     for _, _, _, gone, plain in floor.released:

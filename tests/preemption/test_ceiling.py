@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from typing import Any
 
-from app.allocator.types import AllocatedState
+from app.allocator.types import AllocatedState, ClaimAllocation
 from app.extender.signature import flat_devices
+from app.inventory import Nomination
 from app.preemption.ceiling import UNBOUNDED, ceiling, layout, one_root_score
 from app.topology import TopologyConfig, make_objective
 from app.topology.normalise import node_topology
@@ -96,3 +98,43 @@ def test_a_best_only_search_leaves_out_tied_nodes_whose_score_cannot_win() -> No
     best = search.search(inv.pod("default/p"), best_only=True)
     assert best.best is not None and answer(best.best) == answer(full.best)
     assert search.left_out == 2
+
+
+def test_a_device_held_for_another_stays_used_in_the_ceiling() -> None:
+    # a and b alike: every GPU taken by a pod of priority 0, the even ones
+    # together with their root's NIC. On b, nic-0 is held for h (a higher
+    # priority) too, so it stays used once b-0 goes: r0 is then not wholly
+    # free, and b's answer scores above a's. Read as freed, b's ceiling
+    # would be a's score, and b (a later name) left out.
+    objs: list[Any] = [GPU_CLASS, NIC_CLASS]
+    for name in ("a", "b"):
+        objs.append(numa_node(name))
+        for i in range(8):
+            held = [f"{GPU}/{name}/gpu-{i}"]
+            if i % 2 == 0:
+                held.append(f"{NIC}/{name}/nic-{i // 2}")
+            objs += holder(f"{name}-{i}", name, held)
+    objs += [template("want", requests=[exactly("gpu", "gpu", count=2)]), preemptor(),
+             preemptor("h", priority=2000)]
+    inv = load(*objs)
+    allocation = inv.claim("default/b-0-claim").allocation
+    assert allocation is not None
+    nic = tuple(r for r in allocation.results if r.device == "nic-0")
+    inv.nominate(Nomination(
+        pod_key="default/h", pod_uid="uid-h", priority=2000, node="b",
+        allocations=(ClaimAllocation(claim_key="default/h-claim",
+                                     allocation=dataclasses.replace(allocation, results=nic)),),
+        victims=(("default/b-0", "uid-b-0"),), victim_claims=("default/b-0-claim",),
+        started_at=0.0, expires_at=float("inf")))
+    p = inv.pod("default/p")
+    _, search = searcher(inv)
+    with inv.holds_lifted_for(p):
+        full = search.search(p)
+    assert [n.node for n in full.nodes] == ["b", "a"]
+    assert full.nodes[0].rank_key()[:6] == full.nodes[1].rank_key()[:6]
+    assert full.nodes[0].score is not None and full.nodes[1].score is not None
+    assert full.nodes[0].score > full.nodes[1].score
+    _, search = searcher(inv)
+    with inv.holds_lifted_for(p):
+        best = search.search(p, best_only=True).best
+    assert best is not None and full.best is not None and answer(best) == answer(full.best)

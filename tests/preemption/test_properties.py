@@ -8,7 +8,8 @@ the pods and counting free GPUs itself, and compares with the search. Nodes
 come in identical copies, so answers shared between nodes (one search per
 problem, one allocator run per node state once victims are gone, per-root
 enumeration) are checked against the same node searched alone, and the search
-for the best node alone (nodes that cannot win left out) against the full one.
+for the best node alone (nodes that cannot win left out) against the full one,
+also with GPUs held for other pods by nominations.
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from app.allocator.types import ClaimAllocation
+from app.inventory import Inventory, Nomination
+from app.model import AllocationResult, DeviceRequestAllocationResult
 from tests.extender.cluster import GPU_CLASS, ROOT, gpu_node
 from tests.inventory.objects import (
     claim,
@@ -195,13 +199,37 @@ def test_victims_never_exceed_the_brute_force_minimum(spec: dict[str, Any], mode
 # Few priorities (one negative) and start times over several different nodes: nodes tie on
 # the first terms of the ranking, so leaving one out wrongly shows; with NUMA nodes or
 # without, so they also tie on victims and differ in topology score.
+# Some GPUs are held for other pods too (nominations of a higher priority, which stay
+# taken once their claims go, or of a lower one, which the preemptor may take).
+holds_st = st.lists(st.tuples(st.integers(0, 4), st.integers(0, 4), st.sampled_from([10, 1000])),
+                    max_size=3)
 tied_st = st.fixed_dictionaries({
     "nodes": st.lists(st.tuples(node_strategy([-3, 0, 0, 1, 49], roots=["r0", "r1", "r2"]),
                                 st.just(1)), min_size=2, max_size=4),
     "count": st.integers(1, 3),
     "same_root": st.booleans(),
     "numa": st.booleans(),
+    "holds": holds_st,
 })
+
+
+def nominate(inv: Inventory, spec: dict[str, Any]) -> None:
+    """Hold `spec["holds"]` (node, GPU, priority) for pods of that priority,
+    one nomination per node and priority."""
+    held: dict[tuple[int, int], set[int]] = {}
+    for n, g, prio in spec.get("holds", ()):
+        if n < len(spec["nodes"]) and g < len(spec["nodes"][n][0]["roots"]):
+            held.setdefault((n, prio), set()).add(g)
+    for (n, prio), gpus in sorted(held.items()):
+        results = tuple(DeviceRequestAllocationResult(request="gpu", driver=GPU, pool=f"n{n}",
+                                                      device=f"gpu-{g}") for g in sorted(gpus))
+        key = f"default/h{n}-{prio}"
+        inv.nominate(Nomination(pod_key=key, pod_uid=f"uid-{key}", priority=prio, node=f"n{n}",
+                                allocations=(ClaimAllocation(claim_key=f"{key}-claim",
+                                                             allocation=AllocationResult(
+                                                                 results=results)),),
+                                victims=(), victim_claims=(), started_at=0.0,
+                                expires_at=float("inf")))
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -209,10 +237,14 @@ tied_st = st.fixed_dictionaries({
 def test_the_best_node_alone_is_the_best_of_every_node(spec: dict[str, Any], mode: str) -> None:
     objs, _ = build({**spec, "nodes": [ns for ns, _ in spec["nodes"]]})
     inv = load(*objs)
+    nominate(inv, spec)
+    p = inv.pod("default/p")
     _, search = searcher(inv, mode=mode)
-    plan = search.search(inv.pod("default/p"))
+    with inv.holds_lifted_for(p):
+        plan = search.search(p)
     _, best_search = searcher(inv, mode=mode)
-    best = best_search.search(inv.pod("default/p"), best_only=True).best
+    with inv.holds_lifted_for(p):
+        best = best_search.search(p, best_only=True).best
     assert (best is None) == (plan.best is None)
     if best is not None and plan.best is not None:
         assert answer(best) == answer(plan.best)
@@ -228,6 +260,7 @@ scored_st = st.fixed_dictionaries({
     "count": st.integers(1, 3),
     "same_root": st.booleans(),
     "numa": st.booleans(),
+    "holds": holds_st,
 })
 
 
