@@ -94,8 +94,9 @@ def conditions(h: KubeHarness, name: str) -> list[dict[str, Any]]:
     return [] if pod is None else list((pod.get("status") or {}).get("conditions") or [])
 
 
-async def start_with_preemptor(h: KubeHarness) -> None:
-    c, p = preemptor()
+async def start_with_preemptor(
+        h: KubeHarness, made: tuple[dict[str, Any], dict[str, Any]] | None = None) -> None:
+    c, p = made or preemptor()
     h.server.create("resourceclaims", c)
     h.server.create("pods", p)
     h.watch()
@@ -668,10 +669,7 @@ async def test_a_preemptor_refused_for_room_is_searched_again_once_a_pod_there_c
         h.server.create("pods", busy("web", "node-a", "7"))
         c, p = preemptor()
         p["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "4"}}
-        h.server.create("resourceclaims", c)
-        h.server.create("pods", p)
-        h.watch()
-        await h.synced()
+        await start_with_preemptor(h, (c, p))
         registry = CollectorRegistry()
         driver = driver_of(h, registry)
         now = [0.0]

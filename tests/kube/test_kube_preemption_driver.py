@@ -59,11 +59,7 @@ async def test_a_pass_for_new_candidates_leaves_the_ones_already_searched(
     async with KubeHarness(tmp_path) as h:
         full_cluster(h.server)
         # Above p, but no node has 8 GPUs: searched first, never preempts.
-        c, p = preemptor("big", count=8, priority=2000)
-        h.server.create("resourceclaims", c)
-        h.server.create("pods", p)
-        h.watch()
-        await h.synced()
+        await start_with_preemptor(h, preemptor("big", count=8, priority=2000))
         registry = CollectorRegistry()
         driver = driver_of(h, registry)
         assert not await driver.run_once()
