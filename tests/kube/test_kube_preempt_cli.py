@@ -9,8 +9,7 @@ from pathlib import Path
 
 from app.cli import build_parser
 from tests.kube.apiserver import FakeApiServer
-from tests.kube.harness import device_class, gpu_slice, node
-from tests.kube.test_kube_preemption import preemptor, victim
+from tests.kube.test_kube_preemption import full_cluster, preemptor
 
 
 def preempt(*argv: str) -> tuple[int, str, str]:
@@ -23,13 +22,7 @@ def preempt(*argv: str) -> tuple[int, str, str]:
 async def test_victims_of_a_listed_cluster(tmp_path: Path) -> None:
     server = FakeApiServer()
     await server.start()
-    server.create("deviceclasses", device_class())
-    server.create("nodes", node("node-a"))
-    server.create("resourceslices", gpu_slice("node-a", 4))
-    for i, prio in enumerate((0, 5, 10, 20)):
-        c, p = victim(f"v{i}", i, priority=prio)
-        server.create("resourceclaims", c)
-        server.create("pods", p)
+    full_cluster(server)
     c, p = preemptor(count=2, priority=15)
     server.create("resourceclaims", c)
     server.create("pods", p)

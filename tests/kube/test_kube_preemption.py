@@ -57,14 +57,26 @@ def preemptor(name: str = "p", *, count: int = 2, priority: int = 1000,
     return c, p
 
 
-def full_cluster(server: FakeApiServer) -> None:
-    server.create("deviceclasses", device_class())
-    server.create("nodes", node("node-a"))
-    server.create("resourceslices", gpu_slice("node-a", 4))
-    for i, prio in enumerate((0, 5, 10, 20)):
-        c, p = victim(f"v{i}", i, priority=prio)
+def held_node(server: FakeApiServer, name: str, prefix: str,
+              priorities: tuple[int, ...]) -> None:
+    """Node `name` whose GPUs are each held by a running pod `<prefix><i>` of
+    the i-th priority."""
+    server.create("nodes", node(name))
+    server.create("resourceslices", gpu_slice(name, len(priorities)))
+    for i, prio in enumerate(priorities):
+        c, p = victim(f"{prefix}{i}", i, priority=prio, on=name)
         server.create("resourceclaims", c)
         server.create("pods", p)
+
+
+def full_cluster(server: FakeApiServer) -> None:
+    server.create("deviceclasses", device_class())
+    held_node(server, "node-a", "v", (0, 5, 10, 20))
+
+
+def with_node_b(server: FakeApiServer) -> None:
+    """A second full node whose victims b0-b3 all outrank node-a's."""
+    held_node(server, "node-b", "b", (30, 40, 50, 60))
 
 
 async def full_api_with_preemptor() -> FakeApiServer:
@@ -95,12 +107,30 @@ def conditions(h: KubeHarness, name: str) -> list[dict[str, Any]]:
 
 
 async def start_with_preemptor(
-        h: KubeHarness, made: tuple[dict[str, Any], dict[str, Any]] | None = None) -> None:
-    c, p = made or preemptor()
-    h.server.create("resourceclaims", c)
-    h.server.create("pods", p)
+        h: KubeHarness, *made: tuple[dict[str, Any], dict[str, Any]]) -> None:
+    """Create each (claim, pod) pair, by default the preemptor p, then watch
+    and sync."""
+    for c, p in made or (preemptor(),):
+        h.server.create("resourceclaims", c)
+        h.server.create("pods", p)
     h.watch()
     await h.synced()
+
+
+def nominated(made: tuple[dict[str, Any], dict[str, Any]], to: str = "node-a"
+              ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The (claim, pod) pair with the pod nominated to node `to`."""
+    made[1]["status"]["nominatedNodeName"] = to
+    return made
+
+
+def going(h: KubeHarness, name: str, priority: int | None = None) -> None:
+    """Pod `name` terminating, at `priority` when given."""
+    pod = h.server.get("pods", name, "default")
+    if priority is not None:
+        pod["spec"]["priority"] = priority
+    pod["metadata"]["deletionTimestamp"] = "2026-12-04T10:05:00Z"
+    h.server.update("pods", pod)
 
 
 def driver_of(h: KubeHarness, registry: CollectorRegistry) -> Driver:
@@ -124,12 +154,7 @@ async def test_the_driver_skips_a_node_whose_taint_the_preemptor_does_not_tolera
         tainted["spec"] = {"taints": [{"key": "team", "value": "infra",
                                        "effect": "NoExecute"}]}
         h.server.update("nodes", tainted)
-        h.server.create("nodes", node("node-b"))
-        h.server.create("resourceslices", gpu_slice("node-b", 4))
-        for i, prio in enumerate((30, 40, 50, 60)):
-            for obj, plural in zip(victim(f"b{i}", i, priority=prio, on="node-b"),
-                                   ("resourceclaims", "pods"), strict=True):
-                h.server.create(plural, obj)
+        with_node_b(h.server)
         await start_with_preemptor(h)
         registry = CollectorRegistry()
         assert await driver_of(h, registry).run_once()
@@ -141,12 +166,7 @@ async def test_the_driver_skips_a_node_whose_taint_the_preemptor_does_not_tolera
 async def test_the_driver_solves_no_node_that_cannot_beat_the_best(tmp_path: Path) -> None:
     async with KubeHarness(tmp_path) as h:
         full_cluster(h.server)
-        h.server.create("nodes", node("node-b"))
-        h.server.create("resourceslices", gpu_slice("node-b", 4))
-        for i, prio in enumerate((30, 40, 50, 60)):
-            for obj, plural in zip(victim(f"b{i}", i, priority=prio, on="node-b"),
-                                   ("resourceclaims", "pods"), strict=True):
-                h.server.create(plural, obj)
+        with_node_b(h.server)
         await start_with_preemptor(h)
         driver = driver_of(h, CollectorRegistry())
         search = driver._search
@@ -526,19 +546,10 @@ async def test_a_new_leader_holds_the_devices_of_a_preemptor_its_scheduler_nomin
     so a pod of lower priority is not given them."""
     async with KubeHarness(tmp_path) as h:
         full_cluster(h.server)
-        for name in ("v0", "v1"):
-            going = h.server.get("pods", name, "default")
-            going["metadata"]["deletionTimestamp"] = "2026-12-04T10:05:00Z"
-            h.server.update("pods", going)
-        c, p = preemptor()
-        p["status"]["nominatedNodeName"] = "node-a"
-        h.server.create("resourceclaims", c)
-        h.server.create("pods", p)
-        lc, low = preemptor("low", count=1, priority=5)
-        h.server.create("resourceclaims", lc)
-        h.server.create("pods", low)
-        h.watch()
-        await h.synced()
+        going(h, "v0")
+        going(h, "v1")
+        await start_with_preemptor(h, nominated(preemptor()),
+                                   preemptor("low", count=1, priority=5))
         registry = CollectorRegistry()
         driver = driver_of(h, registry)
         assert not await driver.run_once()
@@ -560,20 +571,8 @@ async def test_a_new_leader_holds_the_devices_of_a_preemptor_its_scheduler_nomin
         assert ext.filter(p_pod, ["node-a"]).passed == ["node-a"]
 
 
-def going(h: KubeHarness, name: str, priority: int) -> None:
-    pod = h.server.get("pods", name, "default")
-    pod["spec"]["priority"] = priority
-    pod["metadata"]["deletionTimestamp"] = "2026-12-04T10:05:00Z"
-    h.server.update("pods", pod)
-
-
 async def nominated_after_failover(h: KubeHarness) -> Driver:
-    c, p = preemptor(count=1)
-    p["status"]["nominatedNodeName"] = "node-a"
-    h.server.create("resourceclaims", c)
-    h.server.create("pods", p)
-    h.watch()
-    await h.synced()
+    await start_with_preemptor(h, nominated(preemptor(count=1)))
     driver = driver_of(h, CollectorRegistry())
     assert not await driver.run_once()
     assert pods_deleted(h.server) == []
@@ -626,14 +625,8 @@ async def test_no_hold_is_rebuilt_for_a_pod_going_that_is_of_higher_priority_or_
 async def test_a_nomination_elsewhere_or_none_rebuilds_no_hold(tmp_path: Path) -> None:
     async with KubeHarness(tmp_path) as h:
         full_cluster(h.server)
-        going = h.server.get("pods", "v0", "default")
-        going["metadata"]["deletionTimestamp"] = "2026-12-04T10:05:00Z"
-        h.server.update("pods", going)
-        c, p = preemptor(count=1)
-        h.server.create("resourceclaims", c)
-        h.server.create("pods", p)
-        h.watch()
-        await h.synced()
+        going(h, "v0")
+        await start_with_preemptor(h, preemptor(count=1))
         driver = driver_of(h, CollectorRegistry())
         assert not await driver.run_once()
         # p fits once v0 is gone, but no scheduler nominated it: nothing held.
