@@ -431,8 +431,13 @@ class TopologyObjective:
         if known <= numa_free:
             tier, closeness = ONE_NUMA, same_root / _pairs(known)
         else:
+            # A pair on one root counts whole, a pair sharing only a NUMA node
+            # half; where roots do not nest in NUMA nodes (a root without
+            # one), a pair may share a root and no NUMA node.
             same_numa = _packed_pairs(known, numa_free)
-            tier, closeness = SPANNING, 0.5 * (same_root + same_numa) / _pairs(known)
+            only_numa = (same_numa - same_root if self._nested()
+                         else min(same_numa, _pairs(known) - same_root))
+            tier, closeness = SPANNING, (same_root + 0.5 * only_numa) / _pairs(known)
         return self._combine(tier, 0.5 * closeness + 0.5 if has_both else closeness, packing)
 
     def _packing(self, *, intact: float) -> float:

@@ -513,9 +513,8 @@ def test_the_search_goes_on_past_a_gpu_without_a_root_for_two_halves_of_it() -> 
 
 
 def test_the_search_goes_on_past_gpus_on_roots_without_a_numa_node() -> None:
-    """GPUs on PCIe roots no device places on a NUMA node: the bound for three
-    of them counts no two on one NUMA node, below what they score, so the
-    search does not stop at the first (0.2147), and finds two on pci-0 beside
+    """GPUs on PCIe roots no device places on a NUMA node: the search does not
+    stop at the first allocation (0.2147), and finds two on pci-0 beside
     gpu-1-0 (0.2156)."""
     gpus = [dev(n, {"kind": "full", ROOT: r}) for n, r in (
         ("gpu-0-0", "pci-0"), ("gpu-0-1", "pci-0"), ("gpu-1-0", "pci-1"),

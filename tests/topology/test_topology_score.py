@@ -18,7 +18,7 @@ from app.topology import (
     make_objective,
     priority,
 )
-from tests.topology.topo_builders import allocated, device, node
+from tests.topology.topo_builders import allocated, device, gpu, nic, node, view
 
 BINPACK = TopologyConfig()
 SPREAD = TopologyConfig(packing="spread")
@@ -191,6 +191,61 @@ def test_is_perfect_never_claims_less_than_the_best(used: tuple[str, ...]) -> No
         for results in by_shape.values():
             best = max(score for score, _ in results)
             assert all(score == pytest.approx(best) for score, perfect in results if perfect)
+
+
+def _no_less_than_the_best(obj: TopologyObjective, free: list[Device], size: int) -> None:
+    """Every allocation of `size` of `free` that `obj` calls perfect scores at
+    least as well as every other of the same shape (devices with a topology,
+    on a PCIe root, on a NUMA node, and accelerators beside rooted NICs)."""
+    topo = obj.topology
+    by_shape: dict[tuple[int, int, int, bool], list[tuple[float, bool]]] = {}
+    for combo in itertools.combinations(free, size):
+        known = [(d, t) for d in combo if (t := topo.of(d)).known]
+        shape = (len(known), sum(1 for _, t in known if t.pcie_root is not None),
+                 sum(1 for _, t in known if t.numa_node is not None),
+                 any(d.id in topo.accelerators for d, _ in known)
+                 and any(d.id in topo.nics and t.pcie_root for d, t in known))
+        score = obj.score(list(combo))
+        by_shape.setdefault(shape, []).append((score, obj.is_perfect(score)))
+    for results in by_shape.values():
+        best = max(score for score, _ in results)
+        assert all(score == pytest.approx(best) for score, perfect in results if perfect)
+
+
+def test_is_perfect_on_roots_without_a_numa_node_counts_each_same_root_pair_whole() -> None:
+    """GPUs on PCIe roots no device places on a NUMA node: a pair on one root
+    counts whole in the score, so four GPUs as 2 + 2 (2 of 6 pairs on a root)
+    are not the best when 3 + 1 (3 of 6) fits."""
+    devices = [gpu(f"gpu-{r}-{k}", f"pci-{r}") for r, per_root in ((0, 3), (1, 2))
+               for k in range(per_root)]
+    obj = make_objective(node_view=view(devices), allocated=allocated(), config=SPREAD,
+                         mode="allocator")
+    two_and_two = obj.score([d for d in devices if d.name != "gpu-0-2"])
+    assert two_and_two < obj.score(devices[:4])
+    assert not obj.is_perfect(two_and_two)
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data(), spread=st.booleans())
+def test_is_perfect_never_claims_less_than_the_best_on_any_topology(
+        data: st.DataObject, spread: bool) -> None:
+    """The exhaustive check on nodes whose roots may lack a NUMA node, whose
+    GPUs may lack a root, and whose NICs may sit on another NUMA node than
+    their root's other NICs."""
+    devices: list[Device] = []
+    for r in range(data.draw(st.integers(1, 3))):
+        for k in range(data.draw(st.integers(1, 3))):
+            devices.append(gpu(f"gpu-{r}-{k}", data.draw(st.sampled_from(
+                (f"pci-{r}", f"pci-{r}", f"pci-{r}", None)))))
+        for k in range(data.draw(st.integers(0, 2))):
+            devices.append(nic(f"nic-{r}-{k}", f"pci-{r}", data.draw(st.integers(0, 1))))
+    used = data.draw(st.sets(st.sampled_from([d.name for d in devices])))
+    obj = make_objective(node_view=view(devices),
+                         allocated=allocated(*(d for d in devices if d.name in used)),
+                         config=SPREAD if spread else BINPACK, mode="allocator")
+    free = [d for d in devices if d.name not in used]
+    for size in range(2, min(4, len(free)) + 1):
+        _no_less_than_the_best(obj, free, size)
 
 
 def test_binpack_keeps_empty_nodes_whole() -> None:
