@@ -60,7 +60,7 @@ import orjson
 
 from loadtest import bench, generator, profile, report
 from loadtest.bench import BenchmarkError, Client, PodJob, serving
-from loadtest.bench_watch import PLURALS, Child
+from loadtest.bench_watch import PLURALS, Child, kubeconfig
 from loadtest.stats import summarize
 
 PROBE_INTERVAL: Final = 0.005
@@ -359,15 +359,10 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         result["generate_s"] = round(time.monotonic() - started, 1)
         print(f"[{args.nodes} nodes] the double holds the cluster after "
               f"{result['generate_s']} s", file=sys.stderr)
-        kubeconfig = workdir / "kubeconfig"
-        kubeconfig.write_text(
-            "apiVersion: v1\nkind: Config\ncurrent-context: bench\n"
-            f"clusters:\n- name: bench\n  cluster:\n    server: http://127.0.0.1:{child.port}\n"
-            "users:\n- name: bench\n  user:\n    token: bench\n"
-            "contexts:\n- name: bench\n  context:\n    cluster: bench\n    user: bench\n")
+        config = kubeconfig(workdir / "kubeconfig", child.port)
         port = bench.free_port()
         argv = [sys.executable, "-m", "app", "serve", "--host", bench.HOST, "--port", str(port),
-                "--kubeconfig", str(kubeconfig), "--log-level", "warning"]
+                "--kubeconfig", str(config), "--log-level", "warning"]
         with ExitStack() as stack:
             server = stack.enter_context(serving(argv, port=port, log=workdir / "drax.log",
                                                  ready_timeout=args.ready_timeout))
