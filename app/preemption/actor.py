@@ -9,12 +9,13 @@ Order, for preemptor P, node N and the chosen victims:
    if P is gone or replaced, the hold ends and no victim is touched;
 3. per victim: read it; if it is gone, replaced (another uid), or already
    deleting, it is left alone; else add the `DisruptionTarget` condition
-   (reason `PreemptionByScheduler`, a message naming P and the devices) with a
+   (reason `PreemptionByScheduler`, a message naming P and what the victim's
+   going frees: devices, or room on N for P's cpu, memory or pods) with a
    strategic-merge patch guarded by the victim's uid and resourceVersion (a
    409 re-reads and retries), then delete it with its uid as precondition and
    its own grace period (no `gracePeriodSeconds`), then record an Event
    (`Preempted`, regarding the victim, related to P);
-4. an Event on P (`Preempting`) naming N, the victims and the devices.
+4. an Event on P (`Preempting`) naming N, the victims and what they free.
 
 Only the pods chosen are ever deleted, each at most once, and only while it is
 the pod chosen (its uid). A request failing for a passing reason is sent again
@@ -75,6 +76,10 @@ class Preemption:
     allocations: tuple[ClaimAllocation, ...]
     released_claims: tuple[str, ...]
     freed_devices: tuple[str, ...]
+    # The victims (uids) that go for P's room on the node, not for devices, and
+    # the resources P lacks there without them (NodeResourcesFit's names).
+    room_victims: frozenset[str] = frozenset()
+    room: tuple[str, ...] = ()
 
 
 @dataclass(slots=True, frozen=True)
@@ -129,7 +134,6 @@ class Actor:
             self._inventory.end_nomination(pod.key)
             return Outcome(refused="preemptor-gone",
                            message=f"pod {pod.key} (uid {pod.uid}) is gone or replaced")
-        devices = ", ".join(p.freed_devices) or "its devices"
         deleted: list[Pod] = []
         skipped: list[str] = []
         failure = ""
@@ -138,7 +142,7 @@ class Actor:
                 failure = "this replica no longer leads"
                 break
             try:
-                if await self._evict(victim, pod, p.node, devices):
+                if await self._evict(victim, p):
                     deleted.append(victim)
                 else:
                     skipped.append(victim.key)
@@ -156,11 +160,10 @@ class Actor:
             return Outcome(refused="api-error" if still_leading() else "not-leading",
                            deleted=tuple(v.key for v in deleted), skipped=tuple(skipped),
                            message=failure)
-        names = ", ".join(v.key for v in deleted) or "none (already going)"
-        await self._event(pod, related=None, reason="Preempting", action="Preempting", note=(
-            f"Preempting pod(s) {names} on node {p.node} to free devices {devices}"))
-        log.info("preempted for pod %s on node %s: victims %s, devices %s", pod.key, p.node,
-                 names, devices)
+        note = preempting_note(p, deleted)
+        await self._event(pod, related=None, reason="Preempting", action="Preempting",
+                          note=note)
+        log.info("preempted for pod %s: %s", pod.key, note)
         return Outcome(refused=None, deleted=tuple(v.key for v in deleted),
                        skipped=tuple(skipped))
 
@@ -182,13 +185,13 @@ class Actor:
 
     # ------------------------------------------------------------------ victims
 
-    async def _evict(self, victim: Pod, pod: Pod, node: str, devices: str) -> bool:
-        """Mark and delete `victim`; False when it is no longer the pod chosen
-        (gone, replaced, already deleting)."""
+    async def _evict(self, victim: Pod, p: Preemption) -> bool:
+        """Mark and delete `victim` of `p`; False when it is no longer the pod
+        chosen (gone, replaced, already deleting)."""
+        pod = p.preemptor
         condition = {
             "type": DISRUPTION_TARGET, "status": "True", "reason": PREEMPTION_BY_SCHEDULER,
-            "message": f"{self._scheduler}: preempting to accommodate a higher priority pod "
-                       f"{pod.key} (devices {devices})",
+            "message": condition_message(self._scheduler, p, victim),
             "lastTransitionTime": format_time()}
         for _ in range(self._attempts):
             current = await self._read(victim)
@@ -220,9 +223,8 @@ class Actor:
         if code in (404, 409):
             return False  # gone, or the name now belongs to another pod
         _expect(code, answer, f"deleting pod {victim.key}", ok=(200, 202))
-        await self._event(victim, related=pod, reason="Preempted", action="Preempting", note=(
-            f"Preempted by pod {pod.key} (uid {pod.uid}) on node {node} to free devices "
-            f"{devices}"))
+        await self._event(victim, related=pod, reason="Preempted", action="Preempting",
+                          note=preempted_note(p, victim))
         return True
 
     async def _read(self, victim: Pod) -> dict[str, Any] | None:
@@ -277,6 +279,48 @@ class Actor:
             return await call_with_retries(request, attempts=self._attempts)
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             raise _GiveUp(f"{what}: {type(exc).__name__}: {exc}") from exc
+
+
+# ---------------------------------------------------------------------- messages
+
+
+def condition_message(scheduler: str, p: Preemption, victim: Pod) -> str:
+    """The DisruptionTarget condition's message on `victim`: P and what the
+    victim's going frees for it."""
+    if victim.uid in p.room_victims:
+        frees = f"room on node {p.node}{_for(p.room)}"
+    else:
+        frees = f"devices {_devices(p)}"
+    return f"{scheduler}: preempting to accommodate a higher priority pod {p.preemptor.key} " \
+           f"({frees})"
+
+
+def preempted_note(p: Preemption, victim: Pod) -> str:
+    """The `Preempted` Event's note on `victim`."""
+    pod = p.preemptor
+    return f"Preempted by pod {pod.key} (uid {pod.uid}) on node {p.node} to free " + (
+        f"room for it{_for(p.room)}" if victim.uid in p.room_victims
+        else f"devices {_devices(p)}")
+
+
+def preempting_note(p: Preemption, deleted: Sequence[Pod]) -> str:
+    """The `Preempting` Event's note on P: the victims deleted, by what they free."""
+    for_devices = [v.key for v in deleted if v.uid not in p.room_victims]
+    for_room = [v.key for v in deleted if v.uid in p.room_victims]
+    parts = []
+    if for_devices:
+        parts.append(f"pod(s) {', '.join(for_devices)} to free devices {_devices(p)}")
+    if for_room:
+        parts.append(f"pod(s) {', '.join(for_room)} to free room for it{_for(p.room)}")
+    return f"Preempting on node {p.node}: " + ("; ".join(parts) or "none (already going)")
+
+
+def _devices(p: Preemption) -> str:
+    return ", ".join(p.freed_devices) or "its devices"
+
+
+def _for(room: Sequence[str]) -> str:
+    return f": {', '.join(room)}" if room else ""
 
 
 def _expect(code: int, body: dict[str, Any], what: str, *,

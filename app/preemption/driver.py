@@ -53,7 +53,7 @@ from app.inventory import Inventory, Nomination
 from app.model import Pod
 from app.model.objects import PREEMPT_NEVER
 from app.preemption.actor import DEFAULT_HOLD_SECONDS, Actor, Preemption
-from app.preemption.fit import short_of_room
+from app.preemption.fit import NodeFit, short_of_room
 from app.preemption.metrics import PreemptionMetrics
 from app.preemption.search import (
     NodePreemption,
@@ -249,10 +249,8 @@ class Driver:
             return False
         self._tried.pop(pod.key, None)
         term = self._leadership.term
-        outcome = await self._actor.preempt(Preemption(
-            preemptor=pod, priority=plan.priority, node=best.node,
-            victims=tuple(v.pod for v in best.victims), allocations=best.allocation,
-            released_claims=best.released_claims, freed_devices=best.freed_devices),
+        outcome = await self._actor.preempt(
+            preemption_of(pod, plan.priority, best, self._inventory),
             still_leading=lambda: self._leadership.still_leading(term))
         if outcome.refused is not None:
             self._metrics.refused.labels(reason=outcome.refused).inc()
@@ -319,6 +317,22 @@ class Driver:
         if preemption_policy_of(pod, self._inventory.occupants) == PREEMPT_NEVER:
             return "never"
         return "claims"
+
+
+def preemption_of(pod: Pod, priority: int, best: NodePreemption,
+                  inventory: Inventory) -> Preemption:
+    """What the actor carries out for `pod` on `best`'s node: its victims, those
+    among them that go for room, and what the pod lacks there without them."""
+    room_victims = frozenset(v.pod.uid for v in best.victims if v.for_room)
+    room: tuple[str, ...] = ()
+    if room_victims:
+        room = NodeFit(pod, inventory).lacks(
+            best.node, (v.pod for v in best.victims if not v.for_room))
+    return Preemption(
+        preemptor=pod, priority=priority, node=best.node,
+        victims=tuple(v.pod for v in best.victims), allocations=best.allocation,
+        released_claims=best.released_claims, freed_devices=best.freed_devices,
+        room_victims=room_victims, room=room)
 
 
 def _refusals(refused: Mapping[str, str]) -> str:

@@ -31,7 +31,7 @@ the search only refuses such a node (`NodeFit.refusal`).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from fractions import Fraction
 
 from app.extender.extended import resource_classes
@@ -98,6 +98,18 @@ class NodeFit:
             return True
         _, staying, count, allocatable = found
         return _fits(self._requests, allocatable, staying, count, self._dra)
+
+    def lacks(self, node: str, victims: Iterable[Pod]) -> tuple[str, ...]:
+        """The resources the pod lacks on `node` once `victims` are gone, in
+        NodeResourcesFit's order (`pods` for the pod count; empty: it fits, or
+        the node's size is unknown): what room victims added on top of them
+        free."""
+        found = self._staying(node, victims, ())
+        if found is None:
+            return ()
+        _, staying, count, allocatable = found
+        return tuple(short[0] for short in _shortfalls(self._requests, allocatable, staying,
+                                                      count, self._dra))
 
     def room(self, node: str, victims: Iterable[Pod], candidates: Iterable[Pod] = ()
              ) -> tuple[Extra, ...] | Shortfall:
@@ -261,23 +273,28 @@ def _fits(requests: Resources, allocatable: Resources, staying: Resources,
 def _first_short(requests: Resources, allocatable: Resources, staying: Resources,
                  pods_staying: int, dra: Collection[str]) -> tuple[str, int, int, int] | None:
     """`lacking`'s shortfall as (resource, wanted, free, 1000 for millicores)."""
+    return next(_shortfalls(requests, allocatable, staying, pods_staying, dra), None)
+
+
+def _shortfalls(requests: Resources, allocatable: Resources, staying: Resources,
+                pods_staying: int, dra: Collection[str]) -> Iterator[tuple[str, int, int, int]]:
+    """Every shortfall, in NodeResourcesFit's order, as `_first_short` words one."""
     if pods_staying + 1 > allocatable.pods:
-        return (PODS, 1, allocatable.pods - pods_staying, 0)
+        yield (PODS, 1, allocatable.pods - pods_staying, 0)
     checks = (("cpu", requests.milli_cpu, allocatable.milli_cpu - staying.milli_cpu, 1000),
               ("memory", requests.memory, allocatable.memory - staying.memory, 0),
               ("ephemeral-storage", requests.ephemeral_storage,
                allocatable.ephemeral_storage - staying.ephemeral_storage, 0))
     for name, wanted, free, milli in checks:
         if wanted > 0 and wanted > free:
-            return (name, wanted, free, milli)
+            yield (name, wanted, free, milli)
     for name, wanted in requests.scalars:
         have = allocatable.scalar(name)
         if wanted <= 0 or (not have and name in dra):
             continue
         free = have - staying.scalar(name)
         if wanted > free:
-            return (name, wanted, free, 0)
-    return None
+            yield (name, wanted, free, 0)
 
 
 def _short(name: str, wanted: int, free: int, milli: int, after: str) -> str:

@@ -10,6 +10,8 @@ from typing import Any
 
 from app.inventory import Nomination
 from app.model.requests import Resources
+from app.preemption.actor import condition_message, preempted_note, preempting_note
+from app.preemption.driver import preemption_of
 from app.preemption.fit import NodeFit, Shortfall, lacking
 from app.preemption.verb import Offer, choose_victims
 from tests.extender.cluster import GPU_CLASS, gpu_node
@@ -305,3 +307,51 @@ def test_the_room_answer_depends_on_the_pods_the_search_weighed() -> None:
     weighed = fit.room("cheap", [cheap0], [cheap0, web])
     assert not isinstance(weighed, str) and [e[0].name for e in weighed] == ["web"]
     assert fit.room("cheap", [cheap0], [cheap0]) == ()
+
+
+def test_a_room_victim_is_told_it_goes_for_the_preemptor_s_room_not_for_devices() -> None:
+    # cheap: cheap-0 goes for the GPU, "web" for the cpu cheap-0 leaves short.
+    inv = load(*cluster(web=0), with_cpu(preemptor(), "4"))
+    _, search = searcher(inv)
+    pod = inv.pod("default/p")
+    plan = search.search(pod, best_only=True)
+    assert plan.best is not None
+    p = preemption_of(pod, plan.priority, plan.best, inv)
+    device_victim, web = sorted(p.victims, key=lambda v: v.name)
+    assert p.room_victims == {web.uid} and p.room == ("cpu",)
+    assert condition_message("drax", p, device_victim) == (
+        "drax: preempting to accommodate a higher priority pod default/p "
+        "(devices gpu.example.com/cheap/gpu-0)")
+    assert condition_message("drax", p, web) == (
+        "drax: preempting to accommodate a higher priority pod default/p "
+        "(room on node cheap: cpu)")
+    assert preempted_note(p, web) == (
+        "Preempted by pod default/p (uid uid-p) on node cheap to free room for it: cpu")
+    assert "devices" not in preempted_note(p, web)
+    assert preempted_note(p, device_victim).endswith("to free devices gpu.example.com/cheap/gpu-0")
+    assert preempting_note(p, [device_victim, web]) == (
+        "Preempting on node cheap: pod(s) default/cheap-0 to free devices "
+        "gpu.example.com/cheap/gpu-0; pod(s) default/web to free room for it: cpu")
+    # A preemption with device victims alone names no room.
+    fits = [o for o in cluster(web=0) if o["metadata"]["name"] != "web"]
+    inv = load(*fits, with_cpu(preemptor(), "4"))
+    best = searcher(inv)[1].search(inv.pod("default/p"), best_only=True).best
+    assert best is not None
+    alone = preemption_of(inv.pod("default/p"), 1000, best, inv)
+    assert alone.room_victims == frozenset() and alone.room == ()
+    assert preempting_note(alone, alone.victims) == (
+        f"Preempting on node {best.node}: pod(s) default/{best.node}-0 to free devices "
+        f"gpu.example.com/{best.node}/gpu-0")
+
+
+def test_lacks_names_every_resource_short_in_node_resources_fit_s_order() -> None:
+    objs: list[Any] = [GPU_CLASS, template("want", requests=[request("gpu", "gpu")]),
+                       sized("n1", pods="2"), *gpu_node("n1", roots=("r0",)),
+                       *gpu_holder("n1-0", "n1", 0, 1, "1"), busy("a", "n1", "6"),
+                       busy("b", "n1", "1")]
+    inv = load(*objs, with_cpu(preemptor(), "4"))
+    pod = inv.pod("default/p")
+    fit = NodeFit(pod, inv)
+    n1_0 = inv.pod("default/n1-0")
+    assert fit.lacks("n1", [n1_0]) == ("pods", "cpu")
+    assert fit.lacks("n1", [n1_0, inv.pod("default/a")]) == ()
