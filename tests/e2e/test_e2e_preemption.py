@@ -14,7 +14,8 @@ is filled with low-priority 1-GPU pods (claims from a template). Then:
 - pools of their own: a PDB sends the victims to the node that violates none;
   a claim shared with a pod that stays is not counted as freed; on a
   partitionable node, freeing one GPU's counters is enough for a MIG slice;
-  no victim goes on a node where the preemptor would still lack cpu; in
+  no victim goes on a node where the preemptor would still lack cpu, nor
+  where a pending pod of no lower priority nominated there takes it; in
   advisor mode a lower pod without claims goes too when the freed GPU's node
   would lack cpu.
 
@@ -404,6 +405,51 @@ def test_no_victim_goes_on_a_node_that_would_still_lack_cpu(cluster: Cluster,
     assert bound_node(kube, "cpu-wide") is None
     kube.delete("Pod", "cpu-hog", "default", grace_period_seconds=0)
     assert kubelet.until("cpu-wide bound", lambda: bound_node(kube, "cpu-wide"),
+                         timeout=150) == node
+    assert len(kubelet.removed) == 1, kubelet.removed
+
+
+def test_a_pod_nominated_there_of_no_lower_priority_counts_against_the_room(
+        cluster: Cluster, kube: Kube) -> None:
+    """A full 1-node pool (64 cpus) and a pending pod of the preemptor's
+    priority nominated to that node (`status.nominatedNodeName`, as a
+    scheduler's preemption leaves it; its nodeSelector matches no node and its
+    preemptionPolicy is Never, so kube-scheduler neither places it nor clears
+    the nomination) asking 62 cpus: kube-scheduler counts it on the node for
+    pods of no higher priority (addNominatedPods), and so does drax, so
+    freeing a GPU there would leave the 4-cpu preemptor short and nothing is
+    deleted. Once that pod is gone, the same preemptor takes one victim."""
+    prefix = "nom"
+    priority_classes(kube)
+    (node,) = add_pool(kube, prefix=prefix, nodes=1, seed=11)
+    templates(kube, prefix)
+    fill(kube, prefix, [node])
+    kube.create({"apiVersion": "v1", "kind": "Pod",
+                 "metadata": {"name": "nom-ahead", "namespace": "default"},
+                 "spec": {"schedulerName": "drax", "priorityClassName": NEVER,
+                          "nodeSelector": {"e2e/nowhere": "yes"}, "containers": [
+                              {"name": "main", "image": "registry.k8s.io/pause:3.10",
+                               "resources": {"requests": {"cpu": "62"}}}]}})
+    kube.patch("Pod", "nom-ahead", {"status": {"nominatedNodeName": node}}, "default",
+               subresource="status")
+    time.sleep(2)  # both schedulers' watches deliver the nomination
+    attempted = drax_metric(cluster, "drax_preemptions_attempted_total")
+    kubelet = Kubelet(kube, prefix)
+    body = pod(prefix, "wide", "one", priority_class=HIGH)
+    body["spec"]["containers"][0]["resources"]["requests"] = {"cpu": "4"}
+    kube.create(body)
+    kubelet.until("nom-wide unschedulable", lambda: any(
+        c["type"] == "PodScheduled" and c["status"] == "False"
+        for c in kube.get("Pod", "nom-wide", "default").get("status", {})
+        .get("conditions", [])), timeout=90)
+    time.sleep(5)  # drax searches for an unschedulable pod within a second or two
+    kubelet.step()
+    assert drax_metric(cluster, "drax_preemptions_attempted_total") > attempted
+    assert kubelet.removed == {}, kubelet.removed
+    assert bound_node(kube, "nom-wide") is None
+    assert kube.get("Pod", "nom-ahead", "default")["status"].get("nominatedNodeName") == node
+    kube.delete("Pod", "nom-ahead", "default", grace_period_seconds=0)
+    assert kubelet.until("nom-wide bound", lambda: bound_node(kube, "nom-wide"),
                          timeout=150) == node
     assert len(kubelet.removed) == 1, kubelet.removed
 
