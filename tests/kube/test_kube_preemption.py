@@ -142,6 +142,15 @@ def driver_of(h: KubeHarness, registry: CollectorRegistry) -> Driver:
                   metrics=metrics)
 
 
+async def preempted_for_p_by_the_driver(h: KubeHarness) -> None:
+    """`full_cluster` with p pending, one driver pass preempting v0 and v1 for
+    it (their GPUs held for p), and drax caught up with the writes."""
+    full_cluster(h.server)
+    await start_with_preemptor(h)
+    assert await driver_of(h, CollectorRegistry()).run_once()
+    await h.caught_up()
+
+
 def metric(registry: CollectorRegistry, name: str, **labels: str) -> float:
     return registry.get_sample_value(name, labels) or 0.0
 
@@ -385,10 +394,7 @@ async def test_a_preemptors_filter_sees_its_victims_claims_freed_before_drax_s_w
 async def test_catching_up_reads_each_stale_claim_once_for_concurrent_filters(
         tmp_path: Path) -> None:
     async with KubeHarness(tmp_path) as h:
-        full_cluster(h.server)
-        await start_with_preemptor(h)
-        assert await driver_of(h, CollectorRegistry()).run_once()
-        await h.caught_up()
+        await preempted_for_p_by_the_driver(h)
         catchup = Catchup(h.inventory)
         p = h.inventory.pod("default/p")
         assert p is not None
@@ -459,10 +465,7 @@ async def test_a_404_read_before_a_claim_was_made_again_leaves_the_new_claim(
     watch delivers a new claim of the same name (another uid). The 404 is
     about the old one: the new claim stays."""
     async with KubeHarness(tmp_path) as h:
-        full_cluster(h.server)
-        await start_with_preemptor(h)
-        assert await driver_of(h, CollectorRegistry()).run_once()
-        await h.caught_up()
+        await preempted_for_p_by_the_driver(h)
         h.server.hold_watches("resourceclaims")
         h.server.delete("pods", "v0", "default")
         h.server.delete("resourceclaims", "v0-gpu", "default")
@@ -508,10 +511,7 @@ def test_a_claim_s_late_watch_event_leaves_a_newer_copy() -> None:
 
 async def test_catching_up_forgets_a_preemptor_whose_nomination_ended(tmp_path: Path) -> None:
     async with KubeHarness(tmp_path) as h:
-        full_cluster(h.server)
-        await start_with_preemptor(h)
-        assert await driver_of(h, CollectorRegistry()).run_once()
-        await h.caught_up()
+        await preempted_for_p_by_the_driver(h)
         catchup = Catchup(h.inventory)
         catchup.api = h.client
         p = h.inventory.pod("default/p")

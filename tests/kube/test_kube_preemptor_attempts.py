@@ -15,11 +15,9 @@ from prometheus_client import CollectorRegistry
 from app.preemption import Catchup, CatchupMetrics
 from tests.kube.harness import KubeHarness, eventually, node
 from tests.kube.test_kube_preemption import (
-    driver_of,
     full_api_with_preemptor,
-    full_cluster,
     preempted_for_p,
-    start_with_preemptor,
+    preempted_for_p_by_the_driver,
 )
 from tests.kube.test_kube_serve import serving
 
@@ -74,10 +72,7 @@ async def test_an_attempt_s_first_filter_reads_however_soon_and_its_others_count
     reads although the spacing between reads has not passed, and finds them
     freed. Without a connection nothing is read: such an attempt is unread."""
     async with KubeHarness(tmp_path) as h:
-        full_cluster(h.server)
-        await start_with_preemptor(h)
-        assert await driver_of(h, CollectorRegistry()).run_once()
-        await h.caught_up()
+        await preempted_for_p_by_the_driver(h)
         p = h.inventory.pod("default/p")
         assert p is not None and p.nominated_node_name == "node-a"
         unconnected = CollectorRegistry()
