@@ -11,9 +11,12 @@ from hypothesis import strategies as st
 
 import app.extender.answers as answers
 from app.allocator import AllocatedState, allocate
+from app.extender import Extender
 from app.extender import signature as signature_module
 from app.extender.signature import MatchColumns, StaticSignatures
 from app.features import FeatureGates
+from app.inventory import Inventory
+from app.model import Pod
 from app.topology import TopologyConfig, make_objective, priority
 from tests.extender.cluster import (
     GPU_CLASS,
@@ -427,10 +430,9 @@ async def test_keep_warm_runs_in_the_background() -> None:
     assert ext.warm() is False
 
 
-async def test_after_a_bind_the_next_pod_of_the_shape_finds_the_bound_node_answered(
-        monkeypatch) -> None:
-    import asyncio
-
+async def first_of_two_bound_to_n1() -> tuple[Inventory, Extender, list[str], Pod]:
+    """Three GPU nodes and two pods of one shape, the first filtered and bound
+    to n1: (inventory, extender, node names, the second pod)."""
     inv = load(GPU_CLASS, *[gpu_node(f"n{i}") for i in range(3)],
                *[claim(f"c{i}", requests=[exactly("gpu", "gpu", count=2)]) for i in range(2)],
                *[pod(f"p{i}", claims={"c": f"c{i}"}) for i in range(2)])
@@ -439,6 +441,14 @@ async def test_after_a_bind_the_next_pod_of_the_shape_finds_the_bound_node_answe
     first, second = the_pod(inv, "default/p0"), the_pod(inv, "default/p1")
     assert ext.filter(first, names).passed == names
     assert await ext.bind(namespace="default", name="p0", uid=first.uid, node="n1") is None
+    return inv, ext, names, second
+
+
+async def test_after_a_bind_the_next_pod_of_the_shape_finds_the_bound_node_answered(
+        monkeypatch) -> None:
+    import asyncio
+
+    inv, ext, names, second = await first_of_two_bound_to_n1()
     await asyncio.sleep(0.01)
     runs = count_allocator_runs(monkeypatch)
     answer = ext.prioritize(second, names)
@@ -451,14 +461,7 @@ async def test_no_catch_up_after_a_bind_once_the_next_request_has_arrived(
         monkeypatch) -> None:
     import asyncio
 
-    inv = load(GPU_CLASS, *[gpu_node(f"n{i}") for i in range(3)],
-               *[claim(f"c{i}", requests=[exactly("gpu", "gpu", count=2)]) for i in range(2)],
-               *[pod(f"p{i}", claims={"c": f"c{i}"}) for i in range(2)])
-    ext = extender(inv, file_mode=True)
-    names = [f"n{i}" for i in range(3)]
-    first, second = the_pod(inv, "default/p0"), the_pod(inv, "default/p1")
-    assert ext.filter(first, names).passed == names
-    assert await ext.bind(namespace="default", name="p0", uid=first.uid, node="n1") is None
+    _, ext, names, second = await first_of_two_bound_to_n1()
     ext.note_request()  # the next request arrived before the catch-up's turn
     await asyncio.sleep(0.01)
     runs = count_allocator_runs(monkeypatch)
