@@ -37,7 +37,13 @@ still showed one allocated and no read of this filter said otherwise
 claims may still have been allocated). Of the attempts that reach drax,
 those after the deallocation are thus at least the `freed` ones and at most
 `freed` + `unread`; an attempt that the scheduler's own filters end before
-any extender call is never seen.
+any extender call is never seen. In advisor mode the in-tree DynamicResources
+filter is one of those: on a full cluster no attempt reaches drax before
+kube-scheduler's own claim cache has the victims' claims deallocated, so
+`allocated` counts only attempts that reached drax through other nodes, and
+`freed` + `unread` only those after the scheduler saw the deallocation, not
+one that began between the API server's deallocation and the scheduler's
+watch delivering it (docs/preemption.md).
 """
 
 from __future__ import annotations
@@ -81,9 +87,11 @@ class CatchupMetrics:
             "filter, by what the read found.", ["result"], registry=registry)
         self.attempts = Counter(
             "drax_preemptor_attempts_total",
-            "Scheduling attempts of a nominated preemptor, counted at each attempt's first "
-            "filter, by what drax knew of its victims' claims: a read found one still "
-            "allocated, every one freed, or one allocated in the watch's view and not read.",
+            "Scheduling attempts of a nominated preemptor that reach drax's filter (in "
+            "advisor mode none before kube-scheduler's own DynamicResources filter passes a "
+            "node), counted at each attempt's first filter, by what drax knew of its "
+            "victims' claims: a read found one still allocated, every one freed, or one "
+            "allocated in the watch's view and not read.",
             ["claims"], registry=registry)
         for result in READ_RESULTS:
             self.reads.labels(result=result)
