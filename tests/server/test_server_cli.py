@@ -30,6 +30,19 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def wait_ready(url: str, proc: subprocess.Popen[bytes]) -> None:
+    """Wait until the drax process `proc` answers /readyz at `url` (60 s at most)."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if httpx.get(f"{url}/readyz").status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        assert proc.poll() is None and time.monotonic() < deadline, "server did not start"
+        time.sleep(0.1)
+
+
 def test_drax_serve_process_answers_and_stops_on_sigterm(tmp_path: Path) -> None:
     port = free_port()
     log = (tmp_path / "serve.log").open("w+")
@@ -38,15 +51,7 @@ def test_drax_serve_process_answers_and_stops_on_sigterm(tmp_path: Path) -> None
                             stderr=subprocess.STDOUT)
     try:
         url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{url}/readyz").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert proc.poll() is None and time.monotonic() < deadline, "server did not start"
-            time.sleep(0.1)
+        wait_ready(url, proc)
         r = httpx.post(f"{url}/scheduler/filter", json={
             "Pod": {"metadata": {"name": "infer-0", "namespace": "default"},
                     "spec": {"resourceClaims": [{"name": "gpus",

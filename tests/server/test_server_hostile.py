@@ -32,8 +32,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.server.test_server_cli import REPO, free_port
-from tests.server.test_server_process_tls import wait_ready
+from tests.server.test_server_cli import REPO, free_port, wait_ready
 from tests.server.test_server_tls import FILTER
 
 BODY_LIMIT = 256 * 1024

@@ -25,8 +25,7 @@ from typing import Final
 import httpx
 import yaml
 
-from tests.server.test_server_cli import REPO, free_port
-from tests.server.test_server_process_tls import wait_ready
+from tests.server.test_server_cli import REPO, free_port, wait_ready
 from tests.server.test_server_tls import FILTER
 
 VENV: Final = "/opt/drax"

@@ -15,20 +15,8 @@ import httpx
 import orjson
 
 from tests.server.pki import issue, make_ca
-from tests.server.test_server_cli import REPO, free_port
+from tests.server.test_server_cli import REPO, free_port, wait_ready
 from tests.server.test_server_tls import FILTER
-
-
-def wait_ready(url: str, proc: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            if httpx.get(f"{url}/readyz").status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        assert proc.poll() is None and time.monotonic() < deadline, "server did not start"
-        time.sleep(0.1)
 
 
 def test_https_verbs_plain_probes_and_sigterm_drains_an_in_flight_request(

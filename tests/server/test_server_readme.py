@@ -11,14 +11,13 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.server.test_server_cli import free_port
+from tests.server.test_server_cli import free_port, wait_ready
 
 REPO = Path(__file__).resolve().parents[2]
 SECTION = ("## Try it against the sample cluster", "### How many more fit")
@@ -54,15 +53,7 @@ def serve(tmp_path: Path) -> Iterator[str]:
                             cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{url}/readyz").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert proc.poll() is None and time.monotonic() < deadline, "server did not start"
-            time.sleep(0.1)
+        wait_ready(url, proc)
         yield url
     finally:
         proc.send_signal(signal.SIGTERM)
