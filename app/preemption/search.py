@@ -215,12 +215,14 @@ class PreemptionPlan:
 
 
 def _fitted(fit: NodeFit, answer: NodePreemption | str,
-            claim_of: Callable[[str], ResourceClaim | None]) -> NodePreemption | str:
+            claim_of: Callable[[str], ResourceClaim | None], *, roomy: bool = False
+            ) -> NodePreemption | str:
     """`answer` with the further pods that must go for the pod's cpu, memory
     and pod count, and the claims released with them, or why even all
     lower-priority pods going would not leave it room there
-    (`app.preemption.fit`)."""
-    if isinstance(answer, str):
+    (`app.preemption.fit`). `roomy`: the node's pick already found that the
+    pod has room once its victims are gone (`NodeFit.fits`)."""
+    if isinstance(answer, str) or roomy:
         return answer
     if not answer.victims:
         # No device needs a victim: freeing cpu or memory alone is what
@@ -414,6 +416,29 @@ def _plain(claim: ResourceClaim, places: Sequence[int | None]) -> int:
 _Held = dict[str, tuple[ResourceClaim, tuple[Pod | None, ...], tuple[str, ...]]]
 
 
+class _Candidate:
+    """A pod a node's search may choose, its priority and the claims it holds
+    there: a `Victim` once chosen (500 nodes' candidates are read, few chosen)."""
+
+    __slots__ = ("claims", "pod", "priority")
+
+    def __init__(self, pod: Pod, priority: int, claims: tuple[str, ...]) -> None:
+        self.pod = pod
+        self.priority = priority
+        self.claims = claims
+
+    def victim(self) -> Victim:
+        return Victim(pod=self.pod, priority=self.priority, claims=self.claims)
+
+
+# One candidate's index as a claim's `needs`: most claims need one pod gone.
+_ONES: Final = tuple(frozenset((i,)) for i in range(64))
+
+
+def _one(i: int) -> frozenset[int]:
+    return _ONES[i] if i < 64 else frozenset((i,))
+
+
 @dataclass(slots=True)
 class _Holders:
     """Who holds what on a node, as the preemptor sees it (`VictimSearch._holders`):
@@ -426,10 +451,6 @@ class _Holders:
     holding: dict[int, Holder]
     terminating: list[Pod]
     held: _Held
-
-    def victim(self, pod_id: int) -> Victim:
-        holder = self.holding[pod_id]
-        return Victim(pod=holder.pod, priority=self.eligible[pod_id], claims=holder.keys)
 
     def needs(self, reservers: Sequence[Pod | None]) -> set[int] | None:
         """The pods that may go that must all go to release a claim reserved
@@ -450,7 +471,7 @@ class _Problem:
 
     state: NodeState
     pending: tuple[ResourceClaim, ...]
-    pods: list[Victim]  # the candidates, canonical order
+    pods: list[_Candidate]  # the candidates, canonical order
     claims: list[_Claim]
     terminating: tuple[Pod, ...]
     facts: _NodeFacts
@@ -678,8 +699,8 @@ class VictimSearch:
                 self.left_out += 1
                 continue
             held = holders.get(name) or self._holders(pod, p, state, allow)
-            answer = _fitted(fit, self._node(node_request, state, held, pdbs, fit),
-                             self._inventory.claim)
+            answer, roomy = self._node(node_request, state, held, pdbs, fit)
+            answer = _fitted(fit, answer, self._inventory.claim, roomy=roomy)
             if isinstance(answer, str):
                 refused[name] = answer
                 continue
@@ -717,7 +738,9 @@ class VictimSearch:
         return state, request
 
     def _node(self, request: CallState, state: NodeState, holders: _Holders,
-              pdbs: _Pdbs | None, fit: NodeFit) -> NodePreemption | str:
+              pdbs: _Pdbs | None, fit: NodeFit) -> tuple[NodePreemption | str, bool]:
+        """The node's answer, and whether its pick found that the pod has room
+        there once the victims are gone (`_choose`)."""
         problem = self._problem(request, state, holders)
         solved = self._solved.get(problem.key) if problem.key is not None else None
         if solved is None or not self._current(solved.view):
@@ -868,15 +891,33 @@ class VictimSearch:
         position = facts.position
         relevant = facts.layout.relevant
         eligible = holders.eligible
+        # whether no device is in two held claims, found on the way
+        seen: set[int | None] = set()
+        count = 0
         for claim_key, (claim, reservers, ids) in holders.held.items():
-            only = reservers[0] if len(reservers) == 1 else None
             # one reserver that may go: the common case, without `needs`
-            needs = {id(only)} if only is not None and id(only) in eligible \
+            needs = {id(reservers[0])} if len(reservers) == 1 and id(reservers[0]) in eligible \
                 else holders.needs(reservers)
-            assert claim.allocation is not None
-            places = tuple(map(position.get, ids))
-            entries.append((_spots(claim.allocation.results, places), claim_key, claim,
-                            needs, places, not relevant.isdisjoint(places)))
+            allocation = claim.allocation
+            assert allocation is not None
+            if len(ids) == 1:
+                # one device: `_spots` and the relevance test without their loops
+                at = position.get(ids[0])
+                places: tuple[int | None, ...] = (at,)
+                result = allocation.results[0]
+                spot = (0, at) if at is not None and result.share_id is None \
+                    and not result.admin_access and not result.consumed_capacity \
+                    else _spots(allocation.results, places)
+                is_relevant = at in relevant
+                seen.add(at)
+                count += 1
+            else:
+                places = tuple(map(position.get, ids))
+                spot = _spots(allocation.results, places)
+                is_relevant = not relevant.isdisjoint(places)
+                seen.update(places)
+                count += len(places)
+            entries.append((spot, claim_key, claim, needs, places, is_relevant))
         entries.sort(key=_FIRST_TWO)
         first_spot: dict[int, int] = {}
         useful: set[int] = set()
@@ -887,23 +928,34 @@ class VictimSearch:
                 if is_relevant:
                     useful |= needs
         # Candidates: eligible pods that some releasable claim of use needs.
-        candidates = sorted((holders.victim(k) for k in useful),
-                            key=lambda v: (first_spot[id(v.pod)], v.priority, v.pod.name))
-        index = {id(v.pod): i for i, v in enumerate(candidates)}
+        holding = holders.holding
+        # (the position in `useful` breaks full ties, as a stable sort would)
+        order = sorted((first_spot[k], eligible[k], holding[k].pod.name, i, k)
+                       for i, k in enumerate(useful))
+        candidates = [_Candidate(holding[k].pod, eligible[k], holding[k].keys)
+                      for _, _, _, _, k in order]
+        index = {entry[4]: i for i, entry in enumerate(order)}
         claims = []
         shape = []
-        once = _held_once([entry[4] for entry in entries])
+        once = len(seen) == count
         for spot, _, claim, needs, places, is_relevant in entries:
-            at = (None if needs is None or not needs <= index.keys()
-                  else frozenset(index[k] for k in needs))
+            if needs is None:
+                needed: frozenset[int] | None = None
+            elif len(needs) == 1:
+                (k,) = needs
+                needed = _one(index[k]) if k in index else None
+            else:
+                needed = frozenset(index[k] for k in needs) if needs <= index.keys() else None
             plain = None
             if spot[0] == 0 and once:
-                plain = 0
-                for place in places:
-                    plain |= 1 << place  # type: ignore[operator]
-            claims.append(_Claim(claim=claim, needs=at, relevant=is_relevant, places=places,
-                                 plain=plain))
-            shape.append((spot, at, is_relevant))
+                if len(places) == 1:
+                    plain = 1 << places[0]  # type: ignore[operator]
+                else:
+                    plain = 0
+                    for place in places:
+                        plain |= 1 << place  # type: ignore[operator]
+            claims.append(_Claim(claim, needed, is_relevant, places, plain))
+            shape.append((spot, needed, is_relevant))
         # The key holds everything the search reads, in node-independent terms,
         # but not the candidates' priorities or PDBs: those only choose among the
         # smallest sets, which each node does for itself (`_choose`).
@@ -1120,10 +1172,11 @@ class VictimSearch:
         further victims for the pod's cpu, memory and pods (`NodeFit.room`;
         none when one leaves it room), then in allocator mode
         the best topology score, then (both modes) fewest PDB violations,
-        lowest priorities, canonical order."""
+        lowest priorities, canonical order; and whether the pick leaves the
+        pod room (False: not asked, or it does not)."""
         assert solved.options
         if len(solved.options) == 1:
-            return solved.options[0], True
+            return solved.options[0], False
         pods = problem.pods
         covered = False
         if pdbs is not None:
@@ -1131,12 +1184,15 @@ class VictimSearch:
             self._pdbs_in(namespaces, pdbs)
             covered = any(pdbs[ns] for ns in namespaces)
 
+        first_fit = self._first_fit
+
         def preference(option: _Option) -> tuple[float, int, int, int, tuple[int, ...]]:
-            victims = [pods[i] for i in option.victims]
-            return (0.0 if self._first_fit else -_score(option.outcome.score),
-                    pdb_violations(victims, pdbs) if covered and pdbs is not None else 0,
-                    max((v.priority for v in victims), default=0),
-                    sum(v.priority for v in victims), option.victims)
+            chosen = option.victims
+            priorities = [pods[i].priority for i in chosen]
+            return (0.0 if first_fit else -_score(option.outcome.score),
+                    pdb_violations([pods[i].victim() for i in chosen], pdbs)
+                    if covered and pdbs is not None else 0,
+                    max(priorities, default=0), sum(priorities), chosen)
 
         node = problem.state.view.node.name
 
@@ -1162,7 +1218,7 @@ class VictimSearch:
             count = extra(option)
             if count < fewest:
                 best, fewest = option, count
-        return best, True
+        return best, False
 
     def _violations(self, victims: Sequence[Victim], pdbs: _Pdbs | None) -> int:
         if pdbs is None:
@@ -1177,22 +1233,26 @@ class VictimSearch:
         return pdbs
 
     def _express(self, solved: _Solved, problem: _Problem, pdbs: _Pdbs | None,
-                 fit: NodeFit) -> NodePreemption | str:
-        """A (possibly shared) canonical answer in this node's names."""
+                 fit: NodeFit) -> tuple[NodePreemption | str, bool]:
+        """A (possibly shared) canonical answer in this node's names, and
+        whether the pick found that it leaves the pod room (`_choose`)."""
         view = problem.state.view
+        roomy = False
         if solved.cut:
             reprieved = self._reprieve(problem)
             if isinstance(reprieved, str):
-                return reprieved
+                return reprieved, False
             option, exact = reprieved
         elif solved.options is None:
             if solved.view is view:
-                return solved.reason
-            return _renamed(solved.reason, solved.view, view)
+                return solved.reason, False
+            return _renamed(solved.reason, solved.view, view), False
         else:
-            option, exact = self._choose(solved, problem, pdbs, fit)
+            option, roomy = self._choose(solved, problem, pdbs, fit)
+            exact = True
         outcome = option.outcome
-        victims = tuple(sorted((problem.pods[i] for i in option.victims), key=_importance))
+        pods = problem.pods
+        victims = tuple(sorted((pods[i].victim() for i in option.victims), key=_importance))
         released = tuple(problem.claims[i].claim for i in option.released)
         return NodePreemption(
             node=view.node.name, victims=victims,
@@ -1200,8 +1260,9 @@ class VictimSearch:
             pdb_violations=self._violations(victims, pdbs),
             score=outcome.score, priority=topology_priority(outcome.score),
             terminating=problem.terminating, exact=exact,
-            candidates=tuple(v.pod for v in problem.pods),
-            outcome=outcome, source=option.source, target=view, pending=problem.pending)
+            candidates=tuple([c.pod for c in pods]),
+            outcome=outcome, source=option.source, target=view,
+            pending=problem.pending), roomy
 
 
 @dataclass(slots=True, frozen=True)
@@ -1497,17 +1558,6 @@ def _wanted(request: CallState, needs: tuple[list[_Need], _Check] | None
     for need in plain:
         wanted[need.kind] += need.count
     return tuple(wanted)
-
-
-def _held_once(held: Sequence[tuple[int | None, ...]]) -> bool:
-    """Whether no device of the node is in two of its held claims (each claim's
-    device positions)."""
-    seen: set[int | None] = set()
-    count = 0
-    for places in held:
-        seen.update(places)
-        count += len(places)
-    return len(seen) == count
 
 
 def _quick_key(problem: _Problem, idx: tuple[int, ...]) -> Hashable | None:

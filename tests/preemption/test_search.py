@@ -9,6 +9,7 @@ from app.features import FeatureGates
 from app.model.objects import PriorityClass
 from app.model.parse import parse_resource_claim
 from app.preemption import Victim, VictimSearch, pdb_violations, priority_of
+from app.preemption.fit import NodeFit
 from app.preemption.search import _freeable, _plain
 from tests.extender.cluster import GPU_CLASS, NIC_CLASS, ROOT, gpu_node
 from tests.inventory.objects import (
@@ -583,3 +584,19 @@ def test_a_claim_frees_only_the_devices_it_holds_alone() -> None:
         result("gpu", f"{GPU}/n1/gpu-2", shareID="s1")]))
     places = (0, 1, 2)
     assert _freeable(held, places, frozenset(places)) == _plain(held, places) == 0b001
+
+
+def test_a_pick_that_leaves_room_is_not_checked_for_room_again(monkeypatch: Any) -> None:
+    # Four options of one victim each: the node's pick asks whether the pod has
+    # room once; the answer then needs no second room check.
+    sized = node("n1")
+    sized["status"] = {"allocatable": {"cpu": "8", "memory": "64Gi", "pods": "110"}}
+    inv = load(GPU_CLASS, sized, *gpus("n1", 4, 3, 2, 1)[1:], want(1), preemptor())
+    calls: list[str] = []
+    fits, room = NodeFit.fits, NodeFit._room
+    monkeypatch.setattr(NodeFit, "fits", lambda self, *a: calls.append("fits") or fits(self, *a))
+    monkeypatch.setattr(NodeFit, "_room", lambda self, *a: calls.append("room") or room(self, *a))
+    _, search = searcher(inv)
+    plan = search.search(inv.pod("default/p"))
+    assert victims(plan) == ["n1-3"]
+    assert calls == ["fits"]
