@@ -571,6 +571,16 @@ SECTIONS: Final = (
             "PriorityClasses give (most nodes tie on the first terms of the ranking). The "
             "goal holds for both first searches: the best node (the preemption loop) and "
             "every node (the preempt verb and `drax preempt`)."),
+    Section("victim-search-room", "Victim search with victims for room (reported, no target)",
+            "python -m loadtest.bench_preemption --search-room --nodes 500 --runs 30 --json "
+            "loadtest/results/victim-search-room.json", figures,
+            "`app.preemption.VictimSearch` in-process over the victim-search section's uniform "
+            "cluster (500 nodes) with 64 allocatable cpus per node, 6 requested by each GPU "
+            "pod and 7 by each of two pods without claims: the preemptor (the target claim, "
+            "16 cpus) is left short of cpu by its two device victims on every node, so at "
+            "least one more pod goes there, chosen as SelectVictimsOnNode chooses (how: "
+            "`loadtest/bench_preemption.py --search-room`). Reported beside the filter over "
+            "the same nodes in the same run; not a target."),
     Section("preemption", "Preemption for devices on the real control plane",
             "python -m loadtest.bench_preemption --rounds 10 --json "
             "loadtest/results/preemption.json", figures,

@@ -1,4 +1,10 @@
-from loadtest.bench_preemption import document
+import json
+from pathlib import Path
+
+from app.extender import Extender
+from app.features import FeatureGates
+from app.preemption import VictimSearch
+from loadtest.bench_preemption import document, inventory_of, main, room_cluster
 
 
 def row(after: int, total: float, *, before: int = 2, unread: int = 0, removed: int = 3,
@@ -41,3 +47,25 @@ def test_the_target_is_judged_on_drax_s_count_not_on_the_filter_requests() -> No
     median = doc["tables"][0]["rows"][-1]
     assert median[0] == "median" and median[-4:] == ["1", "2", "4, 0", "1"]
     assert "3 over all rounds" in doc["notes"][2]
+
+
+def test_the_room_search_mode_runs_and_records_a_figure_where_every_node_needs_room(
+        tmp_path: Path) -> None:
+    """`--search-room`: in-process, no control plane; every node freed takes at
+    least one victim for the preemptor's cpu beside its two device victims."""
+    objs = room_cluster(nodes=6)
+    inv = inventory_of(objs)
+    pod = inv.pod("default/preemptor")
+    assert pod is not None
+    ext = Extender(inv, features=FeatureGates(), file_mode=True)
+    plan = VictimSearch.of(ext).search(pod, inv.node_names())
+    assert plan.nodes
+    for found in plan.nodes:
+        assert sum(not v.for_room for v in found.victims) == 2
+        assert sum(v.for_room for v in found.victims) >= 1
+    out = tmp_path / "victim-search-room.json"
+    assert main(["--search-room", "--nodes", "6", "--runs", "1", "--json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["format"] == "figures" and doc["targets"] == []
+    calls = [row[0] for row in doc["tables"][0]["rows"]]
+    assert calls == ["filter, first", "best node, first", "every node, first"]
