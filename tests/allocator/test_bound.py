@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from app.allocator import AllocatedState, AllocationOutcome, NodeView, allocate
@@ -163,6 +163,15 @@ def _same(a: AllocationOutcome, b: AllocationOutcome, *, results: bool = True) -
         assert [c.allocation for c in a.claims] == [c.allocation for c in b.claims]
 
 
+# The unbounded search of an example may take this many steps. About one
+# example in 3,000 takes more: a node of partitioned GPUs (three candidates a
+# GPU, no twins, no bound) under a pod of 3 + 4 GPUs and NICs with no
+# selector, where both searches are exhaustive and one can run for millions
+# of steps (~35 us each) before the test's budget stops it. Such examples are
+# replaced by others, so the test keeps its 400 examples.
+EXAMPLE_STEPS = 20_000
+
+
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(node=nodes(), raw_claims=pods(), spread=st.booleans())
 def test_bounded_search_returns_what_the_unbounded_search_returns(
@@ -176,9 +185,11 @@ def test_bounded_search_returns_what_the_unbounded_search_returns(
     allocated = AllocatedState(devices=frozenset(ids[n] for n in taken))
     claims = [parse_object("ResourceClaim", c) for c in raw_claims]
     config = TopologyConfig(packing="spread" if spread else "binpack")
-    _same(*(_search(claims, view, allocated, objective=_objective(
-        view, allocated, bounded=bounded, config=config))
-        for bounded in (True, False)))
+    unbounded = _search(claims, view, allocated, step_budget=EXAMPLE_STEPS,
+                        objective=_objective(view, allocated, bounded=False, config=config))
+    assume(unbounded.steps < EXAMPLE_STEPS)
+    _same(_search(claims, view, allocated,
+                  objective=_objective(view, allocated, config=config)), unbounded)
 
 
 def _partly_used_node() -> tuple[list[ResourceClaim], NodeView, dict[str, DeviceClass],
