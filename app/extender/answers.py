@@ -211,6 +211,11 @@ class AnswerBook:
         """What the allocations' topology scores are computed with."""
         return self._topology
 
+    @property
+    def step_budget(self) -> int:
+        """The allocator steps one allocation search may take."""
+        return self._step_budget
+
     def current(self, request: CallState) -> Answers:
         """The shape's answers with every node that changed since the last call
         marked stale: a verb recomputes a stale node only when it asks about it

@@ -40,7 +40,9 @@ problems that leave the node in the same state once their victims are gone
 (hardware, usage, claim shape and matches, as the filter shares its answers);
 a release of claims that each hold their devices alone is looked up by the
 node's hardware and usage and the positions released, before the state it
-leaves is read.
+leaves is read. Where victim sets are enumerated per part, a release that
+changes one part only is shared by every node of the hardware alike in that
+part, whatever the rest of it holds (`app.preemption.parts`).
 
 Across nodes the answer is ranked as kube-scheduler's
 `pickOneNodeForPreemption` ranks (`NodePreemption.rank_key`), then by
@@ -98,8 +100,10 @@ from app.preemption.ceiling import Layout as CeilingLayout
 from app.preemption.ceiling import layout as ceiling_layout
 from app.preemption.fit import NodeFit
 from app.preemption.importance import importance, pdb_violation_count, start_of
+from app.preemption.parts import PartLayout, part_layout, part_node, steps_bound
 from app.topology import priority as topology_priority
 from app.topology.normalise import node_topology
+from app.topology.score import ONE_ROOT, make_objective, node_fill, one_root_score
 
 # Allocator runs one node's search may spend on exact search before it settles
 # for a minimal (not necessarily smallest) set by reprieving pods one by one.
@@ -603,6 +607,12 @@ class VictimSearch:
         self._values: BoundedCache[Hashable, tuple[tuple[int, ...] | None]] = BoundedCache(
             _SHARED_SEARCHES)
         self._quick_runs: BoundedCache[Hashable, _Run] = BoundedCache(_SHARED_RUNS)
+        self._part_layouts: BoundedCache[Hashable, PartLayout | None] = BoundedCache(
+            _SHARED_SEARCHES)
+        # per part's run key: the run, and the intact share of its allocation
+        # (True: it found none)
+        self._part_runs: BoundedCache[Hashable, tuple[_Run, float | bool]] = BoundedCache(
+            _SHARED_RUNS)
         self._countings: BoundedCache[Hashable, tuple[_Counting, bool]] = BoundedCache(
             _NODE_FACTS)
         # Whether anything besides the claims of the pods on nodes holds devices
@@ -1070,7 +1080,10 @@ class VictimSearch:
             if not all_gone.outcome.feasible:
                 return nothing_works(all_gone)
         budget = self._trial_budget
-        groups = _parts(problem, needs) or [everyone]
+        parts = _parts(problem, needs)
+        if parts is not None:
+            attempt = self._shared_parts(problem, needs, attempt, released)
+        groups = parts or [everyone]
         for size in range(1, max(len(g) for g in groups) + 1):
             if sum(math.comb(len(g), size) for g in groups) > budget * _ENUMERATED_PER_TRIAL:
                 return _Solved(view=view, options=None, cut=True)
@@ -1145,6 +1158,102 @@ class VictimSearch:
             return hit
 
         return attempt, released
+
+    def _shared_parts(self, problem: _Problem, needs: Sequence[_Need] | None,
+                      attempt: Callable[[tuple[int, ...]], _Run], released: _Released
+                      ) -> Callable[[tuple[int, ...]], _Run]:
+        """`attempt` for the victim sets of one part, once nothing fits without
+        victims: a release that changes one part only is looked up by the part's
+        hardware and usage and what the score reads of the rest of the node
+        (`app.preemption.parts`), and its answer scored with the node's fill."""
+        layout = self._part_layout(problem, needs)
+        if layout is None or problem.base is None or problem.stuck:
+            return attempt
+        node = part_node(layout, problem.state.allocated, problem.facts.position,
+                         problem.state.view)
+        base = _plain_release(problem, released(()))
+        if node is None or base is None:
+            return attempt
+        config = self._book.topology
+        units = len(layout.units)
+
+        def shared(idx: tuple[int, ...]) -> _Run:
+            freed = _plain_release(problem, idx)
+            found = None if freed is None else node.key(freed, base)
+            if found is None:
+                return attempt(idx)
+            key = (problem.base, found[0])
+            hit = self._part_runs.get(key)
+            if hit is None or not self._current(hit[0].source):
+                run = attempt(idx)
+                intact = self._intact(problem, idx, run)
+                if intact is None:
+                    return run
+                hit = self._part_runs.put(key, (run, intact))
+            run, intact = hit
+            outcome = run.outcome
+            if not outcome.feasible:
+                return run
+            assert isinstance(intact, float)
+            score = one_root_score(config, intact=intact, fill=node_fill(found[1], units))
+            return run if score == outcome.score else _Run(replace(outcome, score=score),
+                                                            run.source)
+
+        return shared
+
+    def _part_layout(self, problem: _Problem, needs: Sequence[_Need] | None
+                     ) -> PartLayout | None:
+        """`app.preemption.parts.part_layout` of the problem's kind of node, when
+        its parts may share runs: every request's matches known without a CEL
+        error, and no search there can reach the allocator's step budget."""
+        attribute = _part_attribute(problem, needs)
+        if attribute is None or problem.base is None or needs is None:
+            return None
+        key = (problem.base, attribute)
+        if key in self._part_layouts:
+            return self._part_layouts[key]
+        facts = problem.facts
+        columns = facts.kinds.value
+        assert isinstance(columns, tuple)
+        layout = None
+        if all(column is not None and all(type(m) is bool for m in column)
+               for column in columns):
+            topology = node_topology(facts.view, self._book.topology)
+            slots = [facts.layout.kinds[n.kind].bit_count() for n in needs if n.group < 0
+                     for _ in range(n.count)]
+            if steps_bound(slots, len(topology.roots) + len(topology.numa_nodes)) \
+                    < self._book.step_budget:
+                layout = part_layout(facts.devices, facts.position, facts.layout.matched,
+                                     lambda at: facts.attribute(at, attribute), topology)
+        return self._part_layouts.put(key, layout)
+
+    def _intact(self, problem: _Problem, idx: tuple[int, ...], run: _Run
+                ) -> float | bool | None:
+        """What a part's run shares: for an allocation, its score's intact share
+        on this node (`Quality.intact`, the same on every node sharing the run),
+        True when it found none; None when it is not to be shared (an error,
+        not the one-root tier)."""
+        outcome = run.outcome
+        if outcome.error is not None:
+            return None
+        if not outcome.feasible:
+            return True
+        state = problem.state
+        facts = problem.facts
+        if run.source is not state.view:
+            position = {d.id: i for i, d in enumerate(flat_devices(run.source))}
+            picks = [facts.devices[position[d.id]] for d in outcome.picks]
+        else:
+            picks = list(outcome.picks)
+        allocated = self._inventory.allocated_without(
+            state, (problem.claims[i].claim.key for i in idx))
+        quality = make_objective(node_view=state.view, allocated=allocated,
+                                 config=self._book.topology,
+                                 mode="advisor" if self._first_fit else "allocator"
+                                 ).evaluate(picks)
+        if quality.tier != ONE_ROOT or quality.score != outcome.score:
+            return None
+        return quality.intact
 
     def _reprieve(self, problem: _Problem) -> tuple[_Option, bool] | str:
         """Past the budget: start from every candidate gone and spare them one by
@@ -1502,14 +1611,7 @@ def _parts(problem: _Problem, needs: Sequence[_Need] | None) -> list[tuple[int, 
     the set lies within v's candidates. Enumerating victim sets per part
     finds every smallest set, and only those; None when the pod's claims do
     not keep to one part."""
-    if needs is None or len(problem.pending) != 1:
-        return None
-    requests = len(problem.pending[0].spec.requests)
-    groups: dict[int, list[_Need]] = {}
-    for need in needs:
-        if need.group >= 0:
-            groups.setdefault(need.group, []).append(need)
-    attribute = next((m[0].attribute for m in groups.values() if len(m) == requests), None)
+    attribute = _part_attribute(problem, needs)
     if attribute is None:
         return None
     facts = problem.facts
@@ -1545,6 +1647,19 @@ def _parts(problem: _Problem, needs: Sequence[_Need] | None) -> list[tuple[int, 
     return sorted({tuple(sorted(m)) for m in members.values()})
 
 
+def _part_attribute(problem: _Problem, needs: Sequence[_Need] | None) -> str | None:
+    """The attribute whose one value every allocation of the pod keeps to (its
+    one claim binds all its requests with it), or None (`_parts`)."""
+    if needs is None or len(problem.pending) != 1:
+        return None
+    requests = len(problem.pending[0].spec.requests)
+    groups: dict[int, list[_Need]] = {}
+    for need in needs:
+        if need.group >= 0:
+            groups.setdefault(need.group, []).append(need)
+    return next((m[0].attribute for m in groups.values() if len(m) == requests), None)
+
+
 def _wanted(request: CallState, needs: tuple[list[_Need], _Check] | None
             ) -> tuple[int, ...] | None:
     """Per request kind, how many devices the pod's requests of that kind
@@ -1560,19 +1675,26 @@ def _wanted(request: CallState, needs: tuple[list[_Need], _Check] | None
     return tuple(wanted)
 
 
+def _plain_release(problem: _Problem, idx: tuple[int, ...]) -> int | None:
+    """The positions the claims `idx` free, when each holds its devices plainly
+    (`_Claim.plain`); None otherwise."""
+    freed = 0
+    for i in idx:
+        plain = problem.claims[i].plain
+        if plain is None:
+            return None
+        freed |= plain
+    return freed
+
+
 def _quick_key(problem: _Problem, idx: tuple[int, ...]) -> Hashable | None:
     """What fixes the node's state once the claims `idx` are gone, when each
     of them holds its devices plainly (`_Claim.plain`): the kind of run, the
     node's hardware and usage, the positions held by others too, and the
     positions released; None otherwise."""
-    if problem.base is None:
+    gone = None if problem.base is None else _plain_release(problem, idx)
+    if gone is None:
         return None
-    gone = 0
-    for i in idx:
-        plain = problem.claims[i].plain
-        if plain is None:
-            return None
-        gone |= plain
     return (problem.base, problem.facts.signature, problem.stuck, gone)
 
 

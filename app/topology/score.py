@@ -58,6 +58,7 @@ class Quality:
     refinement: float
     packing: float
     score: float
+    intact: float  # the packing's share of free blocks left intact (`_intact`)
 
     @property
     def tier_name(self) -> str:
@@ -394,13 +395,14 @@ class TopologyObjective:
         if perfect is None:
             perfect = self._perfects[shape] = self._most_perfect(*shape)
         self._perfect = perfect
-        packing = self._packing(intact=self._intact([t for _, t in new]))
+        intact = self._intact([t for _, t in new])
+        packing = self._packing(intact=intact)
         return Quality(tier=tier, refinement=refinement, packing=packing,
-                       score=self._combine(tier, refinement, packing))
+                       score=self._combine(tier, refinement, packing), intact=intact)
 
     def _combine(self, tier: int, refinement: float, packing: float) -> float:
         if tier == ONE_ROOT:
-            return (tier + packing) / TIERS
+            return _one_root(packing)
         wl, wp = self._config.locality_weight, self._config.packing_weight
         # Capped below 1 so no weighting lets a lower tier reach the next one.
         within = min(_BELOW_ONE, (wl * refinement + wp * packing) / (wl + wp))
@@ -441,11 +443,7 @@ class TopologyObjective:
         return self._combine(tier, 0.5 * closeness + 0.5 if has_both else closeness, packing)
 
     def _packing(self, *, intact: float) -> float:
-        if self._config.packing == "spread":
-            # Emptier nodes first; intact blocks only break ties inside a node
-            # (where the fill is the same for every allocation).
-            return SPREAD_INTACT * intact + (1 - SPREAD_INTACT) * (1.0 - self._fill)
-        return 0.5 * intact + 0.5 * self._fill
+        return _packing(self._config, intact=intact, fill=self._fill)
 
     def _intact(self, new: Sequence[DeviceTopology]) -> float:
         """Per level (roots, NUMA nodes, the node itself): 1 - the share of
@@ -463,6 +461,32 @@ class TopologyObjective:
             (_intact_share(numas, topo.numa_nodes, self._numa_used), NUMA_LEVEL),
             (_intact_share({"": len(new)}, self._node, self._node_used), NODE_LEVEL))
             if share is not None])
+
+
+def _packing(config: TopologyConfig, *, intact: float, fill: float) -> float:
+    if config.packing == "spread":
+        # Emptier nodes first; intact blocks only break ties inside a node
+        # (where the fill is the same for every allocation).
+        return SPREAD_INTACT * intact + (1 - SPREAD_INTACT) * (1.0 - fill)
+    return 0.5 * intact + 0.5 * fill
+
+
+def _one_root(packing: float) -> float:
+    return (ONE_ROOT + packing) / TIERS
+
+
+def one_root_score(config: TopologyConfig, *, intact: float, fill: float) -> float:
+    """The score of an allocation whose devices with a topology all sit behind
+    one PCIe root, from its two parts: `intact` (`Quality.intact`: the free
+    blocks it leaves intact, read from the root, NUMA node and node it is
+    in) and the node's `fill` (`node_fill`), which moves every such
+    allocation's score alike. The same arithmetic as `TopologyObjective.score`."""
+    return _one_root(_packing(config, intact=intact, fill=fill))
+
+
+def node_fill(used: int, units: int) -> float:
+    """The share of a node's units in use (`NodeTopology.units`, `used` of them)."""
+    return used / units if units else 0.0
 
 
 def _weighted_mean(values: Sequence[tuple[float, float]]) -> float:
@@ -538,7 +562,7 @@ def make_objective(*, node_view: NodeView, allocated: AllocatedState, config: To
     topology = node_topology(node_view, config)
     used = {topology.unit_of[i] for i in topology.devices
             if i in allocated.devices or i in allocated.multi_allocated}
-    fill = len(used) / len(topology.units) if topology.units else 0.0
+    fill = node_fill(len(used), len(topology.units))
     reusable = {unit for pool in node_view.pools for d in pool.devices
                 if d.allow_multiple_allocations and d.id not in allocated.devices
                 and (unit := topology.unit_of.get(d.id)) in used}

@@ -1,0 +1,186 @@
+"""Allocator runs shared per part of a node give each node its own answer.
+
+Nodes of one hardware (GPUs and NICs on three PCIe roots, two NUMA nodes)
+hold devices in random claims of random pods; the preemptor wants GPUs (and
+maybe a NIC) on one root. A part's run is shared by nodes whose part is alike
+however the rest of the node is used, so every node's answer in one search
+over all of them (node, victims, devices, topology score) must be the one it
+gets searched alone: a key that missed what the score reads of the rest of the
+node (the fill, a NUMA node or the node left wholly free), or a release that
+changes two roots, shows as a different score or allocation.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from app.preemption import PreemptionPlan
+from tests.extender.cluster import GPU_CLASS, ROOT
+from tests.inventory.objects import (
+    claim,
+    device,
+    device_class,
+    exactly,
+    node,
+    resource_slice,
+    result,
+    template,
+)
+from tests.preemption.builders import answer, load, preemptor, searcher
+
+NUMA = "resource.kubernetes.io/numaNode"
+NIC_DRIVER = "dra.net"
+NIC_CLASS = device_class("nic", f"device.driver == '{NIC_DRIVER}'")
+GPU_ROOTS = ("r0", "r0", "r1", "r1", "r2", "r2")
+NIC_ROOTS = ("r0", "r1", "r2")
+P = 50
+
+
+def hardware(name: str) -> list[dict[str, Any]]:
+    """GPUs and NICs on three roots; r0 and r1 on NUMA node 0, r2 on 1."""
+    def numa(root: str) -> int:
+        return int(root == "r2")
+    gpus = [device(f"gpu-{i}", uuid=f"GPU-{name}-{i}", **{ROOT: root, NUMA: numa(root)})
+            for i, root in enumerate(GPU_ROOTS)]
+    nics = [device(f"nic-{i}", mac=f"{name}-{i}", **{ROOT: root, NUMA: numa(root)})
+            for i, root in enumerate(NIC_ROOTS)]
+    return [node(name),
+            resource_slice(f"{name}-gpus", node_name=name, pool=name, devices=gpus),
+            resource_slice(f"{name}-nics", driver=NIC_DRIVER, node_name=name, pool=name,
+                           devices=nics)]
+
+
+DEVICES = [f"gpu-{i}" for i in range(len(GPU_ROOTS))] + [f"nic-{i}" for i in range(len(NIC_ROOTS))]
+# the claim of the device's own root (claims 0, 1, 2 for roots r0, r1, r2)
+ROOT_CLAIM = -1
+
+node_st = st.fixed_dictionaries({
+    # per pod: its priority (P and above stay) and whether it is already going
+    "pods": st.lists(st.tuples(st.sampled_from([0, 0, 1, 2, 49, 100]),
+                               st.sampled_from([False] * 5 + [True])),
+                     min_size=3, max_size=4),
+    # per device the claim holding it (the changes free some): mostly its root's own claim
+    "owner": st.lists(st.sampled_from([ROOT_CLAIM, ROOT_CLAIM, ROOT_CLAIM, 3, 4]),
+                      min_size=len(DEVICES), max_size=len(DEVICES)),
+    # per claim the pods reserving it
+    "holders": st.lists(st.lists(st.integers(0, 2), min_size=1, max_size=2, unique=True),
+                        min_size=5, max_size=5),
+})
+# Nodes alike but for a few devices (another owner), so that many share a part's
+# run while the rest of the node differs.
+changes_st = st.lists(st.tuples(st.integers(0, len(DEVICES) - 1),
+                                st.sampled_from([ROOT_CLAIM, 3, 4, None])), max_size=2)
+cluster_st = st.fixed_dictionaries({
+    "base": node_st,
+    "changes": st.lists(changes_st, min_size=2, max_size=5),
+    "gpus": st.integers(1, 2),
+    "nic": st.booleans(),
+})
+
+
+def nodes_of(spec: dict[str, Any]) -> dict[str, Any]:
+    """`spec` with its nodes: the base node with each node's changes."""
+    nodes = []
+    for changes in spec["changes"]:
+        owner = list(spec["base"]["owner"])
+        for at, new in changes:
+            owner[at] = new
+        nodes.append({**spec["base"], "owner": owner})
+    return {**spec, "nodes": nodes}
+
+
+def build(spec: dict[str, Any], only: int | None = None) -> list[dict[str, Any]]:
+    """The cluster, or with `only` that one node alone (under its own name)."""
+    requests = [exactly("gpu", "gpu", count=spec["gpus"])]
+    if spec["nic"]:
+        requests.append(exactly("nic", "nic"))
+    objs: list[dict[str, Any]] = [
+        GPU_CLASS, NIC_CLASS,
+        template("want", requests=requests,
+                 constraints=[{"requests": [r["name"] for r in requests],
+                               "matchAttribute": ROOT}]),
+        preemptor(priority=P)]
+    for n, ns in enumerate(spec["nodes"]):
+        if only is not None and n != only:
+            continue
+        name = f"n{n}"
+        objs += hardware(name)
+        pods = [f"{name}-p{i}" for i in range(len(ns["pods"]))]
+        held: dict[str, list[str]] = {p: [] for p in pods}
+        owners = [int((GPU_ROOTS + NIC_ROOTS)[i][1]) if owner == ROOT_CLAIM else owner
+                  for i, owner in enumerate(ns["owner"])]
+        for c, holders in enumerate(ns["holders"]):
+            devices = [d for d, owner in zip(DEVICES, owners, strict=True) if owner == c]
+            reservers = [pods[h] for h in holders if h < len(pods)]
+            if not devices or not reservers:
+                continue
+            cname = f"{name}-c{c}"
+            objs.append(claim(
+                cname, requests=[exactly("dev", "gpu", count=len(devices))],
+                results=[result("dev", f"{NIC_DRIVER if d.startswith('nic') else 'gpu.example.com'}"
+                                       f"/{name}/{d}") for d in devices],
+                reserved_for=[{"resource": "pods", "name": r, "uid": f"uid-{r}"}
+                              for r in reservers]))
+            for r in reservers:
+                held[r].append(cname)
+        for pname, (prio, going) in zip(pods, ns["pods"], strict=True):
+            obj: dict[str, Any] = {
+                "kind": "Pod", "metadata": {"name": pname, "namespace": "default",
+                                            "uid": f"uid-{pname}"},
+                "spec": {"nodeName": name, "priority": prio, "resourceClaims": [
+                    {"name": f"e{i}", "resourceClaimName": c}
+                    for i, c in enumerate(held[pname])]},
+                "status": {"phase": "Running", "startTime": "2026-01-01T00:00:00Z"}}
+            if going:
+                obj["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+            objs.append(obj)
+    return objs
+
+
+def plan_of(objs: list[dict[str, Any]], mode: str) -> PreemptionPlan:
+    inv = load(*objs)
+    _, search = searcher(inv, mode=mode)
+    plan = search.search(inv.pod("default/p"))
+    assert plan.problem is None
+    return plan
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cluster_st, st.sampled_from(["allocator", "advisor"]))
+def test_every_node_gets_the_answer_it_gets_alone(spec: dict[str, Any], mode: str) -> None:
+    spec = nodes_of(spec)
+    plan = plan_of(build(spec), mode)
+    found = {n.node: n for n in plan.nodes}
+    for n in range(len(spec["nodes"])):
+        name = f"n{n}"
+        alone = plan_of(build(spec, only=n), mode)
+        assert (name in found) == bool(alone.nodes), (plan.refused.get(name),
+                                                       alone.refused.get(name))
+        if alone.best is not None:
+            assert answer(found[name]) == answer(alone.best)
+
+
+def test_nodes_alike_in_one_part_share_its_run_and_keep_their_own_score() -> None:
+    """Two nodes free the same root by the same victim; the second also holds a
+    NIC on another root, so its fill, and so its score, differ: one allocator
+    run serves both, each scored as searched alone."""
+    pods = [(1, False), (100, False), (100, False), (100, False)]
+    owner = [0, 0, 1, 1, 2, 2, None, None, None]
+    spec = {"gpus": 2, "nic": False, "nodes": [
+        {"pods": pods, "owner": owner, "holders": [[0], [1], [2], [3], [3]]},
+        {"pods": pods, "owner": [*owner[:6], None, None, 3],
+         "holders": [[0], [1], [2], [3], [3]]}]}
+    inv = load(*build(spec))
+    _, search = searcher(inv)
+    plan = search.search(inv.pod("default/p"))
+    found = {n.node: n for n in plan.nodes}
+    assert sorted(found) == ["n0", "n1"]
+    assert search.trials == 1
+    assert found["n0"].score != found["n1"].score
+    for n in range(2):
+        alone = plan_of(build(spec, only=n), "allocator").best
+        assert alone is not None
+        assert answer(found[f"n{n}"]) == answer(alone)
