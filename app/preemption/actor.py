@@ -169,6 +169,19 @@ class Actor:
 
     # ------------------------------------------------------------------ preemptor
 
+    async def renominate(self, pod: Pod, node: str, *,
+                         still_leading: Callable[[], bool] = lambda: True) -> bool:
+        """Set `pod`'s nominatedNodeName to `node` again (its hold's node); False
+        when it is gone or replaced, this replica no longer leads, or the API
+        server failed past the retries."""
+        if not still_leading():
+            return False
+        try:
+            return await self._nominate(pod, node)
+        except _GiveUp as exc:
+            log.warning("%s", exc)
+            return False
+
     async def _nominate(self, pod: Pod, node: str) -> bool:
         """Set P's nominatedNodeName; False when P is gone or another pod."""
         body = {"metadata": {"uid": pod.uid}, "status": {"nominatedNodeName": node}}

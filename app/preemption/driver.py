@@ -23,7 +23,10 @@ stream of new pods does not multiply their cost. A pass:
 1. renews the holds whose victims are still terminating or whose claims are
    still allocated (so a slow kubelet does not end a hold), and notes the
    preemptors that got bound (`drax_preemptor_bind_seconds`);
-2. takes the candidates highest priority first and, for each, skips it while
+2. takes the candidates highest priority first and, for each holding
+   devices whose nominatedNodeName is cleared (kube-scheduler's
+   DefaultPreemption clears it in advisor mode, see `_renominate`), writes
+   the hold's node back; then skips it while
    its earlier victims are pending (no cascading), or when nothing relevant
    changed since its last fruitless search (the inventory's devices, claims,
    nodes and classes; a pod with claims anywhere; any pod bound or nominated
@@ -210,6 +213,8 @@ class Driver:
 
     async def _consider(self, pod: Pod) -> bool:
         held = self._inventory.nomination(pod.key)
+        if held is not None and held.pod_uid == pod.uid and not pod.nominated_node_name:
+            await self._renominate(pod, held)
         if held is not None and held.pod_uid == pod.uid and self.victims_pending(held):
             mark = (pod.key, held.started_at)
             if mark not in self._pending_noted:
@@ -261,6 +266,21 @@ class Driver:
             self._metrics.devices_freed.inc(len(best.freed_devices))
             self._waiting[pod.key] = (pod.uid, self._clock())
         return outcome.refused is None or bool(outcome.deleted)
+
+    async def _renominate(self, pod: Pod, held: Nomination) -> None:
+        """Write the node of `pod`'s hold back as its nominatedNodeName, which
+        was cleared: in advisor mode kube-scheduler's DefaultPreemption clears
+        it at the preemptor's next failed attempt (the DynamicResources filter
+        refuses every node as unresolvable, so it finds no candidate). The
+        nomination is what makes kube-scheduler try that node first and count
+        the pod there for pods of no higher priority, and what a new leader
+        rebuilds the hold from. A pod gone or replaced is left to end its hold."""
+        term = self._leadership.term
+        if await self._actor.renominate(pod, held.node,
+                                        still_leading=lambda: self._leadership.still_leading(
+                                            term)):
+            log.info("nominated node %s written back for pod %s (its scheduler cleared it)",
+                     held.node, pod.key)
 
     def _hold_nominated(self, pod: Pod, priority: int, best: NodePreemption,
                         now: float) -> None:

@@ -237,6 +237,37 @@ async def test_the_driver_preempts_the_two_lowest_once_and_holds_their_gpus(
         assert metric(registry, "drax_preemptor_bind_seconds_count") == 1
 
 
+async def test_a_nomination_its_scheduler_clears_is_written_back_while_the_devices_are_held(
+        tmp_path: Path) -> None:
+    """In advisor mode kube-scheduler's DefaultPreemption clears the preemptor's
+    nominatedNodeName at its next failed attempt (no candidate: its
+    DynamicResources filter refuses every node as unresolvable). The driver
+    writes the hold's node back and deletes nothing more; a node its
+    scheduler nominated instead is left as it is."""
+    async with KubeHarness(tmp_path) as h:
+        full_cluster(h.server)
+        await start_with_preemptor(h)
+        driver = driver_of(h, CollectorRegistry())
+        assert await driver.run_once()
+        await h.caught_up()
+
+        async def nominate(node: str) -> None:
+            pod = h.server.get("pods", "p", "default")
+            pod["status"]["nominatedNodeName"] = node
+            h.server.update("pods", pod)
+            await eventually(lambda: (p := h.inventory.pod("default/p")) is not None
+                             and p.nominated_node_name == node, f"nominated to {node!r}")
+
+        await nominate("")
+        assert not await driver.run_once()
+        assert h.server.get("pods", "p", "default")["status"]["nominatedNodeName"] == "node-a"
+        assert pods_deleted(h.server) == ["v0", "v1"]
+        await nominate("node-b")
+        assert not await driver.run_once()
+        assert h.server.get("pods", "p", "default")["status"]["nominatedNodeName"] == "node-b"
+        assert pods_deleted(h.server) == ["v0", "v1"]
+
+
 async def test_never_and_pods_without_claims_preempt_nothing(tmp_path: Path) -> None:
     async with KubeHarness(tmp_path) as h:
         full_cluster(h.server)
