@@ -309,6 +309,9 @@ class _Floor:
     released: Sequence[tuple[int, int, Sequence[Pod | None], Collection[int], int]] = ()
     eligible: Mapping[int, int] = field(default_factory=dict)
     _count: float | None = None
+    # the search's `_fewest` answers, shared by nodes alike (`VictimSearch._fewest`)
+    fewest: Callable[[_Counting, _Check, Iterable[int]], float] | None = field(
+        default=None, repr=False)
     _summed: float | None = None
 
     def order(self) -> tuple[float, float, float]:
@@ -322,7 +325,7 @@ class _Floor:
                 for reserver in reservers:
                     if reserver is not None and id(reserver) in self.eligible:
                         reach[id(reserver)] = reach.get(id(reserver), 0) | mask
-            self._count = _fewest(self.counting, self.check, reach.values())
+            self._count = (self.fewest or _fewest)(self.counting, self.check, reach.values())
         return self._count
 
     def summed(self) -> float:
@@ -615,6 +618,13 @@ class VictimSearch:
             _SHARED_RUNS)
         self._countings: BoundedCache[Hashable, tuple[_Counting, bool]] = BoundedCache(
             _NODE_FACTS)
+        # (counting, check, what each pod can free) -> `_fewest`: nodes alike
+        # ask the same; the counting and check are held so their ids stay theirs
+        self._fewests: BoundedCache[Hashable, tuple[_Counting, _Check, float]] = BoundedCache(
+            _NODE_FACTS)
+        # needs -> their key, hashed once (per request, while it is held)
+        self._need_keys: BoundedCache[int, tuple[Sequence[_Need], HashedKey]] = BoundedCache(
+            _SHARED_SEARCHES)
         # Whether anything besides the claims of the pods on nodes holds devices
         # (a nomination, an assumption): read once per search, for `_stuck`.
         self._others_hold = True
@@ -807,10 +817,17 @@ class VictimSearch:
                 if not found:
                     return None  # released once the pods going are gone
                 gone, top = found, max(eligible[k] for k in found)
-            plain = _plain(claim, tuple(map(position.get, ids))) & kept
+            if len(ids) == 1:
+                # one device: `_plain` without its loop
+                at = position.get(ids[0])
+                result = claim.allocation.results[0]  # type: ignore[union-attr]
+                plain = (1 << at) & kept if at is not None and result.share_id is None \
+                    and not result.admin_access and not result.consumed_capacity else 0
+            else:
+                plain = _plain(claim, tuple(map(position.get, ids))) & kept
             released.append((top, plain & layout.matched_mask, reservers, gone, plain))
         # What counting reads of the node as it is: the same on nodes alike.
-        counted_key = (facts.signature, facts.kinds, tuple(needs_list))
+        counted_key = (facts.signature, facts.kinds, self._needs_key(needs_list))
         counted = self._countings.get(counted_key)
         if counted is None:
             self.countings += 1
@@ -829,8 +846,24 @@ class VictimSearch:
                     and _plausible_freed(counting, freed, check):
                 return _Floor(top=top, sum=_priority_sum((top,)), latest=latest,
                               counting=counting, check=check, released=order,
-                              eligible=eligible)
+                              eligible=eligible, fewest=self._fewest)
         return _NOTHING_ENOUGH
+
+    def _fewest(self, counting: _Counting, check: _Check, reach: Iterable[int]) -> float:
+        """`_fewest`, shared by nodes whose pods can free the same (in any order)."""
+        masks = tuple(sorted(reach))
+        key = (id(counting), id(check), masks)
+        hit = self._fewests.get(key)
+        if hit is None or hit[0] is not counting or hit[1] is not check:
+            hit = self._fewests.put(key, (counting, check, _fewest(counting, check, masks)))
+        return hit[2]
+
+    def _needs_key(self, needs: Sequence[_Need]) -> HashedKey:
+        """`needs` as a key, hashed once while the request's needs are held."""
+        hit = self._need_keys.get(id(needs))
+        if hit is None or hit[0] is not needs:
+            hit = self._need_keys.put(id(needs), (needs, HashedKey(tuple(needs))))
+        return hit[1]
 
     def _ceiling(self, request: CallState, state: NodeState, floor: _Floor,
                  wanted: tuple[int, ...] | None) -> float:

@@ -10,7 +10,7 @@ from app.model.objects import PriorityClass
 from app.model.parse import parse_resource_claim
 from app.preemption import Victim, VictimSearch, pdb_violations, priority_of
 from app.preemption.fit import NodeFit
-from app.preemption.search import _freeable, _plain
+from app.preemption.search import _Check, _Counting, _fewest, _freeable, _plain
 from tests.extender.cluster import GPU_CLASS, NIC_CLASS, ROOT, gpu_node
 from tests.inventory.objects import (
     claim,
@@ -600,3 +600,18 @@ def test_a_pick_that_leaves_room_is_not_checked_for_room_again(monkeypatch: Any)
     plan = search.search(inv.pod("default/p"))
     assert victims(plan) == ["n1-3"]
     assert calls == ["fits"]
+
+
+def test_the_fewest_victims_are_shared_only_by_nodes_whose_pods_free_the_same() -> None:
+    # Two held devices, both needed: one pod freeing both is one victim, two
+    # pods freeing one each are two, in whatever order the node lists them.
+    _, search = searcher(load(GPU_CLASS))
+    counting = _Counting(freeable=(), by_kind=((0, 0b11),), values=())
+    check = _Check(plain=((0, 2),), total=2, groups=())
+    assert search._fewest(counting, check, [0b11]) == 1
+    assert search._fewest(counting, check, [0b01, 0b10]) == 2
+    assert search._fewest(counting, check, [0b10, 0b01]) == 2
+    # a node of other usage (one device free) whose pods reach the same is not
+    # served the first node's answer: it needs one pod
+    other = _Counting(freeable=(), by_kind=((0b01, 0b10),), values=())
+    assert search._fewest(other, check, [0b01, 0b10]) == 1 == _fewest(other, check, [0b10])
