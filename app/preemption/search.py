@@ -193,12 +193,15 @@ class NodePreemption:
         lowest sum of priorities, each offset by `PRIORITY_OFFSET`; fewest
         victims; latest start among the highest-priority victims), then the
         better topology score."""
-        if not self.victims:
+        victims = self.victims
+        if not victims:
             return (0, 0, 0, 0, 0, 0, -_score(self.score))
-        top = max(v.priority for v in self.victims)
-        earliest = min(start_of(v.pod) for v in self.victims if v.priority == top)
-        return (1, self.pdb_violations, top, _priority_sum(v.priority for v in self.victims),
-                len(self.victims), -earliest, -_score(self.score))
+        priorities = [v.priority for v in victims]
+        top = max(priorities)
+        earliest = min(start_of(v.pod) for v in victims if v.priority == top)
+        # (`_priority_sum`, the offsets added at once)
+        return (1, self.pdb_violations, top, sum(priorities) + PRIORITY_OFFSET * len(priorities),
+                len(victims), -earliest, -_score(self.score))
 
 
 @dataclass(slots=True, frozen=True)
@@ -912,10 +915,14 @@ class VictimSearch:
             if other.uid == pod.uid and other.name == pod.name \
                     and other.namespace == pod.namespace:
                 continue
-            for claim_key, claim, reservers, ids in zip(holder.keys, holder.claims,
-                                                        holder.reservers, holder.devices,
-                                                        strict=True):
-                held[claim_key] = (claim, reservers, ids)
+            keys = holder.keys
+            if len(keys) == 1:  # most pods hold one claim
+                held[keys[0]] = (holder.claims[0], holder.reservers[0], holder.devices[0])
+            else:
+                for claim_key, claim, reservers, ids in zip(keys, holder.claims,
+                                                            holder.reservers, holder.devices,
+                                                            strict=True):
+                    held[claim_key] = (claim, reservers, ids)
             if other.deleting or other.phase in POD_TERMINAL_PHASES:
                 terminating.append(other)
                 continue
