@@ -22,7 +22,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from app.config import Settings
-from app.extender import BindFailure
+from app.extender import BindFailure, NodeScores
 from app.model import Pod
 from app.server.app import create_app
 from app.server.serving import KEEP_ALIVE_SECONDS
@@ -43,8 +43,8 @@ class FloorVerbs:
     def filter(self, pod: Pod, node_names: Sequence[str]) -> PassAll:
         return PassAll(passed=node_names)
 
-    def prioritize(self, pod: Pod, node_names: Sequence[str]) -> list[tuple[str, int]]:
-        return [(name, 0) for name in node_names]
+    def node_scores(self, pod: Pod, node_names: Sequence[str]) -> NodeScores:
+        return NodeScores(names=node_names, scores=[0] * len(node_names), zero_kept=True)
 
     async def wait_for_binds(self, pod: Pod) -> float | None:
         return None

@@ -6,7 +6,7 @@ prints is what the scheduler is told.
 
 from app.extender.binder import BindCause, Binder, BindError, BindFailure, MemoryBinder
 from app.extender.claims import ClaimResolver, PodClaims
-from app.extender.verbs import Extender, FilterResult, NodeEvaluation
+from app.extender.verbs import Extender, FilterResult, NodeEvaluation, NodeScores
 
 __all__ = ["BindCause", "BindError", "BindFailure", "Binder", "ClaimResolver", "Extender",
-           "FilterResult", "MemoryBinder", "NodeEvaluation", "PodClaims"]
+           "FilterResult", "MemoryBinder", "NodeEvaluation", "NodeScores", "PodClaims"]

@@ -60,6 +60,7 @@ from app.topology import TopologyConfig, TopologyObjective, make_objective, prio
 
 _SHAPES_CACHED: Final = 256
 _SIGNATURE_CACHE_SIZE: Final = 4096
+_FAILURES_SHARED: Final = 4096
 
 
 @dataclass(slots=True, frozen=True)
@@ -94,6 +95,20 @@ class Verdict:
 NO_CLAIMS: Final = Verdict(feasible=True)
 
 
+@dataclass(slots=True, frozen=True, eq=False)
+class Failure:
+    """What filter reads of a verdict that rules its node out. Nodes whose
+    verdicts word the same failure share one `Failure` (`Answers.failure`), so
+    filter words and counts each distinct failure once per call and sorts its
+    candidates by identity, without a Python step per node."""
+
+    reason: str | None
+    error: str | None
+    unresolvable: bool
+    rejection: Rejection | None
+    claim_keys: tuple[str, ...]
+
+
 def from_outcome(outcome: AllocationOutcome, *, claim_keys: tuple[str, ...],
                  unresolvable: bool = False) -> Verdict:
     if outcome.error is not None:
@@ -116,19 +131,34 @@ class Answers:
     """Every node's verdict for one claim shape, as of inventory `sequence`.
     `passed`: the feasible nodes and their priority, for the verbs' fast path.
     `stale`: nodes changed since their verdict, left out of `passed` until a
-    verb asks about them again (`needs`)."""
+    verb asks about them again (`needs`). Each verdict is kept with the node's
+    version and, when it rules the node out, its `Failure`."""
 
     sequence: int = -1
-    verdicts: dict[str, tuple[int, Verdict]] = field(default_factory=dict)
+    verdicts: dict[str, tuple[int, Verdict, Failure | None]] = field(default_factory=dict)
     passed: dict[str, int] = field(default_factory=dict)
     stale: set[str] = field(default_factory=set)
+    _failures: dict[tuple[Any, ...], Failure] = field(default_factory=dict)
 
     def needs(self, name: str) -> bool:
         """Whether `name`'s verdict must be computed before it is read."""
         return name in self.stale or name not in self.verdicts
 
+    def failure(self, verdict: Verdict) -> Failure:
+        """The shared `Failure` for an infeasible verdict's words."""
+        key = (verdict.reason, verdict.error, verdict.unresolvable, verdict.rejection,
+               verdict.claim_keys)
+        hit = self._failures.get(key)
+        if hit is None:
+            if len(self._failures) >= _FAILURES_SHARED:
+                # Texts naming a node can make every failure distinct; sharing is
+                # only a saving, so the table starts over rather than grow.
+                self._failures.clear()
+            hit = self._failures[key] = Failure(*key)
+        return hit
 
-Wording = Callable[[Verdict], tuple[str | None, str | None]]
+
+Wording = Callable[[Verdict | Failure], tuple[str | None, str | None]]
 
 
 def wording(keys: tuple[str, ...]) -> Wording:
@@ -140,7 +170,7 @@ def wording(keys: tuple[str, ...]) -> Wording:
     reworded: dict[tuple[str | None, str | None, tuple[str, ...]],
                    tuple[str | None, str | None]] = {}
 
-    def words(verdict: Verdict) -> tuple[str | None, str | None]:
+    def words(verdict: Verdict | Failure) -> tuple[str | None, str | None]:
         reason, error = verdict.reason, verdict.error
         if not (reason or error) or not verdict.claim_keys or verdict.claim_keys == keys:
             return reason, error
@@ -259,11 +289,12 @@ class AnswerBook:
         self.stats.answers_computed += 1
         version = self._inventory.version(name)
         verdict = self._verdict_for(request, name)
-        answers.verdicts[name] = (version, verdict)
         answers.stale.discard(name)
         if verdict.feasible:
+            answers.verdicts[name] = (version, verdict, None)
             answers.passed[name] = verdict.priority
         else:
+            answers.verdicts[name] = (version, verdict, answers.failure(verdict))
             answers.passed.pop(name, None)
         if time.monotonic() > self.deadline:
             raise DeadlineExceeded(name)  # after keeping it: every attempt progresses

@@ -35,9 +35,13 @@ import asyncio
 import contextlib
 import logging
 import math
+import operator
 import time
-from collections.abc import Callable, Hashable, Iterator, Sequence
+from collections import Counter
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import compress, filterfalse, repeat
+from operator import is_, is_not, not_
 from typing import Any, Final
 
 from app.allocator import DEFAULT_STEP_BUDGET
@@ -48,6 +52,7 @@ from app.extender.answers import (
     Answers,
     CallState,
     DeadlineExceeded,
+    Failure,
     Verdict,
     Wording,
     allocated_elsewhere,
@@ -84,6 +89,8 @@ _BIND_CAUSES: Final = {
 }
 
 
+_third: Final = operator.itemgetter(2)
+
 
 @dataclass(slots=True)
 class FilterResult:
@@ -93,6 +100,75 @@ class FilterResult:
     error: str | None = None
     # failed and unresolvable nodes per category (`Rejection`), for the metrics
     rejections: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(slots=True, frozen=True)
+class NodeScores:
+    """Prioritize's answer as two parallel sequences, a score per node: None
+    leaves the node out of the answer, and so does 0 unless `zero_kept`. No
+    Python object per node: the server encodes it in C-level passes."""
+
+    names: Sequence[str]
+    scores: Sequence[int | None]
+    zero_kept: bool = False  # a score of 0 is answered too (the loadtest floor)
+
+    def pairs(self) -> list[tuple[str, int]]:
+        """(node, score) for every node the answer names."""
+        if self.zero_kept:
+            kept = list(map(is_not, self.scores, repeat(None)))
+            values: Iterable[int] = compress(self.scores, kept)  # type: ignore[arg-type]
+            return list(zip(compress(self.names, kept), values, strict=True))
+        return list(zip(compress(self.names, self.scores), filter(None, self.scores),
+                        strict=True))
+
+
+@dataclass(slots=True, frozen=True)
+class _Filtered:
+    """The last filter's passed nodes and their scores, and the answers they were
+    read from at `sequence`: the prioritize of the same cycle reads them."""
+
+    answers: Answers
+    sequence: int
+    passed: list[str]
+    scores: list[int | None]
+
+
+def _word_failures(result: FilterResult, answers: Answers, words: Wording,
+                   failing: list[str]) -> None:
+    """Fill `result`'s failed and unresolvable nodes (in `failing`'s order), its
+    rejection counts and its error (the first erring node's) from the failures
+    the answers hold for `failing`: each distinct failure is worded once."""
+    fails = list(map(_third, map(answers.verdicts.__getitem__, failing)))
+    texts: dict[Failure, str] = {}
+    unresolvable: dict[Failure, bool] = {}
+    errors: dict[Failure, str] = {}
+    rejections = result.rejections
+    for failure, count in Counter(fails).items():
+        rejection = failure.rejection or Rejection.OTHER
+        rejections[rejection] = rejections.get(rejection, 0) + count
+        reason, error = words(failure)
+        if error is not None:
+            texts[failure], unresolvable[failure] = f"error: {error}", True
+            errors[failure] = error
+        else:
+            texts[failure] = reason or "cannot allocate all claims"
+            unresolvable[failure] = failure.unresolvable
+    lines = list(map(texts.__getitem__, fails))
+    kinds = set(unresolvable.values())
+    if kinds == {True}:
+        result.unresolvable = dict(zip(failing, lines, strict=True))
+    elif kinds == {False}:
+        result.failed = dict(zip(failing, lines, strict=True))
+    else:
+        flags = list(map(unresolvable.__getitem__, fails))
+        result.unresolvable = dict(zip(compress(failing, flags), compress(lines, flags),
+                                       strict=True))
+        result.failed = dict(zip(compress(failing, map(not_, flags)),
+                                 compress(lines, map(not_, flags)), strict=True))
+    if errors:
+        name, failure = next((n, f) for n, f in zip(failing, fails, strict=True)
+                             if f in errors)
+        result.error = f"node {name}: {errors[failure]}"
 
 
 @dataclass(slots=True, frozen=True)
@@ -162,6 +238,7 @@ class Extender:
         # Pods filter left without a node, for the requeuer (app/binder/requeue.py).
         self.waiting = WaitingPods()
         self._catching_up: set[asyncio.Task[None]] = set()
+        self._filtered: _Filtered | None = None
 
     # ------------------------------------------------------------------ verbs
 
@@ -220,46 +297,57 @@ class Extender:
                     result.rejections[judged.rejection or Rejection.OTHER] = len(node_names)
             return result
         answers, words, request = judged
-        passed, verdicts = answers.passed, answers.verdicts
-        rejections = result.rejections
-        # One pass, dictionary reads only: at 5,000 candidates every extra walk
-        # over the names costs a measurable share of the cycle.
-        for name in node_names:
-            if name in passed:
-                result.passed.append(name)
-                continue
-            if answers.needs(name):
-                self._book.refresh(request, answers, name)
-                if name in passed:
-                    result.passed.append(name)
-                    continue
-            entry = verdicts[name]
-            verdict = entry[1]
-            rejection = verdict.rejection or Rejection.OTHER
-            rejections[rejection] = rejections.get(rejection, 0) + 1
-            reason, error = words(verdict)
-            if error is not None:
-                result.unresolvable[name] = f"error: {error}"
-                if result.error is None:
-                    result.error = f"node {name}: {error}"
-            elif verdict.unresolvable:
-                result.unresolvable[name] = reason or "cannot allocate all claims"
-            else:
-                result.failed[name] = reason or "cannot allocate all claims"
+        # At 5,000 candidates a Python step per name costs a measurable share of
+        # the cycle, and a Python object per name feeds the cyclic collector: the
+        # names are sorted by C-level maps over the answers' dictionaries, and
+        # only the distinct failures are worded in Python.
+        scores = self._scores(request, answers, node_names)
+        if None not in scores:
+            result.passed = list(node_names)
+            passed_scores = scores
+        else:
+            ok = list(map(is_not, scores, repeat(None)))
+            result.passed = list(compress(node_names, ok))
+            passed_scores = list(compress(scores, ok))
+            _word_failures(result, answers, words,
+                           list(compress(node_names, map(not_, ok))))
         self._expect_bind(pod, request, passed=bool(result.passed))
+        self._filtered = _Filtered(answers=answers, sequence=answers.sequence,
+                                   passed=result.passed, scores=passed_scores)
         return result
 
+    def _scores(self, request: CallState, answers: Answers, node_names: Sequence[str]
+                ) -> list[int | None]:
+        """Each name's priority, None where its verdict rules it out; the verdicts
+        the answers lack or hold stale are computed first, in the names' order."""
+        passed = answers.passed
+        scores = list(map(passed.get, node_names))
+        if None not in scores:
+            return scores
+        missing = list(compress(node_names, map(is_, scores, repeat(None))))
+        need = answers.stale.intersection(missing)
+        need.update(filterfalse(answers.verdicts.__contains__, missing))
+        if not need:
+            return scores
+        for name in filter(need.__contains__, missing):
+            self._book.refresh(request, answers, name)
+        return list(map(passed.get, node_names))
+
     def prioritize(self, pod: Pod, node_names: Sequence[str]) -> list[tuple[str, int]]:
-        """The nodes' scores; a node scoring 0 is left out, which kube-scheduler
-        reads as 0 (extender-protocol.md §4.3), so the answer stays small. Past
-        the deadline: no scores (all 0), which leaves the order to the scheduler's
-        own plugins; scores for only the nodes reached would favour those."""
+        """`node_scores` as (node, score) pairs, the nodes scoring 0 left out."""
+        return self.node_scores(pod, node_names).pairs()
+
+    def node_scores(self, pod: Pod, node_names: Sequence[str]) -> NodeScores:
+        """The nodes' scores; a node scoring 0 is left out of the answer, which
+        kube-scheduler reads as 0 (extender-protocol.md §4.3), so the answer stays
+        small. Past the deadline: no scores (all 0), which leaves the order to the
+        scheduler's own plugins; scores for only the nodes reached would favour those."""
         try:
             with self._deadline(), self._inventory.holds_lifted_for(pod):
-                return self._prioritize(pod, node_names)
+                return self._node_scores(pod, node_names)
         except DeadlineExceeded as exc:
             self._past_deadline("prioritize", pod, node_names, exc)
-            return []
+            return NodeScores(names=(), scores=())
 
     @contextlib.contextmanager
     def _deadline(self) -> Iterator[None]:
@@ -277,23 +365,25 @@ class Extender:
         log.warning("%s", message)
         return message
 
-    def _prioritize(self, pod: Pod, node_names: Sequence[str]) -> list[tuple[str, int]]:
+    def _node_scores(self, pod: Pod, node_names: Sequence[str]) -> NodeScores:
         node_names, _ = self._in_pool(node_names)
         judged = self._judge(pod, node_names)
         if isinstance(judged, Verdict):
-            return [(name, judged.priority) for name in node_names] if judged.priority else []
+            if not judged.priority:
+                return NodeScores(names=(), scores=())
+            return NodeScores(names=node_names, scores=[judged.priority] * len(node_names))
         answers, _, request = judged
-        passed = answers.passed
-        scores = []
-        for name in node_names:
-            score = passed.get(name)
-            if score is None and answers.needs(name):
-                self._book.refresh(request, answers, name)
-                score = passed.get(name)
-            if score:
-                scores.append((name, score))
-        self._expect_bind(pod, request, passed=bool(scores))
-        return scores
+        # kube-scheduler sends prioritize with the nodes filter passed, in that
+        # order. When nothing changed since (the answers still at the sequence
+        # the filter read them at), the filter's scores are the answer.
+        last = self._filtered
+        if (last is not None and last.answers is answers
+                and answers.sequence == last.sequence and node_names == last.passed):
+            scores = last.scores
+        else:
+            scores = self._scores(request, answers, node_names)
+        self._expect_bind(pod, request, passed=any(scores))
+        return NodeScores(names=node_names, scores=scores)
 
     async def wait_for_binds(self, pod: Pod) -> float | None:
         """Before `pod`'s filter: wait for the binds of the pods scheduled just before

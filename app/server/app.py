@@ -21,11 +21,10 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-import operator
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, TypeGuard
 
 from fastapi import FastAPI
 from starlette.exceptions import HTTPException
@@ -33,7 +32,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from app import __version__, garbage_collector
-from app.extender import BindCause, BindFailure, Extender
+from app.extender import BindCause, BindFailure, Extender, NodeScores
 from app.model import Pod
 from app.preemption import Offer, VictimSearch, choose_victims
 from app.server import wire
@@ -68,7 +67,7 @@ class Verbs(Protocol):
 
     def filter(self, pod: Pod, node_names: Sequence[str]) -> FilterOutcome: ...
 
-    def prioritize(self, pod: Pod, node_names: Sequence[str]) -> list[tuple[str, int]]: ...
+    def node_scores(self, pod: Pod, node_names: Sequence[str]) -> NodeScores: ...
 
     async def wait_for_binds(self, pod: Pod) -> float | None: ...
 
@@ -81,7 +80,9 @@ class InternalError(Exception):
 
 
 def _json(value: Any, status: int = 200) -> Response:
-    return Response(content=wire.encode(value), status_code=status, media_type=JSON)
+    """`value` encoded, or as it is when a verb encoded its answer itself (bytes)."""
+    content = value if isinstance(value, bytes) else wire.encode(value)
+    return Response(content=content, status_code=status, media_type=JSON)
 
 
 def _json_content_type(request: Request) -> bool:
@@ -251,20 +252,23 @@ class ExtenderEdge:
             raise InternalError(NOT_SYNCED)
         computed = self._computed()
         try:
-            scores = self.verbs.prioritize(args.pod, args.node_names)
+            scores = self.verbs.node_scores(args.pod, args.node_names)
         except Exception as exc:
             log.exception("prioritize failed for pod %s", args.pod.key)
             raise InternalError(f"drax prioritize failed: {exc}") from None
         self._count_hits(len(args.node_names), since=computed)
         # Counted per distinct score (C-level Counter), not per node: at 5,000
         # nodes a per-node observation would cost more than the answer.
-        by_score = collections.Counter(map(_second, scores))
-        by_score[0] += len(args.node_names) - len(scores)
+        by_score: collections.Counter[int] = collections.Counter(
+            filter(None, scores.scores) if not scores.zero_kept
+            else filter(_is_score, scores.scores))
+        by_score[0] += len(args.node_names) - by_score.total()
         for score, n in by_score.items():
             counter = self._scores.get(score)
             if counter is not None and n > 0:
                 counter.inc(n)
-        return wire.host_priority_list(scores)
+        return wire.encode_host_priority_list(scores.names, scores.scores,
+                                              zero_kept=scores.zero_kept)
 
     def _computed(self) -> int:
         return self._stats.answers_computed if self._stats is not None else 0
@@ -324,7 +328,8 @@ class ExtenderEdge:
             for node, o in chosen.items()})
 
 
-_second: Final = operator.itemgetter(1)
+def _is_score(score: int | None) -> TypeGuard[int]:
+    return score is not None
 
 
 VERBS: Final = ("filter", "prioritize", "bind", "preempt")

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from itertools import chain, compress, repeat
+from operator import is_not
+from typing import Any, Final, cast
 
 import orjson
 
@@ -137,7 +139,7 @@ def parse_extender_args(doc: Any) -> ExtenderArgs:
     pod = parse_pod_field(args, "ExtenderArgs")
     names = field(args, "NodeNames")
     if names is not None:
-        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        if not isinstance(names, list) or not _all_strings(names):
             raise BadRequest("ExtenderArgs.NodeNames: expected an array of node names",
                              pod_key=pod.key)
         return ExtenderArgs(pod=pod, node_names=names)
@@ -154,6 +156,15 @@ def parse_extender_args(doc: Any) -> ExtenderArgs:
                         node_items=items)
 
 
+def _all_strings(values: list[Any]) -> bool:
+    # str.join checks every item's type in C: no Python step per node name.
+    try:
+        "".join(values)
+    except TypeError:
+        return False
+    return True
+
+
 def _node_name(item: Any, index: int, pod: Pod) -> str:
     meta = item.get("metadata") if isinstance(item, Mapping) else None
     name = meta.get("name") if isinstance(meta, Mapping) else None
@@ -165,16 +176,18 @@ def _node_name(item: Any, index: int, pod: Pod) -> str:
 
 def filter_result(args: ExtenderArgs, *, passed: Sequence[str], failed: Mapping[str, str],
                   unresolvable: Mapping[str, str], error: str | None) -> dict[str, Any]:
-    """An `ExtenderFilterResult` in the node form the request used."""
+    """An `ExtenderFilterResult` in the node form the request used. Lists and
+    dicts are taken as they are (orjson encodes them in C), others copied."""
     out: dict[str, Any] = {
         "Nodes": None,
         "NodeNames": None,
-        "FailedNodes": dict(failed),
-        "FailedAndUnresolvableNodes": dict(unresolvable),
+        "FailedNodes": failed if type(failed) is dict else dict(failed),
+        "FailedAndUnresolvableNodes": (unresolvable if type(unresolvable) is dict
+                                       else dict(unresolvable)),
         "Error": error or "",
     }
     if args.node_items is None:
-        out["NodeNames"] = list(passed)
+        out["NodeNames"] = passed if type(passed) is list else list(passed)
     else:
         keep = set(passed)
         out["Nodes"] = {**(args.node_list or {}),
@@ -191,6 +204,42 @@ def error_filter_result(message: str) -> dict[str, Any]:
 
 def host_priority_list(scores: Sequence[tuple[str, int]]) -> list[dict[str, Any]]:
     return [{"Host": host, "Score": score} for host, score in scores]
+
+
+_HOST: Final = '{"Host":"'
+# What follows a host name in a HostPriorityList, per score, up to the next name.
+_AFTER_HOST: Final = {score: f'","Score":{score}}},{_HOST}' for score in range(101)}
+
+
+def encode_host_priority_list(names: Sequence[str], scores: Sequence[int | None], *,
+                              zero_kept: bool = False) -> bytes:
+    """`encode(host_priority_list(...))` of the nodes with a score (None leaves a
+    node out, and so does 0 unless `zero_kept`), byte for byte, built by C-level
+    passes over the two sequences: at 5,000 nodes a dict per node costs more
+    than the answer's search. Names that JSON must escape, and scores outside
+    0..100, take the dict path."""
+    values: list[int]
+    if zero_kept:
+        kept = list(map(is_not, scores, repeat(None)))
+        hosts, values = list(compress(names, kept)), list(compress(scores, kept))  # type: ignore[arg-type]
+    else:
+        hosts, values = list(compress(names, scores)), list(filter(None, scores))
+    if not hosts:
+        return b"[]"
+    tails = list(map(_AFTER_HOST.get, values))
+    if None in tails or not _plain("".join(hosts)):
+        return encode(host_priority_list(list(zip(hosts, values, strict=True))))
+    text = "".join(chain.from_iterable(zip(hosts, cast(list[str], tails), strict=True)))
+    return f"[{_HOST}{text[:-len(',' + _HOST)]}]".encode()
+
+
+def _plain(text: str) -> bool:
+    """Whether JSON encodes `text` as itself between quotes. orjson escapes
+    character by character, so this holds for every part of a joined text."""
+    try:
+        return encode(text) == b'"' + text.encode() + b'"'
+    except (UnicodeEncodeError, orjson.JSONEncodeError):
+        return False
 
 
 def parse_binding_args(doc: Any) -> BindingArgs:

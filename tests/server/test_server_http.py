@@ -211,7 +211,7 @@ class WordedBinds:
     def filter(self, pod: Pod, node_names: Sequence[str]) -> Any:
         raise AssertionError("only bind is called")
 
-    def prioritize(self, pod: Pod, node_names: Sequence[str]) -> list[tuple[str, int]]:
+    def node_scores(self, pod: Pod, node_names: Sequence[str]) -> Any:
         raise AssertionError("only bind is called")
 
     async def wait_for_binds(self, pod: Pod) -> float | None:

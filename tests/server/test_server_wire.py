@@ -112,6 +112,57 @@ def test_host_priority_list() -> None:
         {"Host": "a", "Score": 10}, {"Host": "b", "Score": 0}]
 
 
+def _dict_encoded(names: list[str], scores: list[int | None], zero_kept: bool) -> bytes:
+    """The HostPriorityList as a dict per node, through orjson: the reference."""
+    return wire.encode(wire.host_priority_list(
+        [(n, s) for n, s in zip(names, scores, strict=True)
+         if s is not None and (s or zero_kept)]))
+
+
+_NAMES = st.one_of(
+    st.from_regex(r"[a-z0-9]([-a-z0-9.]{0,20}[a-z0-9])?", fullmatch=True),
+    st.text(max_size=12),  # quotes, backslashes, control characters, any unicode
+    st.sampled_from(['a"b', "back\\slash", "tab\there", "ünï", "\u2028", "\x7f", "\x00", ""]))
+
+
+@given(st.lists(st.tuples(_NAMES, st.one_of(st.none(), st.integers(-3, 12),
+                                            st.integers(-(2**40), 2**40))), max_size=40),
+       st.booleans())
+def test_encoded_host_priority_list_is_the_dict_encoding_byte_for_byte(
+        pairs: list[tuple[str, int | None]], zero_kept: bool) -> None:
+    names, scores = [n for n, _ in pairs], [s for _, s in pairs]
+    try:
+        expected = _dict_encoded(names, scores, zero_kept)
+    except orjson.JSONEncodeError:  # a lone surrogate: orjson refuses it either way
+        with pytest.raises(orjson.JSONEncodeError):
+            wire.encode_host_priority_list(names, scores, zero_kept=zero_kept)
+        return
+    assert wire.encode_host_priority_list(names, scores, zero_kept=zero_kept) == expected
+
+
+@pytest.mark.parametrize("names, scores, zero_kept, expected", [
+    ([], [], False, b"[]"),
+    (["a", "b"], [0, None], False, b"[]"),
+    (["a", "b"], [0, None], True, b'[{"Host":"a","Score":0}]'),
+    (["n1", "n2", "n3"], [10, 0, 7], False,
+     b'[{"Host":"n1","Score":10},{"Host":"n3","Score":7}]'),
+    (['q"t', "n2"], [3, 3], False, b'[{"Host":"q\\"t","Score":3},{"Host":"n2","Score":3}]'),
+    (["n1"], [101], False, b'[{"Host":"n1","Score":101}]'),
+])
+def test_encoded_host_priority_list_examples(names: list[str], scores: list[int | None],
+                                             zero_kept: bool, expected: bytes) -> None:
+    assert wire.encode_host_priority_list(names, scores, zero_kept=zero_kept) == expected
+    assert _dict_encoded(names, scores, zero_kept) == expected
+
+
+def test_node_names_of_another_type_are_refused() -> None:
+    pod = {"metadata": {"name": "p", "namespace": "default"}, "spec": {"containers": []}}
+    for names in (["a", 1], ["a", None], [["a"]], [{"a": 1}]):
+        with pytest.raises(BadRequest) as err:
+            wire.parse_extender_args({"Pod": pod, "NodeNames": names})
+        assert "NodeNames: expected an array of node names" in err.value.message
+
+
 def test_binding_args() -> None:
     args = wire.parse_binding_args({"PodName": "p", "PodNamespace": "ns", "PodUID": "u",
                                     "Node": "n"})
