@@ -319,7 +319,9 @@ def parse_pod_usage(obj: Mapping[str, Any]) -> PodUsage:
                         _str(spec.get("priorityClassName"), f"{where} spec.priorityClassName")),
                     start_time=_timestamp(status.get("startTime"), f"{where} status.startTime"),
                     labels=shared_labels(meta.get("labels"), f"{where} metadata.labels"),
-                    nominated_node_name=sys.intern(nominated))
+                    nominated_node_name=sys.intern(nominated),
+                    scheduler_name=sys.intern(
+                        _str(spec.get("schedulerName"), f"{where} spec.schedulerName")))
 
 
 _PRIORITIES: dict[int, int] = {}

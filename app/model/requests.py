@@ -243,8 +243,9 @@ class PodUsage:
     """A live pod with no claims as the inventory keeps it: what it takes of
     its node, and what preemption reads to choose it as a victim for room
     (priority, start time, labels for PDBs) or to count it where it is
-    nominated; never the pod itself. A pod with neither a node nor a
-    nominated node takes nothing and keeps only its name."""
+    nominated (by its scheduler: `scheduler_name`, spec.schedulerName); never
+    the pod itself. A pod with neither a node nor a nominated node takes
+    nothing and keeps only its name."""
 
     namespace: str
     name: str
@@ -257,6 +258,7 @@ class PodUsage:
     start_time: float | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
     nominated_node_name: str = ""
+    scheduler_name: str = ""
 
     @property
     def key(self) -> str:

@@ -11,9 +11,14 @@ counts their devices), and, for the preempt verb, of the offered pods the
 answer keeps; plus those of the pods nominated to the node
 (`status.nominatedNodeName`) with a priority no lower than the preemptor's,
 as kube-scheduler's `addNominatedPods` adds them (the preemptor itself
-aside). An extended resource the node does not advertise and a DeviceClass
-serves is DRA's (the search judges it). A node that reports no allocatable
-is not judged.
+aside). Only the pods of the preemptor's scheduler (`spec.schedulerName`)
+count: kube-scheduler's nominator holds only the pods of its own profiles,
+as only those enter its queue, so a pod another scheduler nominated there
+is invisible to it. The preemptor's scheduler name is the one sure name of
+the scheduler that asks (drax's configured `scheduler_name` for the pods it
+preempts for, the calling profile for the preempt verb). An extended
+resource the node does not advertise and a DeviceClass serves is DRA's (the
+search judges it). A node that reports no allocatable is not judged.
 
 When the pod lacks room with the device victims gone (`NodeFit.room`), the
 other pods of lower priority on the node (running, not already going, and
@@ -42,6 +47,9 @@ from app.model import Pod, PodDisruptionBudget
 from app.model.quantity import BINARY_SI, DECIMAL_SI, canonical_string
 from app.model.requests import PODS, Resources
 from app.preemption.importance import importance, pdb_violating
+
+# spec.schedulerName of a pod that names none (the API server's default)
+DEFAULT_SCHEDULER = "default-scheduler"
 
 # A pod that must go for room: the pod, its priority, the claims it holds.
 Extra = tuple[Pod, int, tuple[str, ...]]
@@ -198,8 +206,10 @@ class NodeFit:
         held = self._inventory.usage.on(node)
         staying = held.requested - held.going
         count = len(held.pods) - held.going_count
+        scheduler = _scheduler_of(self._pod)
         for usage in self._inventory.usage.nominated(node).values():
-            if usage.uid != self._pod.uid and self._priority_of(usage) >= self._priority:
+            if (usage.uid != self._pod.uid and _scheduler_of(usage) == scheduler
+                    and self._priority_of(usage) >= self._priority):
                 staying = staying + usage.requests
                 count += 1
         return held, staying, count, allocatable
@@ -234,6 +244,11 @@ class NodeFit:
 
     def _claims(self, node: str) -> dict[str, tuple[str, ...]]:
         return {h.pod.uid: h.keys for h in self._inventory.occupants.occupancy(node)}
+
+
+def _scheduler_of(usage: Usage) -> str:
+    """The pod's spec.schedulerName, defaulted as the API server defaults it."""
+    return usage.scheduler_name or DEFAULT_SCHEDULER
 
 
 def _importance(entry: tuple[Usage, int]) -> tuple[int, float, str]:

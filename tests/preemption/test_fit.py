@@ -9,11 +9,13 @@ from __future__ import annotations
 from typing import Any
 
 from app.inventory import Nomination
+from app.model.parse import parse_object
 from app.model.requests import Resources
 from app.preemption.actor import condition_message, preempted_note, preempting_note
 from app.preemption.driver import preemption_of
 from app.preemption.fit import NodeFit, Shortfall, lacking
 from app.preemption.verb import Offer, choose_victims
+from app.sources.kube.watch import parse_live_pod
 from tests.extender.cluster import GPU_CLASS, gpu_node
 from tests.inventory.objects import exactly as request
 from tests.inventory.objects import node, template
@@ -31,13 +33,13 @@ def sized(name: str, cpu: str = "8", pods: str = "110") -> dict[str, Any]:
 
 def busy(name: str, node_name: str, cpu: str, *, deleting: bool = False, priority: int = 0,
          labels: dict[str, str] | None = None, start: str = "2026-01-01T00:00:00Z",
-         nominated: str = "") -> dict[str, Any]:
+         nominated: str = "", scheduler: str = "drax") -> dict[str, Any]:
     """A running pod without claims taking `cpu` of its node (`node_name`
-    empty and `nominated` set: a pending pod nominated there)."""
+    empty and `nominated` set: a pending pod of `scheduler` nominated there)."""
     pod: dict[str, Any] = {
         "kind": "Pod", "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}",
                                     "labels": labels or {}},
-        "spec": {"nodeName": node_name, "priority": priority,
+        "spec": {"nodeName": node_name, "priority": priority, "schedulerName": scheduler,
                  "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]},
         "status": {"phase": "Running" if node_name else "Pending", "startTime": start,
                    "nominatedNodeName": nominated}}
@@ -206,6 +208,41 @@ def test_pods_nominated_there_of_no_lower_priority_count_against_the_room() -> N
     own = with_cpu(preemptor(), "4")
     own["status"] = {"nominatedNodeName": "dear"}
     assert [n.node for n in plan_with(pod=own).nodes] == ["cheap", "dear"]
+
+
+def test_only_pods_nominated_by_the_preemptors_scheduler_count_against_the_room() -> None:
+    # kube-scheduler's nominator holds only its own profiles' pods: a pod
+    # another scheduler nominated to dear leaves dear's room to the preemptor,
+    # the same pod of the preemptor's scheduler does not; a pod or a
+    # preemptor naming no scheduler is the API server's default-scheduler's.
+    # Pods without claims count as a kube watch keeps them (`PodUsage`) and
+    # as a file keeps them.
+    def plan_with(*objs: dict[str, Any], pod: dict[str, Any] | None = None,
+                  watched: bool = False) -> Any:
+        base = [o for o in cluster() if o.get("metadata", {}).get("name") != "web"]
+        inv = load(*base, pod or with_cpu(preemptor(), "4"))
+        for obj in objs:
+            inv.apply("Pod", "ADDED", obj, parse=parse_live_pod if watched else parse_object)
+        return searcher(inv)[1].search(inv.pod("default/p"))
+
+    refused = {"dear": "node would lack cpu: requests 4, free after victims 3"}
+    for watched in (False, True):
+        other = busy("q", "", "5", priority=1000, nominated="dear", scheduler="other")
+        assert [n.node for n in plan_with(other, watched=watched).nodes] == ["cheap", "dear"]
+        ours = busy("q", "", "5", priority=1000, nominated="dear", scheduler="drax")
+        assert plan_with(ours, watched=watched).refused == refused
+        unnamed = busy("q", "", "5", priority=1000, nominated="dear", scheduler="")
+        assert [n.node for n in plan_with(unnamed, watched=watched).nodes] == ["cheap", "dear"]
+        default = with_cpu(preemptor(), "4")
+        default["spec"]["schedulerName"] = "default-scheduler"
+        assert plan_with(unnamed, pod=default, watched=watched).refused == refused
+    # a pending pod with claims (kept whole) alike
+    (claimed,) = holder("r", "", [], priority=1000, phase="Pending")
+    with_cpu(claimed, "5")["status"]["nominatedNodeName"] = "dear"
+    claimed["spec"]["schedulerName"] = "other"
+    assert [n.node for n in plan_with(claimed).nodes] == ["cheap", "dear"]
+    claimed["spec"]["schedulerName"] = "drax"
+    assert plan_with(claimed).refused == refused
 
 
 def test_a_node_reporting_no_allocatable_is_not_judged() -> None:
