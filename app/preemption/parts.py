@@ -50,14 +50,15 @@ from app.model import Device
 from app.topology.normalise import NodeTopology
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True, frozen=True, eq=False)
 class PartLayout:
     """One kind of node's parts for one claim shape, as masks of positions in
     the node's view: per part its region, the region's devices in no other
     region, the devices of each PCIe root and NUMA node its devices are in and
     of the node's placed units (the groups whose use the score reads), and
     whether every device of it with a topology is behind one root; per unit
-    of the node (`NodeTopology.units`), its devices."""
+    of the node (`NodeTopology.units`), its devices. One object per kind of
+    node and shape (compared by identity)."""
 
     regions: tuple[int, ...]
     exclusive: tuple[int, ...]

@@ -100,7 +100,7 @@ from app.preemption.ceiling import Layout as CeilingLayout
 from app.preemption.ceiling import layout as ceiling_layout
 from app.preemption.fit import NodeFit
 from app.preemption.importance import importance, pdb_violation_count, start_of
-from app.preemption.parts import PartLayout, part_layout, part_node, steps_bound
+from app.preemption.parts import PartLayout, PartNode, part_layout, part_node, steps_bound
 from app.topology import priority as topology_priority
 from app.topology.normalise import node_topology
 from app.topology.score import ONE_ROOT, make_objective, node_fill, one_root_score
@@ -387,10 +387,14 @@ class _Claim:
     # holds them, as a mask), else None
     plain: int | None = None
 
-    def freeable(self, matched: frozenset[int]) -> int:
+    def freeable(self, layout: _Layout) -> int:
         """Its devices the preemptor could use that its release frees (not
         those it shares with other claims), as a mask of positions."""
-        return _freeable(self.claim, self.places, matched) if self.relevant else 0
+        if not self.relevant:
+            return 0
+        if self.plain is not None:
+            return self.plain & layout.matched_mask
+        return _freeable(self.claim, self.places, layout.matched)
 
 
 def _alone(result: DeviceRequestAllocationResult) -> bool:
@@ -615,6 +619,10 @@ class VictimSearch:
         self._quick_runs: BoundedCache[Hashable, _Run] = BoundedCache(_SHARED_RUNS)
         self._part_layouts: BoundedCache[Hashable, PartLayout | None] = BoundedCache(
             _SHARED_SEARCHES)
+        self._needs_kept: BoundedCache[int, tuple[Any, Any, list[_Need] | None, _Check]] = \
+            BoundedCache(_SHARED_SEARCHES)
+        self._part_shares: BoundedCache[Hashable, bool] = BoundedCache(_SHARED_SEARCHES)
+        self._part_nodes: BoundedCache[Hashable, PartNode | None] = BoundedCache(_NODE_FACTS)
         # per part's run key: the run, and the intact share of its allocation
         # (True: it found none)
         self._part_runs: BoundedCache[Hashable, tuple[_Run, float | bool]] = BoundedCache(
@@ -1080,13 +1088,14 @@ class VictimSearch:
     def _solve(self, problem: _Problem) -> _Solved:
         view = problem.state.view
         attempt, released = self._attempts(problem)
-        needs = None if problem.facts.layout.shared else _needs(problem.pending, problem.kinds)
+        needs, check = self._needs_of(problem)
+        if problem.facts.layout.shared:
+            needs, check = None, _NO_CHECK
         counting = None
-        check = _check(needs or ())
         if needs is not None:
             layout = problem.facts.layout
             counting = _counted(problem.facts, problem.state.allocated.devices,
-                                tuple(c.freeable(layout.matched) for c in problem.claims),
+                                tuple(c.freeable(layout) for c in problem.claims),
                                 self._values_of(problem.facts, needs))
 
         def plausible(idx: tuple[int, ...]) -> bool:
@@ -1120,9 +1129,10 @@ class VictimSearch:
             if not all_gone.outcome.feasible:
                 return nothing_works(all_gone)
         budget = self._trial_budget
-        parts = _parts(problem, needs)
-        if parts is not None:
-            attempt = self._shared_parts(problem, needs, attempt, released)
+        split = self._part_layout(problem, needs)
+        parts = _parts(problem, split)
+        if split is not None and self._shares_parts(problem, needs):
+            attempt = self._shared_parts(problem, split, attempt, released)
         groups = parts or [everyone]
         for size in range(1, max(len(g) for g in groups) + 1):
             if sum(math.comb(len(g), size) for g in groups) > budget * _ENUMERATED_PER_TRIAL:
@@ -1150,6 +1160,17 @@ class VictimSearch:
             return nothing_works(all_gone)
         return _Solved(view=view, options=(all_gone.option(everyone, released(everyone)),))
 
+    def _needs_of(self, problem: _Problem) -> tuple[list[_Need] | None, _Check]:
+        """`_needs` of the problem's claims and their `_check`, kept per request
+        (every node of a search shares its claims and kinds)."""
+        key = id(problem.pending)
+        hit = self._needs_kept.get(key)
+        if hit is None or hit[0] is not problem.pending or hit[1] is not problem.kinds:
+            needs = _needs(problem.pending, problem.kinds)
+            hit = self._needs_kept.put(key, (problem.pending, problem.kinds, needs,
+                                             _check(needs or ())))
+        return hit[2], hit[3]
+
     def _attempts(self, problem: _Problem) -> tuple[Callable[[tuple[int, ...]], _Run], _Released]:
         """The allocator over the node with the claims of given indexes released,
         and which claims a victim set releases. Runs are shared between nodes
@@ -1160,10 +1181,12 @@ class VictimSearch:
         state = problem.state
         outcomes: dict[tuple[int, ...], _Run] = {}
 
+        # per releasable claim, the pods it needs gone as a mask of candidates
+        needed = [(i, _bitmask(c.needs)) for i, c in enumerate(claims) if c.needs is not None]
+
         def released(victims: Collection[int]) -> tuple[int, ...]:
-            gone = frozenset(victims)
-            return tuple(i for i, c in enumerate(claims)
-                         if c.needs is not None and c.needs <= gone)
+            gone = _bitmask(victims)
+            return tuple(i for i, mask in needed if not mask & ~gone)
 
         def attempt(idx: tuple[int, ...]) -> _Run:
             hit = outcomes.get(idx)
@@ -1199,18 +1222,22 @@ class VictimSearch:
 
         return attempt, released
 
-    def _shared_parts(self, problem: _Problem, needs: Sequence[_Need] | None,
+    def _shared_parts(self, problem: _Problem, layout: PartLayout,
                       attempt: Callable[[tuple[int, ...]], _Run], released: _Released
                       ) -> Callable[[tuple[int, ...]], _Run]:
         """`attempt` for the victim sets of one part, once nothing fits without
         victims: a release that changes one part only is looked up by the part's
         hardware and usage and what the score reads of the rest of the node
         (`app.preemption.parts`), and its answer scored with the node's fill."""
-        layout = self._part_layout(problem, needs)
-        if layout is None or problem.base is None or problem.stuck:
+        if problem.base is None or problem.stuck:
             return attempt
-        node = part_node(layout, problem.state.allocated, problem.facts.position,
-                         problem.state.view)
+        facts = problem.facts
+        node_key = (problem.base, layout, facts.signature)
+        if node_key in self._part_nodes:
+            node = self._part_nodes[node_key]
+        else:
+            node = self._part_nodes.put(node_key, part_node(
+                layout, problem.state.allocated, facts.position, problem.state.view))
         base = _plain_release(problem, released(()))
         if node is None or base is None:
             return attempt
@@ -1243,29 +1270,41 @@ class VictimSearch:
 
     def _part_layout(self, problem: _Problem, needs: Sequence[_Need] | None
                      ) -> PartLayout | None:
-        """`app.preemption.parts.part_layout` of the problem's kind of node, when
-        its parts may share runs: every request's matches known without a CEL
-        error, and no search there can reach the allocator's step budget."""
+        """`app.preemption.parts.part_layout` of the problem's kind of node when
+        the pod's claims keep to one part (`_parts`), else None."""
         attribute = _part_attribute(problem, needs)
-        if attribute is None or problem.base is None or needs is None:
+        if attribute is None:
             return None
-        key = (problem.base, attribute)
+        facts = problem.facts
+        key = (facts.hardware, facts.kinds, attribute)
         if key in self._part_layouts:
             return self._part_layouts[key]
+        return self._part_layouts.put(key, part_layout(
+            facts.devices, facts.position, facts.layout.matched,
+            lambda at: facts.attribute(at, attribute),
+            node_topology(facts.view, self._book.topology)))
+
+    def _shares_parts(self, problem: _Problem, needs: Sequence[_Need] | None) -> bool:
+        """Whether the problem's parts may share runs (`app.preemption.parts`):
+        every request's matches are known without a CEL error, and no search
+        on its kind of node can reach the allocator's step budget."""
+        if problem.base is None or needs is None:
+            return False
+        key = problem.base
+        if key in self._part_shares:
+            return self._part_shares[key]
         facts = problem.facts
         columns = facts.kinds.value
         assert isinstance(columns, tuple)
-        layout = None
+        shares = False
         if all(column is not None and all(type(m) is bool for m in column)
                for column in columns):
             topology = node_topology(facts.view, self._book.topology)
             slots = [facts.layout.kinds[n.kind].bit_count() for n in needs if n.group < 0
                      for _ in range(n.count)]
-            if steps_bound(slots, len(topology.roots) + len(topology.numa_nodes)) \
-                    < self._book.step_budget:
-                layout = part_layout(facts.devices, facts.position, facts.layout.matched,
-                                     lambda at: facts.attribute(at, attribute), topology)
-        return self._part_layouts.put(key, layout)
+            shares = steps_bound(slots, len(topology.roots) + len(topology.numa_nodes)) \
+                < self._book.step_budget
+        return self._part_shares.put(key, shares)
 
     def _intact(self, problem: _Problem, idx: tuple[int, ...], run: _Run
                 ) -> float | bool | None:
@@ -1566,6 +1605,9 @@ def _check(needs: Sequence[_Need]) -> _Check:
                   groups=tuple((g, tuple(m)) for g, m in groups.items()))
 
 
+_NO_CHECK: Final = _check(())
+
+
 def _fewest(counting: _Counting, check: _Check, reach: Iterable[int]) -> int | float:
     """The fewest pods that may free enough, when pod i can free at most the
     devices `reach[i]` (those of every claim it is needed for): each check of
@@ -1636,55 +1678,36 @@ def _plausible_freed(counting: _Counting, freed: int, check: _Check) -> bool:
     return True
 
 
-def _parts(problem: _Problem, needs: Sequence[_Need] | None) -> list[tuple[int, ...]] | None:
-    """The candidates per part of the node, when every allocation of the pod
-    lies in one part: its one claim binds all its requests with a
-    matchAttribute constraint, so the devices it takes share one value of that
-    attribute (a part), and every value is a plain one (no lists, whose
-    values may overlap). A part holds the devices the requests match with
-    that value, and those drawing on the same shared counters as them; its
-    candidates are those that some releasable claim on its devices needs.
+def _parts(problem: _Problem, layout: PartLayout | None) -> list[tuple[int, ...]] | None:
+    """The candidates per part of the node (`layout`, None when the pod's
+    claims do not keep to one part): every allocation of the pod lies in one
+    part, since its one claim binds all its requests with a matchAttribute
+    constraint, so the devices it takes share one value of that attribute,
+    and every value is a plain one (no lists, whose values may overlap). A
+    part's region holds the devices the requests match with that value, and
+    those drawing on the same shared counters as them; its candidates are
+    those that some releasable claim on its region's devices needs.
 
     Exact: take a smallest victim set and an allocation it makes possible,
     in part v. Its pods outside v's candidates release nothing on v's
     devices or counters, so without them the allocation is still possible:
     the set lies within v's candidates. Enumerating victim sets per part
-    finds every smallest set, and only those; None when the pod's claims do
-    not keep to one part."""
-    attribute = _part_attribute(problem, needs)
-    if attribute is None:
+    finds every smallest set, and only those."""
+    if layout is None:
         return None
-    facts = problem.facts
-    devices = facts.devices
-    value_of: dict[int, Hashable] = {}
-    by_counters: dict[tuple[str, str, str], set[Hashable]] = {}
-    for at in facts.layout.matched:
-        value = facts.attribute(at, attribute)
-        if value is None:
-            continue  # in no allocation: the constraint needs the attribute
-        if value[0] not in SCALAR_KINDS:
-            return None
-        value_of[at] = value
-        device = devices[at]
-        for use in device.consumes_counters:
-            by_counters.setdefault((device.driver, device.pool, use.counter_set),
-                                   set()).add(value)
-    members: dict[Hashable, set[int]] = {}
+    regions = layout.regions
+    members: list[set[int]] = [set() for _ in regions]
     for claim in problem.claims:
         if not claim.needs or not claim.relevant:
             continue
-        values: set[Hashable] = set()
+        held = 0
         for place in claim.places:
-            if place is None:
-                continue
-            if place in value_of:
-                values.add(value_of[place])
-            held = devices[place]
-            for use in held.consumes_counters:
-                values |= by_counters.get((held.driver, held.pool, use.counter_set), set())
-        for value in values:
-            members.setdefault(value, set()).update(claim.needs)
-    return sorted({tuple(sorted(m)) for m in members.values()})
+            if place is not None:
+                held |= 1 << place
+        for i, region in enumerate(regions):
+            if held & region:
+                members[i].update(claim.needs)
+    return sorted({tuple(sorted(m)) for m in members if m})
 
 
 def _part_attribute(problem: _Problem, needs: Sequence[_Need] | None) -> str | None:
@@ -1713,6 +1736,13 @@ def _wanted(request: CallState, needs: tuple[list[_Need], _Check] | None
     for need in plain:
         wanted[need.kind] += need.count
     return tuple(wanted)
+
+
+def _bitmask(members: Iterable[int]) -> int:
+    out = 0
+    for i in members:
+        out |= 1 << i
+    return out
 
 
 def _plain_release(problem: _Problem, idx: tuple[int, ...]) -> int | None:
