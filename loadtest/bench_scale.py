@@ -149,6 +149,20 @@ def gc_pauses(samples: Mapping[tuple[str, str], float]) -> dict[str, dict[str, f
     return out
 
 
+def handler_means(before: Mapping[str, Mapping[str, float]],
+                  after: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
+    """Per verb, the mean milliseconds inside drax's route handler between two
+    reads of `bench.handler_seconds`: set against the client's round trips it
+    shows what the HTTP stack and the client add."""
+    out = {}
+    for verb, now in after.items():
+        then = before.get(verb, {})
+        count = now.get("count", 0.0) - then.get("count", 0.0)
+        if count > 0:
+            out[verb] = round((now.get("sum", 0.0) - then.get("sum", 0.0)) / count * 1e3, 3)
+    return out
+
+
 def wait_for(condition: Callable[[], bool], what: str, *, timeout: float,
              every: float = 0.05) -> float:
     started = time.monotonic()
@@ -381,8 +395,15 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
                 if args.profile:
                     sampling.enter_context(profile.recording(
                         server.pid, Path(args.profile) / f"bench-scale-{args.nodes}.txt"))
+                before = bench.handler_seconds(port)
                 steady, _ = bench.schedule(client, jobs, candidates=candidates)
                 result["steady"] = report.phase_results(steady, None)
+                result["steady_handler_ms"] = handler_means(before, bench.handler_seconds(port))
+            with ExitStack() as sampling:
+                if args.profile:
+                    sampling.enter_context(profile.recording(
+                        server.pid,
+                        Path(args.profile) / f"bench-scale-{args.nodes}-first-touch.txt"))
                 result["first_touch"] = first_touch(client, child, loop, shapes=args.new_shapes,
                                                     candidates=candidates)
             print(f"[{args.nodes} nodes] first touch done", file=sys.stderr)
@@ -420,8 +441,12 @@ def markdown(result: Mapping[str, Any]) -> str:
              "| --- | --- | --- | --- | --- |"]
     if steady is not None:
         cycle = steady["drax"]["cycle"]
+        handler = result.get("steady_handler_ms", {})
+        inside = " / ".join(f"{verb} {handler[verb]:.2f}" for verb in ("filter", "prioritize")
+                            if verb in handler)
         lines.append(f"| steady cycle (default mix, {steady['pods']} pods) p50 / p99 | – | "
-                     f"{cycle['p50_ms']:.1f} / {cycle['p99_ms']:.1f} ms | – | – |")
+                     f"{cycle['p50_ms']:.1f} / {cycle['p99_ms']:.1f} ms | mean in drax's "
+                     f"handler: {inside or '–'} ms | – |")
     lines += [
         f"| first touch of a new shape ({len(ft['shapes'])} shapes), cycle p99 | <= 200 ms | "
         f"{ft['first']['p99_ms']:.1f} ms (p50 {ft['first']['p50_ms']:.1f}) | second pod of the "
@@ -462,8 +487,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--timeout", type=float, default=60.0)
     parser.add_argument("--workdir", help="keep drax's log and the kubeconfig here")
     parser.add_argument("--profile", metavar="DIR",
-                        help="py-spy drax during the steady and first-touch phases, and "
-                             "apart during the burst")
+                        help="py-spy drax during the steady phase, the first touch and the "
+                             "burst, each to a file of its own")
     parser.add_argument("--json", help="write every figure to this file")
     args = parser.parse_args(argv)
     if args.nodes < 1 or args.pods < 0 or args.new_shapes < 1 or args.burst < 1:
