@@ -1,11 +1,13 @@
 """The HTTP edge: kube-scheduler's extender verbs plus health, readiness, metrics.
 
 kube-scheduler calls `filter` synchronously for every pod it schedules, so the
-verbs are plain Starlette routes on a raw `Request` (FastAPI's parameter
-machinery and pydantic roughly halve throughput, see libeval.md §3): the body
-is read once under a size limit, decoded with orjson, handed to the extender's
-plain functions and encoded with orjson. The filter work is CPU-bound and
-bounded, so it runs on the event loop; only bind awaits I/O.
+verbs are plain ASGI endpoints that a POST reaches without Starlette's
+middleware or routing (FastAPI's parameter machinery and pydantic roughly
+halve throughput, see libeval.md §3): the body is read once from `receive`
+under a size limit, decoded with orjson, handed to the extender's plain
+functions and encoded with orjson (prioritize's answer by `wire` itself). The
+filter work is CPU-bound and bounded, so it runs on the event loop; only bind
+awaits I/O.
 
 No input makes this edge crash or answer 5xx: a body drax cannot use gets a
 4xx with `{"error": ...}` and one warning log line naming the pod when known
@@ -30,6 +32,8 @@ from fastapi import FastAPI
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app import __version__, garbage_collector
 from app.extender import BindCause, BindFailure, Extender, NodeScores
@@ -42,6 +46,7 @@ from app.server.wire import BadRequest
 log = logging.getLogger(__name__)
 
 JSON: Final = "application/json"
+JSON_BYTES: Final = JSON.encode()
 NOT_SYNCED: Final = "drax is not ready: its inventory has not finished its initial sync"
 
 
@@ -85,21 +90,31 @@ def _json(value: Any, status: int = 200) -> Response:
     return Response(content=content, status_code=status, media_type=JSON)
 
 
-def _json_content_type(request: Request) -> bool:
+def _header(scope: Scope, name: bytes) -> str | None:
+    """The first value of header `name` (lower case, as ASGI servers give names)."""
+    for key, value in scope["headers"]:
+        if key == name:
+            return str(value.decode("latin-1"))
+    return None
+
+
+def _json_content_type(scope: Scope) -> bool:
     # kube-scheduler always sends application/json; a missing header is taken
     # as JSON so hand-written requests work, anything else is a client mistake.
-    raw = request.headers.get("content-type")
+    raw = _header(scope, b"content-type")
     if raw is None:
         return True
     media = raw.split(";", 1)[0].strip().lower()
     return media == JSON or (media.startswith("application/") and media.endswith("+json"))
 
 
-async def read_body(request: Request, *, limit: int, timeout: float = 10.0) -> bytes:
+async def read_body(scope: Scope, receive: Receive, *, limit: int,
+                    timeout: float = 10.0) -> bytes:
     """The whole body, refused with 413 as soon as it is known to exceed `limit`,
     and with 408 when it has not all arrived `timeout` seconds after the headers
-    (a body trickled in byte by byte would otherwise hold its connection forever)."""
-    declared = request.headers.get("content-length")
+    (a body trickled in byte by byte would otherwise hold its connection forever).
+    A client gone before the end raises ClientDisconnect."""
+    declared = _header(scope, b"content-length")
     if declared is not None:
         try:
             size = int(declared)
@@ -112,16 +127,22 @@ async def read_body(request: Request, *, limit: int, timeout: float = 10.0) -> b
     received = 0
     try:
         async with asyncio.timeout(timeout):
-            async for chunk in request.stream():
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    raise ClientDisconnect()
+                chunk = message.get("body", b"")
                 received += len(chunk)
                 if received > limit:
                     raise BadRequest(f"request body exceeds the limit of {limit} bytes",
                                      status=413)
                 chunks.append(chunk)
+                if not message.get("more_body", False):
+                    break
     except TimeoutError:
         raise BadRequest(f"request body not received within {timeout:g} s "
                          f"({received} bytes arrived)", status=408) from None
-    return b"".join(chunks)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 Handler = Callable[[Any], Awaitable[Any]]
@@ -156,7 +177,9 @@ class ExtenderEdge:
         # stand-in without them (the loadtest floor) forwards the scheduler's victims.
         self._preemption = VictimSearch.of(verbs) if isinstance(verbs, Extender) else None
 
-    def endpoint(self, verb: str) -> Callable[[Request], Awaitable[Response]]:
+    def endpoint(self, verb: str) -> ASGIApp:
+        """The verb as a plain ASGI app: the body read from `receive`, the answer
+        sent as two messages, no Request or Response object in between."""
         handler: Handler = getattr(self, f"_{verb}")
         metrics = self.metrics
         latency = metrics.request_seconds.labels(verb=verb)
@@ -165,55 +188,60 @@ class ExtenderEdge:
         request_bytes = metrics.request_bytes.labels(verb=verb)
         response_bytes = metrics.response_bytes.labels(verb=verb)
 
-        async def serve(request: Request) -> Response:
+        async def serve(scope: Scope, receive: Receive, send: Send) -> None:
             start = time.perf_counter()
             if self.on_request is not None:
                 self.on_request()
             in_flight.inc()
             try:
                 with garbage_collector.verb():
-                    response = await answer(request)
+                    status, body, close = await answer(scope, receive)
             finally:
                 in_flight.dec()
-            response_bytes.observe(len(response.body))
+            response_bytes.observe(len(body))
             elapsed = time.perf_counter() - start
             latency.observe(elapsed)
-            # The same time per response, for whoever times one call (curl -i, the
-            # soak): the histogram's buckets are too coarse to compare two p99s.
-            response.headers["server-timing"] = f"handler;dur={elapsed * 1e3:.3f}"
-            return response
+            headers = [(b"content-length", str(len(body)).encode()),
+                       (b"content-type", JSON_BYTES),
+                       # The same time per response, for whoever times one call (curl
+                       # -i, the soak): the histogram's buckets are too coarse to
+                       # compare two p99s.
+                       (b"server-timing", f"handler;dur={elapsed * 1e3:.3f}".encode())]
+            if close:
+                # The rest of that body may still be on its way: do not read it
+                # as the next request.
+                headers.append((b"connection", b"close"))
+            await send({"type": "http.response.start", "status": status, "headers": headers})
+            await send({"type": "http.response.body", "body": body})
 
-        async def answer(request: Request) -> Response:
+        async def answer(scope: Scope, receive: Receive) -> tuple[int, bytes, bool]:
             doc: Any = None
+            status, close = 200, False
             try:
-                if not _json_content_type(request):
+                if not _json_content_type(scope):
                     raise BadRequest(f"unsupported Content-Type "
-                                     f"{request.headers.get('content-type')!r}; send {JSON}",
+                                     f"{_header(scope, b'content-type')!r}; send {JSON}",
                                      status=415)
-                body = await read_body(request, limit=self.max_body_bytes,
+                body = await read_body(scope, receive, limit=self.max_body_bytes,
                                        timeout=self.body_read_timeout)
                 request_bytes.observe(len(body))
                 doc = wire.decode(body)
                 payload = await handler(doc)
-                response = _json(payload)
                 outcome = "error" if isinstance(payload, dict) and payload.get("Error") else "ok"
             except BadRequest as exc:
                 pod = exc.pod_key or wire.pod_key_hint(doc)
                 log.warning("bad %s request%s: %s", verb, f" for pod {pod}" if pod else "",
                             exc.message)
-                response, outcome = _json({"error": exc.message}, exc.status), "bad_request"
-                if exc.status in (408, 413):
-                    # The rest of that body may still be on its way: do not read
-                    # it as the next request.
-                    response.headers["connection"] = "close"
+                payload, status, outcome = {"error": exc.message}, exc.status, "bad_request"
+                close = exc.status in (408, 413)
             except InternalError as exc:
-                response, outcome = _json({"error": str(exc)}, 503), "error"
+                payload, status, outcome = {"error": str(exc)}, 503, "error"
             except ClientDisconnect:
                 log.warning("bad %s request: the client disconnected before sending the "
                             "whole body", verb)
-                response, outcome = _json({"error": "incomplete body"}, 400), "bad_request"
+                payload, status, outcome = {"error": "incomplete body"}, 400, "bad_request"
             counts[outcome].inc()
-            return response
+            return status, payload if isinstance(payload, bytes) else wire.encode(payload), close
 
         return serve
 
@@ -335,6 +363,39 @@ def _is_score(score: int | None) -> TypeGuard[int]:
 VERBS: Final = ("filter", "prioritize", "bind", "preempt")
 
 
+class _Endpoint:
+    """An ASGI app as a Route endpoint (a plain function there is taken for a
+    Request -> Response handler)."""
+
+    __slots__ = ("app",)
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.app(scope, receive, send)
+
+
+class ExtenderApp(FastAPI):
+    """The verbs' app. A POST to a verb's path goes straight to its endpoint:
+    kube-scheduler sends one per node it schedules, and Starlette's middleware
+    and routing would add about as much per call as answering a small cluster
+    takes. The router holds the same endpoints for everything else (another
+    method, a path with a root path)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.verb_endpoints: dict[str, ASGIApp] = {}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST" and not scope.get("root_path"):
+            endpoint = self.verb_endpoints.get(scope["path"])
+            if endpoint is not None:
+                await endpoint(scope, receive, send)
+                return
+        await super().__call__(scope, receive, send)
+
+
 def create_app(*, verbs: Verbs, ready: Callable[[], bool], max_body_bytes: int,
                url_prefix: str = "/scheduler", mode: str = "allocator",
                info: Mapping[str, Any] | None = None, lifespan: Lifespan | None = None,
@@ -354,8 +415,8 @@ def create_app(*, verbs: Verbs, ready: Callable[[], bool], max_body_bytes: int,
     `/metrics`.
     """
     metrics = metrics if metrics is not None else ServerMetrics()
-    app = FastAPI(title="drax", version=__version__, docs_url=None, redoc_url=None,
-                  openapi_url=None, lifespan=lifespan)
+    app = ExtenderApp(title="drax", version=__version__, docs_url=None, redoc_url=None,
+                      openapi_url=None, lifespan=lifespan)
     edge = ExtenderEdge(verbs=verbs, ready=ready, max_body_bytes=max_body_bytes,
                         metrics=metrics, on_request=on_request,
                         body_read_timeout=body_read_timeout, before_filter=before_filter)
@@ -364,7 +425,10 @@ def create_app(*, verbs: Verbs, ready: Callable[[], bool], max_body_bytes: int,
     for verb in VERBS:
         endpoint = edge.endpoint(verb)
         for prefix in prefixes:
-            app.router.add_route(f"{prefix}/{verb}", endpoint, methods=["POST"])
+            # The router answers the other methods (405) and the paths around it.
+            app.router.routes.append(Route(f"{prefix}/{verb}", _Endpoint(endpoint),
+                                           methods=["POST"]))
+            app.verb_endpoints[f"{prefix}/{verb}"] = endpoint
 
     add_probes(app, ready=ready, metrics=metrics,
                version={"version": __version__, "mode": mode, **(info or {})})

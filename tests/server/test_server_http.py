@@ -332,6 +332,20 @@ def test_body_over_the_limit_with_content_length_is_413(client: httpx.Client) ->
     assert_still_serving(client)
 
 
+def test_a_verb_answers_with_the_headers_of_a_json_response(client: httpx.Client) -> None:
+    r = client.post("/scheduler/prioritize", json=names_args(pod("infer-0"), GPU_NODES))
+    assert r.status_code == 200
+    # date and server come from uvicorn
+    assert [k for k, _ in r.headers.items() if k not in ("date", "server")] == [
+        "content-length", "content-type", "server-timing"]
+    assert r.headers["content-type"] == "application/json"
+    assert int(r.headers["content-length"]) == len(r.content)
+    over = client.post("/filter", content=b"{" + b" " * TEST_BODY_LIMIT + b"}",
+                       headers={"content-type": "application/json"})
+    assert over.status_code == 413 and over.headers["connection"] == "close"
+    assert over.json()["error"].startswith("request body of ")
+
+
 def test_streamed_body_over_the_limit_is_413(client: httpx.Client) -> None:
     def chunks() -> Any:
         yield b'{"Pod": {}, "NodeNames": ["'
