@@ -30,6 +30,13 @@ PREEMPT_LOWER_PRIORITY: Final = "PreemptLowerPriority"
 # The taint effects that keep a pod (or a claim) off a node (or a device);
 # PreferNoSchedule only weighs on scoring.
 SCHEDULING_EFFECTS: Final = frozenset({"NoSchedule", "NoExecute"})
+# The condition a scheduler's preemption puts on each victim, and the words
+# of its message before the preemptor: kube-scheduler's message ends with
+# them ("<scheduler>: preempting to accommodate a higher priority pod"),
+# drax's goes on with the preemptor's key and what the victim frees.
+DISRUPTION_TARGET: Final = "DisruptionTarget"
+PREEMPTION_BY_SCHEDULER: Final = "PreemptionByScheduler"
+PREEMPTING_FOR: Final = "preempting to accommodate a higher priority pod"
 # What a pod tolerates to be placed on a node with spec.unschedulable (the
 # scheduler's NodeUnschedulable plugin).
 UNSCHEDULABLE_TAINT_KEY: Final = "node.kubernetes.io/unschedulable"
@@ -208,6 +215,9 @@ class Pod:
     unschedulable: bool = False
     # status.nominatedNodeName: the node a scheduler's preemption chose for it.
     nominated_node_name: str = ""
+    # The key of the pod whose preemption made this one a victim, as drax's
+    # DisruptionTarget condition names it (empty: none names one).
+    preempted_for: str = ""
     # spec.nodeSelector and the required node affinity: the nodes a preemption
     # for this pod may free devices on.
     node_selector: Mapping[str, str] = field(default_factory=dict)

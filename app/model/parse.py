@@ -32,9 +32,12 @@ from app.model.interning import (
 from app.model.objects import (
     ALLOCATION_MODE_EXACT_COUNT,
     ATTRIBUTE_KINDS,
+    DISRUPTION_TARGET,
     LIST_ATTRIBUTE_KINDS,
     PREEMPT_LOWER_PRIORITY,
     PREEMPT_NEVER,
+    PREEMPTING_FOR,
+    PREEMPTION_BY_SCHEDULER,
     AllocationResult,
     AttributeValue,
     ContainerExtendedResourceRequest,
@@ -287,6 +290,7 @@ def parse_pod(obj: Mapping[str, Any]) -> Pod:
                start_time=_timestamp(status.get("startTime"), f"{where} status.startTime"),
                labels=shared_labels(meta.get("labels"), f"{where} metadata.labels"),
                unschedulable=_unschedulable(status, where),
+               preempted_for=_preempted_for(status, where),
                nominated_node_name=sys.intern(_str(status.get("nominatedNodeName"),
                                                    f"{where} status.nominatedNodeName")),
                node_selector=_node_selector(spec, where),
@@ -430,6 +434,25 @@ def _unschedulable(status: Mapping[str, Any], where: str) -> bool:
         if c.get("type") == "PodScheduled":
             return c.get("status") == "False" and c.get("reason") == "Unschedulable"
     return False
+
+
+def _preempted_for(status: Mapping[str, Any], where: str) -> str:
+    """The preemptor's key in a DisruptionTarget condition of reason
+    PreemptionByScheduler worded as drax words it ("<scheduler>: preempting to
+    accommodate a higher priority pod <namespace>/<name> (...)"); empty
+    without one, or when the message names no pod (kube-scheduler's own)."""
+    for i, raw in enumerate(_list(status.get("conditions"), f"{where} status.conditions")):
+        c = _map(raw, f"{where} status.conditions[{i}]")
+        if c.get("type") != DISRUPTION_TARGET:
+            continue
+        message = c.get("message")
+        if (c.get("status") != "True" or c.get("reason") != PREEMPTION_BY_SCHEDULER
+                or not isinstance(message, str)):
+            return ""
+        _, found, rest = message.partition(f" {PREEMPTING_FOR} ")
+        key = rest.split(" ", 1)[0] if found else ""
+        return key if key.count("/") == 1 else ""
+    return ""
 
 
 def shared_labels(raw: Any, what: str) -> Mapping[str, str]:

@@ -46,12 +46,11 @@ from app.allocator.types import ClaimAllocation
 from app.binder import call_with_retries
 from app.inventory import Inventory, Nomination
 from app.model import Pod
+from app.model.objects import DISRUPTION_TARGET, PREEMPTING_FOR, PREEMPTION_BY_SCHEDULER
 from app.model.times import format_micro_time, format_time
 
 log = logging.getLogger(__name__)
 
-DISRUPTION_TARGET: Final = "DisruptionTarget"
-PREEMPTION_BY_SCHEDULER: Final = "PreemptionByScheduler"
 REPORTING_CONTROLLER: Final = "drax"
 # How long devices stay held for a preemptor once its victims are gone (the
 # driver renews the hold while they are still terminating or their claims
@@ -304,8 +303,7 @@ def condition_message(scheduler: str, p: Preemption, victim: Pod) -> str:
         frees = f"room on node {p.node}{_for(p.room)}"
     else:
         frees = f"devices {_devices(p)}"
-    return f"{scheduler}: preempting to accommodate a higher priority pod {p.preemptor.key} " \
-           f"({frees})"
+    return f"{scheduler}: {PREEMPTING_FOR} {p.preemptor.key} ({frees})"
 
 
 def preempted_note(p: Preemption, victim: Pod) -> str:

@@ -36,9 +36,10 @@ stream of new pods does not multiply their cost. A pass:
    nodes the pod can never run on: nodeSelector, required node affinity,
    taints, cordon). A best node without victims means the pod already fits
    (it waits for the scheduler's retry; when its scheduler nominated it to
-   that node and it takes devices that pods of lower priority still going
-   there release, as a failover leaves it, its devices there are held for
-   it); otherwise the actor carries out the best
+   that node, or nominated it nowhere and those pods were preempted for it,
+   and it takes devices that pods of lower priority still going there
+   release, as a failover leaves it, its devices there are held for it);
+   otherwise the actor carries out the best
    node's preemption, and the pass ends there: the next search then sees
    this one's victims as going.
 """
@@ -293,8 +294,13 @@ class Driver:
         higher priority; the hold does the same for its devices, with those
         going pods as its victims and their claims as its victims' claims. A
         pod going that the allocation does not need, or one of no lower
-        priority (never a victim of this pod), is none of the hold's business."""
-        if pod.nominated_node_name != best.node or not best.terminating:
+        priority (never a victim of this pod), is none of the hold's business.
+        A pod nominated nowhere gets the hold when one of those pods was
+        preempted for it (its DisruptionTarget condition names the pod): in
+        advisor mode the new leader's kube-scheduler clears the nomination at
+        its first failed attempt, which may come before this replica's first
+        pass; the next pass writes the nomination back (`_renominate`)."""
+        if not best.terminating or pod.nominated_node_name not in ("", best.node):
             return
         held = self._inventory.nomination(pod.key)
         if held is not None and held.pod_uid == pod.uid:
@@ -304,12 +310,26 @@ class Driver:
         victims, victim_claims = self._victims_going(priority, best, taken)
         if not victim_claims:
             return
+        if pod.nominated_node_name == best.node:
+            why = "nominated there by its scheduler"
+        elif self._preempted_for(pod, victims):
+            why = "its nomination cleared, its victims there naming it"
+        else:
+            return
         self._inventory.nominate(Nomination(
             pod_key=pod.key, pod_uid=pod.uid, priority=priority, node=best.node,
             allocations=allocation, victims=victims, victim_claims=victim_claims,
             started_at=now, expires_at=now + self._hold_seconds))
-        log.info("holding devices %s on node %s for pod %s, nominated there by its "
-                 "scheduler", ", ".join(sorted(taken)), best.node, pod.key)
+        log.info("holding devices %s on node %s for pod %s, %s", ", ".join(sorted(taken)),
+                 best.node, pod.key, why)
+
+    def _preempted_for(self, pod: Pod, victims: tuple[tuple[str, str], ...]) -> bool:
+        """One of `victims` (key, uid) was preempted for `pod`."""
+        for key, uid in victims:
+            victim = self._inventory.pod(key)
+            if victim is not None and victim.uid == uid and victim.preempted_for == pod.key:
+                return True
+        return False
 
     def _victims_going(self, priority: int, best: NodePreemption, taken: set[str]
                        ) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:

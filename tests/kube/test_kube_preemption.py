@@ -124,11 +124,17 @@ def nominated(made: tuple[dict[str, Any], dict[str, Any]], to: str = "node-a"
     return made
 
 
-def going(h: KubeHarness, name: str, priority: int | None = None) -> None:
-    """Pod `name` terminating, at `priority` when given."""
+def going(h: KubeHarness, name: str, priority: int | None = None, *,
+          disruption: str = "") -> None:
+    """Pod `name` terminating, at `priority` when given; `disruption`: the
+    message of its DisruptionTarget condition (a scheduler's preemption)."""
     pod = h.server.get("pods", name, "default")
     if priority is not None:
         pod["spec"]["priority"] = priority
+    if disruption:
+        pod["status"].setdefault("conditions", []).append({
+            "type": DISRUPTION_TARGET, "status": "True", "reason": PREEMPTION_BY_SCHEDULER,
+            "message": disruption})
     pod["metadata"]["deletionTimestamp"] = "2026-12-04T10:05:00Z"
     h.server.update("pods", pod)
 
@@ -670,6 +676,41 @@ async def test_a_nomination_elsewhere_or_none_rebuilds_no_hold(tmp_path: Path) -
         assert not await driver_of(h, CollectorRegistry()).run_once()
         assert h.inventory.nomination("default/p") is None
         assert pods_deleted(h.server) == []
+
+
+async def test_a_new_leader_holds_the_devices_of_a_preemptor_its_victims_name(
+        tmp_path: Path) -> None:
+    """What an advisor-mode failover leaves: the new leader's kube-scheduler
+    cleared p's nominatedNodeName at its first failed attempt; p's two
+    victims, still terminating, name p in their DisruptionTarget condition.
+    The new leader deletes nothing more, holds their GPUs for p and writes the
+    nomination back. Victims preempted for another pod, or by kube-scheduler
+    (whose message names no pod), give p nothing."""
+    ours = "drax: preempting to accommodate a higher priority pod {} (devices gpu)"
+    async with KubeHarness(tmp_path) as h:
+        full_cluster(h.server)
+        for name in ("v0", "v1"):
+            going(h, name, disruption=ours.format("default/p"))
+        await start_with_preemptor(h)
+        driver = driver_of(h, CollectorRegistry())
+        assert not await driver.run_once()
+        assert pods_deleted(h.server) == []
+        held = h.inventory.nomination("default/p")
+        assert held is not None and held.node == "node-a" and held.pod_uid == "uid-p"
+        assert sorted(held.victims) == [("default/v0", "uid-v0"), ("default/v1", "uid-v1")]
+        assert not await driver.run_once()
+        assert h.server.get("pods", "p", "default")["status"]["nominatedNodeName"] == "node-a"
+        assert pods_deleted(h.server) == []
+    for message in (ours.format("default/q"),
+                    "default-scheduler: preempting to accommodate a higher priority pod"):
+        async with KubeHarness(tmp_path) as h:
+            full_cluster(h.server)
+            for name in ("v0", "v1"):
+                going(h, name, disruption=message)
+            await start_with_preemptor(h)
+            assert not await driver_of(h, CollectorRegistry()).run_once()
+            assert h.inventory.nomination("default/p") is None
+            assert pods_deleted(h.server) == []
 
 
 def busy(name: str, on: str, cpu: str, *, priority: int = 2000) -> dict[str, Any]:

@@ -1,5 +1,6 @@
-"""The Pod fields the preemption driver reads: unschedulable, node selection,
-and the Node taints and cordon a preemption must respect."""
+"""The Pod fields the preemption driver reads: unschedulable, whom a victim
+was preempted for, node selection, and the Node taints and cordon a
+preemption must respect."""
 
 import pytest
 
@@ -19,6 +20,25 @@ def test_unschedulable_is_podscheduled_false_with_reason_unschedulable() -> None
                                        "reason": "SchedulingGated"}]}
     assert not parse_object("Pod", gated).unschedulable
     assert not parse_object("Pod", {"metadata": {"name": "q"}}).unschedulable
+
+
+def test_preempted_for_is_the_pod_drax_s_disruption_target_condition_names() -> None:
+    def victim(message: str, reason: str = "PreemptionByScheduler",
+               status: str = "True") -> str:
+        return parse_object("Pod", {"metadata": {"name": "v", "namespace": "default"},
+                                    "status": {"conditions": [
+                                        {"type": "Ready", "status": "True"},
+                                        {"type": "DisruptionTarget", "status": status,
+                                         "reason": reason, "message": message}]}}
+                            ).preempted_for
+
+    ours = "drax: preempting to accommodate a higher priority pod ml/train (devices a, b)"
+    assert victim(ours) == "ml/train"
+    # kube-scheduler's own words name no pod; another reason or a false condition is no preemption
+    assert victim("default-scheduler: preempting to accommodate a higher priority pod") == ""
+    assert victim(ours, reason="DeletionByTaintManager") == ""
+    assert victim(ours, status="False") == ""
+    assert parse_object("Pod", pod()).preempted_for == ""
 
 
 def test_node_selector_and_required_affinity_pick_the_nodes() -> None:
