@@ -2,7 +2,8 @@
 core/v1 Nodes and Pods, policy/v1 PodDisruptionBudgets, PriorityClasses).
 
 Sources hand the inventory raw JSON dicts; `app.model.parse` turns each into
-one of these dataclasses exactly once per object version, so the hot paths
+one of these frozen classes (dataclasses, and a msgspec Struct for the most
+numerous, `Device`) exactly once per object version, so the hot paths
 (filter, prioritize) never walk nested dicts or re-validate. Field names
 follow the API. Attribute and capacity names are stored fully qualified
 (`qualify`: a bare `productName` is `<driver>/productName`, exactly how CEL
@@ -15,6 +16,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
+
+import msgspec
 
 from app.model.quantity import Quantity
 from app.model.requests import NO_RESOURCES, PodUsage, Resources
@@ -331,12 +334,13 @@ class PriorityClass:
 # --------------------------------------------------------------------------- devices
 
 
-@dataclass(slots=True, frozen=True)
-class AttributeValue:
+class AttributeValue(msgspec.Struct, frozen=True, gc=False):
     """A typed attribute value. `kind` is one of ATTRIBUTE_KINDS, or "" for an
     attribute without a supported value (which fails every CEL expression on
     its device, as upstream). Versions are kept as the published string; list
-    kinds hold tuples."""
+    kinds hold tuples. A msgspec Struct, as `Device` is: values unique to one
+    device (a uuid, a MAC) are built per device, in C, untracked by the
+    collector and 16 bytes smaller than a slots dataclass."""
 
     kind: str
     value: Any
@@ -385,17 +389,22 @@ class DeviceTaint:
         return f"{self.key}{value}:{self.effect}"
 
 
-@dataclass(slots=True, frozen=True)
-class Device:
+class Device(msgspec.Struct, frozen=True, gc=False):
     """One device of a ResourceSlice. `attributes` and `capacity` are keyed by
-    fully qualified name (`<domain>/<id>`)."""
+    fully qualified name (`<domain>/<id>`).
+
+    A msgspec Struct rather than a dataclass: a large cluster holds millions,
+    and a Struct is built in C from positional arguments (a slots dataclass
+    sets each field through `object.__setattr__`) and, holding no reference
+    back to anything that holds it, is left out of the cyclic collector
+    (`gc=False`), 16 bytes smaller and never traversed by a collection."""
 
     driver: str
     pool: str
     name: str
     slice_name: str
-    attributes: Mapping[str, AttributeValue] = field(default_factory=dict)
-    capacity: Mapping[str, DeviceCapacity] = field(default_factory=dict)
+    attributes: Mapping[str, AttributeValue] = msgspec.field(default_factory=dict)
+    capacity: Mapping[str, DeviceCapacity] = msgspec.field(default_factory=dict)
     consumes_counters: tuple[DeviceCounterConsumption, ...] = ()
     node_name: str | None = None
     node_selector: NodeSelector | None = None
@@ -405,12 +414,14 @@ class Device:
     binding_conditions: tuple[str, ...] = ()
     binding_failure_conditions: tuple[str, ...] = ()
     allow_multiple_allocations: bool = False
-    # `<driver>/<pool>/<device>`, the device's identity across the cluster. Built
-    # once here because the allocator and the inventory key everything by it.
-    id: str = field(init=False, repr=False, compare=False)
+    # `<driver>/<pool>/<device>`, the device's identity across the cluster,
+    # always derived from the fields above (whatever is passed, and again by
+    # `msgspec.structs.replace`). Built once here because the allocator and
+    # the inventory key everything by it.
+    id: str = ""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "id", f"{self.driver}/{self.pool}/{self.name}")
+        msgspec.structs.force_setattr(self, "id", f"{self.driver}/{self.pool}/{self.name}")
 
     def attribute(self, qualified_name: str) -> AttributeValue | None:
         return self.attributes.get(qualified_name)

@@ -4,10 +4,16 @@ A 100,000-node cluster publishes millions of devices, and walking each one's
 raw dict tree in Python is most of drax's start-up and of a slice event's
 cost. Here msgspec decodes a slice's JSON into compact structures in C,
 checking every type on the way, and the Python left per device is a few
-cache lookups: an attribute value is a hashable structure looked up whole
-in a cache of shared `AttributeValue`s, and a capacity map or a counter
-consumption is looked up by its decoded form, so identical ones (the same
-device kind on every node) are built once and shared.
+cache lookups and one `Device` built in C: an attribute value is a hashable
+structure looked up whole in a cache of shared `AttributeValue`s, and a
+capacity map or a counter consumption is looked up by its text, so identical
+ones (the same device kind on every node) are built once and shared. A slice
+is first decoded with the scalar attribute kinds only (what nearly every
+device publishes: a smaller structure to decode, hash and compare), and again
+with every kind when it holds a list attribute. Devices of one kind follow
+each other in a slice, so what a device repeats from the one before it (its
+attribute names, its capacity and consumption texts) is taken over without a
+lookup. Everything shared is immutable, so no device can change another's.
 
 The result is exactly what `app.model.parse` makes of the same object, which
 stays the one reference: anything this decoder does not take as written (a
@@ -20,7 +26,6 @@ every other kind.
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from collections.abc import Mapping
 from typing import Annotated, Any, Final, cast
@@ -70,6 +75,18 @@ class _Attribute(msgspec.Struct, frozen=True, gc=False):
     versions: tuple[str, ...] | None = None
 
 
+class _Scalar(msgspec.Struct, frozen=True, gc=False, forbid_unknown_fields=True):
+    """`_Attribute` of the scalar kinds only, what nearly every device publishes:
+    half the fields, so cheaper to decode, hash and compare. A list kind (or
+    any other key) is an unknown field here, and the slice is decoded again
+    with `_Attribute`."""
+
+    int_: _Int64 | None = msgspec.field(default=None, name="int")
+    bool_: bool | None = msgspec.field(default=None, name="bool")
+    string: str | None = None
+    version: str | None = None
+
+
 class _Range(msgspec.Struct, frozen=True, gc=False):
     min: str | None = None
     max: str | None = None
@@ -97,18 +114,21 @@ class _Consumption(msgspec.Struct, gc=False):
 
 
 class _Device(msgspec.Struct, gc=False):
+    """A device, its optional fields decoded straight to the model's values
+    (an explicit null is a ValidationError, left to the reference parse)."""
+
     name: str
     attributes: dict[str, _Attribute] = {}
     capacity: dict[str, _Capacity] = {}
     consumesCounters: list[_Consumption] | None = None
     nodeName: str | None = None
     nodeSelector: Any = None
-    allNodes: bool | None = None
+    allNodes: bool = False
     taints: Any = None
-    bindsToNode: bool | None = None
-    bindingConditions: list[str] | None = None
-    bindingFailureConditions: list[str] | None = None
-    allowMultipleAllocations: bool | None = None
+    bindsToNode: bool = False
+    bindingConditions: tuple[str, ...] = ()
+    bindingFailureConditions: tuple[str, ...] = ()
+    allowMultipleAllocations: bool = False
 
 
 class _Pool(msgspec.Struct, gc=False):
@@ -163,6 +183,19 @@ class _RawSlice(_Slice, gc=False):
     spec: _RawSpec
 
 
+class _ScalarDevice(_RawDevice, gc=False):
+    attributes: dict[str, _Scalar] = {}  # type: ignore[assignment]
+
+
+class _ScalarSpec(_RawSpec, gc=False):
+    devices: list[_ScalarDevice] | None = None  # type: ignore[assignment]
+
+
+class _ScalarSlice(_RawSlice, gc=False):
+    spec: _ScalarSpec
+
+
+_SCALAR_DECODER: Final = msgspec.json.Decoder(_ScalarSlice)
 _DECODER: Final = msgspec.json.Decoder(_RawSlice)
 _CAPACITY: Final = msgspec.json.Decoder(dict[str, _Capacity])
 _CONSUMPTIONS_JSON: Final = msgspec.json.Decoder(list[_Consumption] | None)
@@ -177,7 +210,10 @@ def decode_resource_slice(data: bytes | memoryview | msgspec.Raw) -> ResourceSli
     slice) like the reference parse for anything malformed, and
     `orjson.JSONDecodeError` for what is not JSON."""
     try:
-        return _from_typed(_DECODER.decode(data))
+        try:
+            return _from_typed(_SCALAR_DECODER.decode(data))
+        except msgspec.ValidationError:  # a list attribute, or what `_DECODER` refuses too
+            return _from_typed(_DECODER.decode(data))
     except (msgspec.DecodeError, NotTyped):  # DecodeError: ValidationError too
         return cast(ResourceSlice,
                     reference_parse("ResourceSlice", orjson.loads(memoryview(data))))
@@ -220,7 +256,7 @@ def _from_typed(s: _Slice) -> ResourceSlice:
             per_device)) != 1:
         raise NotTyped
     driver = sys.intern(driver)
-    devices = tuple([_device(d, driver, pool_name, name) for d in spec.devices or ()])
+    devices = _devices(spec.devices, driver, pool_name, name) if spec.devices else ()
     shared = tuple([CounterSet(name=c.name, counters=_counter_dict(c.counters))
                     for c in spec.sharedCounters or ()])
     if any(not c.name for c in shared):
@@ -245,14 +281,14 @@ def _node_selector(raw: Any) -> Any:
 
 # --------------------------------------------------------------------------- devices
 
-class _AttributeCache(BoundedCache[_Attribute, AttributeValue]):
+class _AttributeCache(BoundedCache[_Attribute | _Scalar, AttributeValue]):
     """Decoded attribute -> its shared AttributeValue. A miss is filled by
     `__missing__`, so a device's values are looked up by `map` in C, hits and
     misses alike."""
 
     __slots__ = ()
 
-    def __missing__(self, a: _Attribute) -> AttributeValue:
+    def __missing__(self, a: _Attribute | _Scalar) -> AttributeValue:
         return self.put(a, _attribute(a))
 
 
@@ -265,62 +301,60 @@ _CONSUMPTIONS: BoundedCache[tuple[Any, ...], tuple[DeviceCounterConsumption, ...
     BoundedCache(SHARED_MAX))
 
 
-def _device(d: _Device, driver: str, pool: str, slice_name: str) -> Device:
-    name = d.name
-    if not name:
-        raise NotTyped
-    name = sys.intern(name)
-    attributes = d.attributes
-    layout = _LAYOUTS.get((driver, tuple(attributes)))
-    if layout is None:
-        layout = _attribute_layout(driver, tuple(attributes))
-    values = tuple(map(_ATTRIBUTES.__getitem__, attributes.values()))
-    consumes = d.consumesCounters
-    conditions, failures = d.bindingConditions, d.bindingFailureConditions
-    device = _new(Device)
-    _set_driver(device, driver)
-    _set_pool(device, pool)
-    _set_name(device, name)
-    _set_slice_name(device, slice_name)
-    attribute_map = _new(FieldMap)
-    _set_map_layout(attribute_map, layout)
-    _set_map_values(attribute_map, values)
-    _set_attributes(device, attribute_map)
-    capacity = d.capacity
-    _set_capacity(device, _capacity_text(capacity, driver) if type(capacity) is msgspec.Raw
-                  else _capacity(capacity, driver))
-    _set_consumes_counters(device, _consumptions_text(consumes) if type(consumes) is msgspec.Raw
-                           else () if consumes is None else _consumptions(consumes))
-    _set_node_name(device, d.nodeName or None)
-    _set_node_selector(device, None if d.nodeSelector is None
-                       else _node_selector(d.nodeSelector))
-    _set_all_nodes(device, bool(d.allNodes))
-    _set_taints(device, () if d.taints is None else _taints(d.taints))
-    _set_binds_to_node(device, bool(d.bindsToNode))
-    _set_binding_conditions(device, () if conditions is None else tuple(conditions))
-    _set_binding_failure_conditions(device, () if failures is None else tuple(failures))
-    _set_allow_multiple_allocations(device, bool(d.allowMultipleAllocations))
-    _set_id(device, f"{driver}/{pool}/{name}")
-    return device
+def _devices(raw: list[_Device], driver: str, pool: str,
+             slice_name: str) -> tuple[Device, ...]:
+    """The slice's devices. What a device repeats from the one before it (its
+    attribute names, its capacity and consumption texts, as devices of one kind
+    follow each other in a slice) is taken from that device's without a lookup."""
+    out = []
+    attribute = _ATTRIBUTES.__getitem__
+    names: tuple[str, ...] | None = None
+    layout: dict[str, int] = {}
+    capacity_raw: Any = None
+    capacity: Mapping[str, DeviceCapacity] = {}
+    consumes_raw: Any = None
+    consumes: tuple[DeviceCounterConsumption, ...] = ()
+    for d in raw:
+        name = d.name
+        if not name:
+            raise NotTyped
+        name = sys.intern(name)
+        attributes = d.attributes
+        keys = tuple(attributes)
+        if keys != names:
+            names = keys
+            layout = _LAYOUTS.get((driver, keys)) or _attribute_layout(driver, keys)
+        attribute_map = _new(FieldMap)
+        _set_map_layout(attribute_map, layout)
+        _set_map_values(attribute_map, tuple(map(attribute, attributes.values())))
+        c = d.capacity
+        if type(c) is not msgspec.Raw:
+            capacity = _capacity(c, driver)
+        elif c != capacity_raw:  # compares the texts
+            capacity_raw, capacity = c, _capacity_text(c, driver)
+        u = d.consumesCounters
+        if type(u) is not msgspec.Raw:
+            consumes = () if u is None else _consumptions(u)
+        elif u != consumes_raw:
+            consumes_raw, consumes = u, _consumptions_text(u)
+        # positional, in Device's field order (checked at import below)
+        out.append(Device(
+            driver, pool, name, slice_name, attribute_map, capacity, consumes,
+            d.nodeName or None,
+            None if d.nodeSelector is None else _node_selector(d.nodeSelector),
+            d.allNodes, () if d.taints is None else _taints(d.taints), d.bindsToNode,
+            d.bindingConditions, d.bindingFailureConditions, d.allowMultipleAllocations))
+    return tuple(out)
 
 
-# `Device(...)` is a frozen dataclass's __init__: one `object.__setattr__` per
-# field, about 4.7 us a device, a third of the typed parse. Its slots are set
-# here directly (1 us); the field list is checked at import, so a field added
-# to Device fails loudly here instead of being left unset.
 _new: Final = object.__new__
 _DEVICE_FIELDS: Final = (
     "driver", "pool", "name", "slice_name", "attributes", "capacity", "consumes_counters",
     "node_name", "node_selector", "all_nodes", "taints", "binds_to_node",
     "binding_conditions", "binding_failure_conditions", "allow_multiple_allocations", "id")
-if tuple(f.name for f in dataclasses.fields(Device)) != _DEVICE_FIELDS:
-    raise ImportError("app.model.typed sets every field of Device: update _DEVICE_FIELDS "
-                      "and _device with Device's fields")
-(_set_driver, _set_pool, _set_name, _set_slice_name, _set_attributes, _set_capacity,
- _set_consumes_counters, _set_node_name, _set_node_selector, _set_all_nodes, _set_taints,
- _set_binds_to_node, _set_binding_conditions, _set_binding_failure_conditions,
- _set_allow_multiple_allocations, _set_id) = (
-    getattr(Device, field).__set__ for field in _DEVICE_FIELDS)
+if Device.__struct_fields__ != _DEVICE_FIELDS:
+    raise ImportError("app.model.typed builds Device from positional arguments: update "
+                      "_DEVICE_FIELDS and _device with Device's fields")
 
 
 # (driver, attribute names as published) -> the shared FieldMap layout of
@@ -337,12 +371,12 @@ def _attribute_layout(driver: str, names: tuple[str, ...]) -> dict[str, int]:
     return _LAYOUTS.put((driver, names), shared_layout(qualified))
 
 
-def _attribute(a: _Attribute) -> AttributeValue:
+def _attribute(a: _Attribute | _Scalar) -> AttributeValue:
     values = msgspec.structs.astuple(a)
-    if values.count(None) != len(_KINDS) - 1:  # none, or more than one
+    if values.count(None) != len(values) - 1:  # none, or more than one
         return UNSUPPORTED
     kind, value = ("string", a.string) if a.string is not None else next(
-        (k, v) for k, v in zip(_KINDS, values, strict=True) if v is not None)
+        (k, v) for k, v in zip(_KINDS, values, strict=False) if v is not None)
     if kind in LIST_ATTRIBUTE_KINDS and not value:
         return UNSUPPORTED
     return AttributeValue(kind, value)  # shared by _ATTRIBUTES, keyed by what it was read from
@@ -351,6 +385,7 @@ def _attribute(a: _Attribute) -> AttributeValue:
 # _Attribute's fields in order, by their API names
 _KINDS: Final = tuple(f.encode_name for f in msgspec.structs.fields(_Attribute))
 assert _KINDS == ATTRIBUTE_KINDS, "an _Attribute field per attribute kind, in the API's order"
+assert tuple(f.encode_name for f in msgspec.structs.fields(_Scalar)) == _KINDS[:4]
 
 
 def _quantity(text: str | None) -> Quantity | None:

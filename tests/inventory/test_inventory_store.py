@@ -3,6 +3,7 @@ assumed state, class selector caching, bad input."""
 
 from __future__ import annotations
 
+import orjson
 import pytest
 
 from app.allocator.types import ClaimAllocation
@@ -13,6 +14,7 @@ from app.model import (
     InvalidObject,
     Pod,
     Quantity,
+    decode_resource_slice,
 )
 from tests.inventory.objects import (
     claim,
@@ -376,6 +378,33 @@ def test_invalid_object_raises_and_changes_nothing() -> None:
         inv.apply("Secret", "ADDED", {"metadata": {"name": "x"}})
     assert device_names(inv, "n1") == ["d"]
     assert inv.version("n1") == before
+
+
+def test_a_bad_slice_decoded_from_its_json_changes_nothing() -> None:
+    inv = inventory(resource_slice("s1", node_name="n1", devices=[device("d", model="a")]))
+    before = inv.version("n1")
+    bad = resource_slice("s1", node_name="n1", generation=2, devices=[
+        device("d", model="b"),
+        {"name": "e", "attributes": {"l": {"ints": [1]}}, "capacity": {"m": {"value": "12K"}}}])
+    with pytest.raises(InvalidObject, match=r"spec.devices\[1\] \(e\).capacity\[m\]"):
+        inv.apply_parsed("ResourceSlice", "MODIFIED", decode_resource_slice(orjson.dumps(bad)))
+    assert device_names(inv, "n1") == ["d"]
+    assert pool_of(inv, "n1", "s1").devices[0].attributes["gpu.example.com/model"].value == "a"
+    assert inv.version("n1") == before
+
+
+def test_a_slice_update_leaves_the_devices_of_other_slices_as_they_were() -> None:
+    inv = Inventory()
+    for n in ("n1", "n2"):
+        inv.apply_parsed("ResourceSlice", "ADDED", decode_resource_slice(orjson.dumps(
+            resource_slice(f"s-{n}", node_name=n, devices=[device("d", model="a", numa=0)]))))
+    n2 = pool_of(inv, "n2", "s-n2").devices[0]
+    inv.apply_parsed("ResourceSlice", "MODIFIED", decode_resource_slice(orjson.dumps(
+        resource_slice("s-n1", node_name="n1", generation=2,
+                       devices=[device("d", model="b", numa=0)]))))
+    assert pool_of(inv, "n1", "s-n1").devices[0].attributes["gpu.example.com/model"].value == "b"
+    after = pool_of(inv, "n2", "s-n2").devices[0]
+    assert after is n2 and after.attributes["gpu.example.com/model"].value == "a"
 
 
 def test_a_deleted_event_of_an_invalid_object_deletes_what_its_metadata_names() -> None:

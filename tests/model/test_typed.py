@@ -8,17 +8,19 @@ every odd input below, and refuse what it refuses with the same words.
 from __future__ import annotations
 
 import copy
+import gc
 import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.model import InvalidObject, ResourceSlice, typed
+from app.model import Device, InvalidObject, ResourceSlice, typed
 from app.model.parse import parse_object
 from app.model.typed import convert_resource_slice, decode_resource_slice
 from app.sources.files import load_objects
@@ -263,3 +265,103 @@ def test_capacity_and_consumption_texts_seen_before_are_not_decoded_again(
     for node in ("n1", "n2", "n3"):
         decode_resource_slice(orjson.dumps(_slice(nodeName=node, devices=[device])))
     assert len(decoded) == 2  # once each, for the first node
+
+
+def test_devices_and_attribute_values_are_frozen_and_left_out_of_the_collector() -> None:
+    s = decode_resource_slice(orjson.dumps(_slice(devices=[_device(
+        attributes={"uuid": {"string": "GPU-1"}}, capacity={"memory": {"value": "1Gi"}})])))
+    d = s.devices[0]
+    value = d.attributes["gpu.example.com/uuid"]
+    assert not gc.is_tracked(d) and not gc.is_tracked(value)
+    with pytest.raises(AttributeError):
+        d.name = "other"  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        value.value = "GPU-2"  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        d.attributes["gpu.example.com/uuid"] = value  # type: ignore[index]
+    assert d.id == "gpu.example.com/n1/d"
+
+
+def test_a_device_id_is_always_derived_from_driver_pool_and_name() -> None:
+    d = Device(driver="x.example.com", pool="p", name="a", slice_name="s", id="forged")
+    assert d.id == "x.example.com/p/a"
+    assert msgspec.structs.replace(d, name="b").id == "x.example.com/p/b"
+
+
+def test_a_run_of_alike_devices_reads_its_capacity_and_consumption_once(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+    for name in ("_capacity_text", "_consumptions_text"):
+        real = getattr(typed, name)
+        monkeypatch.setattr(typed, name, lambda *a, _r=real, _n=name: calls.append(_n) or _r(*a))
+    a = {"capacity": {"memory": {"value": "1Gi"}},
+         "consumesCounters": [{"counterSet": "cs", "counters": {"m": {"value": "1"}}}]}
+    b = {"capacity": {"memory": {"value": "2Gi"}},
+         "consumesCounters": [{"counterSet": "cs", "counters": {"m": {"value": "2"}}}]}
+    kinds = [a, a, a, b, b, a]
+    s = decode_resource_slice(orjson.dumps(_slice(devices=[
+        _device(name=f"d{i}", **kind) for i, kind in enumerate(kinds)])))
+    assert calls.count("_capacity_text") == 3 and calls.count("_consumptions_text") == 3
+    assert [str(d.capacity["gpu.example.com/memory"].value) for d in s.devices] == [
+        "1Gi", "1Gi", "1Gi", "2Gi", "2Gi", "1Gi"]
+    assert [d.consumes_counters[0].counters["m"].text for d in s.devices] == [
+        "1", "1", "1", "2", "2", "1"]
+
+
+def test_a_slice_of_scalar_attributes_is_decoded_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Refusing:
+        def decode(self, data: Any) -> Any:
+            raise AssertionError("decoded again with the list kinds")
+
+    monkeypatch.setattr(typed, "_DECODER", Refusing())
+    for raw in _slices(list(generator.iter_cluster(nodes=4, partitionable_fraction=0.5))):
+        decode_resource_slice(orjson.dumps(raw))
+
+
+def test_a_list_attribute_is_read_without_the_reference_parse(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    raw = _slice(devices=[_device(name="a", attributes={"s": {"string": "x"}}),
+                          _device(name="b", attributes={"s": {"string": "x"},
+                                                        "l": {"strings": ["p", "q"]}})])
+    expected = parse_object("ResourceSlice", copy.deepcopy(raw))
+
+    def refuse(kind: str, obj: Any) -> Any:
+        raise AssertionError("fell back to the reference parse")
+
+    monkeypatch.setattr(typed, "reference_parse", refuse)
+    s = decode_resource_slice(orjson.dumps(raw))
+    assert s == expected
+    assert s.devices[1].attributes["gpu.example.com/l"].value == ("p", "q")
+    assert s.devices[0].attributes["gpu.example.com/s"] is \
+        s.devices[1].attributes["gpu.example.com/s"]
+
+
+def test_a_bad_device_after_a_list_attribute_is_refused_naming_it() -> None:
+    raw = _slice(devices=[_device(name="a", attributes={"l": {"ints": [1]}}),
+                          _device(name="b", capacity={"memory": {"value": "12K"}})])
+    with pytest.raises(InvalidObject, match=r"ResourceSlice s1 spec.devices\[1\] \(b\)"
+                                            r".capacity\[memory\].value"):
+        decode_resource_slice(orjson.dumps(raw))
+
+
+def test_an_update_of_a_slice_changes_no_device_of_another() -> None:
+    gpu = {"attributes": {"model": {"string": "H100"}, "numa": {"int": 0}},
+           "capacity": {"memory": {"value": "80Gi"}}}
+    first = decode_resource_slice(orjson.dumps(_slice(devices=[
+        _device(name="d0", **gpu), _device(name="d1", **gpu)])))
+    other = decode_resource_slice(orjson.dumps(_slice(nodeName="n2", devices=[
+        _device(name="d0", **gpu)])))
+    kept = [(d.id, dict(d.attributes), dict(d.capacity)) for d in (*first.devices,
+                                                                   *other.devices)]
+    changed = copy.deepcopy(gpu)
+    changed["attributes"]["model"] = {"string": "H200"}
+    changed["capacity"]["memory"] = {"value": "141Gi"}
+    update = decode_resource_slice(orjson.dumps(_slice(devices=[
+        _device(name="d0", **changed), _device(name="d1", **gpu)])))
+    assert [(d.id, dict(d.attributes), dict(d.capacity)) for d in (*first.devices,
+                                                                   *other.devices)] == kept
+    d0, d1 = update.devices
+    assert d0.attributes["gpu.example.com/model"].value == "H200"
+    assert str(d0.capacity["gpu.example.com/memory"].value) == "141Gi"
+    assert d1.attributes["gpu.example.com/model"].value == "H100"
+    assert d1.capacity is first.devices[1].capacity

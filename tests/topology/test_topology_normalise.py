@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import msgspec
 import pytest
 
 from app.model import Device, DeviceCounterConsumption
@@ -88,7 +89,8 @@ def test_cache_follows_the_devices_not_the_version() -> None:
 def test_partitions_of_one_gpu_are_one_unit() -> None:
     def part(name: str, counter_set: str) -> Device:
         d = gpu(name, "pci0000:10")
-        return replace(d, consumes_counters=(DeviceCounterConsumption(counter_set, {}),))
+        return msgspec.structs.replace(
+            d, consumes_counters=(DeviceCounterConsumption(counter_set, {}),))
 
     devices = [part("gpu-0", "gpu-0-counter-set"), part("gpu-0-mig-1g", "gpu-0-counter-set"),
                part("gpu-1", "gpu-1-counter-set"), nic("nic-0", "pci0000:10", 0)]
