@@ -173,7 +173,12 @@ class PartNode:
         held = self.held & ~freed
         key = (i, self.taken & ~freed & layout.regions[i],
                tuple(held & group == 0 for group in layout.groups[i]))
-        return key, sum(1 for unit in layout.units if unit & held)
+        return key, self.used(freed)
+
+    def used(self, freed: int) -> int:
+        """The units in use once the positions `freed` are free."""
+        held = self.held & ~freed
+        return sum(1 for unit in self.layout.units if unit & held)
 
 
 def part_node(layout: PartLayout, allocated: AllocatedState, position: Mapping[str, int],

@@ -42,7 +42,9 @@ a release of claims that each hold their devices alone is looked up by the
 node's hardware and usage and the positions released, before the state it
 leaves is read. Where victim sets are enumerated per part, a release that
 changes one part only is shared by every node of the hardware alike in that
-part, whatever the rest of it holds (`app.preemption.parts`).
+part, whatever the rest of it holds (`app.preemption.parts`), and where every
+part's victim sets release claims of that part only, each part's smallest
+sets that work are kept for nodes alike in that part (`_by_parts`).
 
 Across nodes the answer is ranked as kube-scheduler's
 `pickOneNodeForPreemption` ranks (`NodePreemption.rank_key`), then by
@@ -61,6 +63,7 @@ changes nothing.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import operator
@@ -582,6 +585,33 @@ class _Run:
 
 
 @dataclass(slots=True, frozen=True)
+class _Sharing:
+    """How one problem's parts share allocator runs (`VictimSearch._sharing`):
+    its kind of node's parts, the node's use of them, the positions the base
+    release frees, and the problem's own `attempt` for what is not shared."""
+
+    layout: PartLayout
+    node: PartNode
+    base: int
+    attempt: Callable[[tuple[int, ...]], _Run]
+
+
+# A part's victim set that works (positions among the part's candidates), its
+# shared run, and the intact share of its allocation.
+_PartOption = tuple[tuple[int, ...], _Run, float | bool]
+
+
+@dataclass(slots=True, frozen=True)
+class _PartSolution:
+    """A part's smallest victim sets that work, found on `view`: their size
+    (None: no set of the part's candidates works) and each with its run."""
+
+    view: NodeView
+    size: int | None = None
+    works: tuple[_PartOption, ...] = ()
+
+
+@dataclass(slots=True, frozen=True)
 class _Solved:
     """A node's problem solved in canonical terms, shared by nodes with an equal
     problem: every smallest victim set that works (`options`), so each node
@@ -621,6 +651,9 @@ class VictimSearch:
             _SHARED_SEARCHES)
         self._needs_kept: BoundedCache[int, tuple[Any, Any, list[_Need] | None, _Check]] = \
             BoundedCache(_SHARED_SEARCHES)
+        # per part's key: its smallest victim sets that work (`_part_solution`)
+        self._part_solutions: BoundedCache[Hashable, _PartSolution] = BoundedCache(
+            _SHARED_SEARCHES)
         self._part_shares: BoundedCache[Hashable, bool] = BoundedCache(_SHARED_SEARCHES)
         self._part_nodes: BoundedCache[Hashable, PartNode | None] = BoundedCache(_NODE_FACTS)
         # per part's run key: the run, and the intact share of its allocation
@@ -1131,8 +1164,15 @@ class VictimSearch:
         budget = self._trial_budget
         split = self._part_layout(problem, needs)
         parts = _parts(problem, split)
+        sharing = None
         if split is not None and self._shares_parts(problem, needs):
-            attempt = self._shared_parts(problem, split, attempt, released)
+            sharing = self._sharing(problem, split, attempt, released)
+        if sharing is not None:
+            solved = self._by_parts(problem, sharing, released, plausible, budget)
+            if solved is not None:
+                return solved
+            part_run = functools.partial(self._part_run, problem, sharing)
+            attempt = part_run
         groups = parts or [everyone]
         for size in range(1, max(len(g) for g in groups) + 1):
             if sum(math.comb(len(g), size) for g in groups) > budget * _ENUMERATED_PER_TRIAL:
@@ -1222,15 +1262,14 @@ class VictimSearch:
 
         return attempt, released
 
-    def _shared_parts(self, problem: _Problem, layout: PartLayout,
-                      attempt: Callable[[tuple[int, ...]], _Run], released: _Released
-                      ) -> Callable[[tuple[int, ...]], _Run]:
-        """`attempt` for the victim sets of one part, once nothing fits without
-        victims: a release that changes one part only is looked up by the part's
-        hardware and usage and what the score reads of the rest of the node
-        (`app.preemption.parts`), and its answer scored with the node's fill."""
+    def _sharing(self, problem: _Problem, layout: PartLayout,
+                 attempt: Callable[[tuple[int, ...]], _Run], released: _Released
+                 ) -> _Sharing | None:
+        """How the problem's parts share runs once nothing fits without victims
+        (`app.preemption.parts`); None where they cannot (the node's use of a
+        part's region, a hold that stays, a claim held otherwise than plainly)."""
         if problem.base is None or problem.stuck:
-            return attempt
+            return None
         facts = problem.facts
         node_key = (problem.base, layout, facts.signature)
         if node_key in self._part_nodes:
@@ -1240,33 +1279,156 @@ class VictimSearch:
                 layout, problem.state.allocated, facts.position, problem.state.view))
         base = _plain_release(problem, released(()))
         if node is None or base is None:
-            return attempt
-        config = self._book.topology
-        units = len(layout.units)
+            return None
+        return _Sharing(layout=layout, node=node, base=base, attempt=attempt)
 
-        def shared(idx: tuple[int, ...]) -> _Run:
-            freed = _plain_release(problem, idx)
-            found = None if freed is None else node.key(freed, base)
-            if found is None:
-                return attempt(idx)
-            key = (problem.base, found[0])
-            hit = self._part_runs.get(key)
-            if hit is None or not self._current(hit[0].source):
-                run = attempt(idx)
-                intact = self._intact(problem, idx, run)
-                if intact is None:
-                    return run
-                hit = self._part_runs.put(key, (run, intact))
-            run, intact = hit
-            outcome = run.outcome
-            if not outcome.feasible:
-                return run
-            assert isinstance(intact, float)
-            score = one_root_score(config, intact=intact, fill=node_fill(found[1], units))
-            return run if score == outcome.score else _Run(replace(outcome, score=score),
-                                                            run.source)
+    def _part_run(self, problem: _Problem, sharing: _Sharing, idx: tuple[int, ...]) -> _Run:
+        """`attempt` for a victim set of one part: a release that changes one
+        part only is looked up by the part's hardware and usage and what the
+        score reads of the rest of the node, and its answer scored with the
+        node's fill."""
+        entry = self._part_entry(problem, sharing, idx)
+        if entry is None:
+            return sharing.attempt(idx)
+        return self._scored(sharing, *entry)
 
-        return shared
+    def _part_entry(self, problem: _Problem, sharing: _Sharing, idx: tuple[int, ...]
+                    ) -> tuple[_Run, float | bool, int] | None:
+        """The shared run of releasing the claims `idx`, the intact share of its
+        allocation (True: none), and the units in use then on this node; None
+        when the release does not change one part only."""
+        freed = _plain_release(problem, idx)
+        found = None if freed is None else sharing.node.key(freed, sharing.base)
+        if found is None:
+            return None
+        key = (problem.base, found[0])
+        hit = self._part_runs.get(key)
+        if hit is None or not self._current(hit[0].source):
+            run = sharing.attempt(idx)
+            intact = self._intact(problem, idx, run)
+            if intact is None:
+                return None
+            hit = self._part_runs.put(key, (run, intact))
+        return hit[0], hit[1], found[1]
+
+    def _scored(self, sharing: _Sharing, run: _Run, intact: float | bool, used: int) -> _Run:
+        """A part's shared run with its allocation scored with the fill of a
+        node with `used` units in use."""
+        outcome = run.outcome
+        if not outcome.feasible:
+            return run
+        assert isinstance(intact, float)
+        score = one_root_score(self._book.topology, intact=intact,
+                               fill=node_fill(used, len(sharing.layout.units)))
+        return run if score == outcome.score else _Run(replace(outcome, score=score),
+                                                        run.source)
+
+    def _by_parts(self, problem: _Problem, sharing: _Sharing, released: _Released,
+                  plausible: Callable[[tuple[int, ...]], bool], budget: int
+                  ) -> _Solved | None:
+        """The smallest victim sets when each part's victim sets change that part
+        only: per part, its smallest sets that work are kept by what decides
+        them (`_part_solution`), so nodes alike in a part share them too.
+        None where a part's sets reach beyond it, or where the loop of
+        `_solve` could run out of `budget` before the smallest size."""
+        layout = sharing.layout
+        members = _members(problem, layout)
+        # per releasable claim: the candidates it needs (a mask), and where it holds
+        claims = [(_bitmask(c.needs), c.plain, c.needs) for c in problem.claims if c.needs]
+        found: list[tuple[int, tuple[int, ...], tuple[_PartOption, ...]]] = []
+        for i, cands in enumerate(members):
+            if not cands:
+                continue
+            local = tuple(sorted(cands))
+            solution = self._part_solution(problem, sharing, i, local, claims, released,
+                                           plausible)
+            if solution is None:
+                return None
+            if solution.size is not None:
+                found.append((solution.size, local, solution.works))
+        if not found:
+            return None
+        smallest = min(size for size, _, _ in found)
+        groups = sorted({tuple(sorted(m)) for m in members if m})
+        if sum(math.comb(len(g), size) for g in groups
+               for size in range(1, smallest + 1)) > budget:
+            return None
+        options = []
+        for size, local, solved in found:
+            if size != smallest:
+                continue
+            for chosen, run, intact in solved:
+                combo = tuple(local[j] for j in chosen)
+                idx = released(combo)
+                freed = _plain_release(problem, idx)
+                assert freed is not None
+                used = sharing.node.used(freed)
+                options.append(self._scored(sharing, run, intact, used).option(combo, idx))
+        return _Solved(view=problem.state.view, options=tuple(options))
+
+    def _part_solution(self, problem: _Problem, sharing: _Sharing, i: int,
+                       local: tuple[int, ...],
+                       claims: Sequence[tuple[int, int | None, frozenset[int]]],
+                       released: _Released,
+                       plausible: Callable[[tuple[int, ...]], bool]
+                       ) -> _PartSolution | None:
+        """Part `i`'s smallest victim sets among its candidates `local` that
+        work (as positions in `local`), their shared runs and intact shares,
+        and their size (None: none works); None when a set could release a
+        claim beyond the part. Kept by the part's key and the claims its sets
+        can release (whom they need, in `local`'s order, and where they hold),
+        which fix every set's run key."""
+        layout = sharing.layout
+        cands = _bitmask(local)
+        index = {c: j for j, c in enumerate(local)}
+        beyond = layout.relevant & ~sharing.base & ~layout.exclusive[i]
+        shape = []
+        reach = 0  # what the part's sets can free
+        for needed, plain, needs in claims:
+            if needed & ~cands:
+                continue
+            if plain is None or plain & beyond:
+                return None
+            reach |= plain
+            # claims come in the order of where they hold: the same on nodes alike
+            shape.append((tuple(sorted(index[k] for k in needs)), plain))
+        node = sharing.node
+        if not node.open[i]:
+            return None
+        taken = node.taken & ~sharing.base
+        held = node.held & ~sharing.base
+        # Of a group the score reads, a set's run reads only whether any unit
+        # in it stays in use: those the sets can free, and whether others are.
+        key = (problem.base, i, len(local), taken & layout.regions[i],
+               tuple((held & group & reach, not held & group & ~reach)
+                     for group in layout.groups[i]), tuple(shape))
+        hit = self._part_solutions.get(key)
+        if hit is not None and self._current(hit.view) and all(
+                self._current(run.source) for _, run, _ in hit.works):
+            return hit
+        solution = _PartSolution(view=problem.state.view)
+        for size in range(1, len(local) + 1):
+            works = []
+            for chosen in itertools.combinations(range(len(local)), size):
+                idx = released(tuple(local[j] for j in chosen))
+                if not plausible(idx):
+                    continue
+                entry = self._part_entry(problem, sharing, idx)
+                if entry is None:
+                    # A set releasing nothing in any region beyond what the base
+                    # release frees leaves nothing that fits; any other is keyed.
+                    freed = _plain_release(problem, idx)
+                    if freed is None or (freed & ~sharing.base & layout.relevant):
+                        return None
+                    continue
+                run, intact, _ = entry
+                if run.outcome.feasible:
+                    works.append((chosen, run, intact))
+            if works:
+                solution = _PartSolution(view=problem.state.view, size=size,
+                                         works=tuple(works))
+                break
+        return self._part_solutions.put(key, solution)
 
     def _part_layout(self, problem: _Problem, needs: Sequence[_Need] | None
                      ) -> PartLayout | None:
@@ -1695,6 +1857,12 @@ def _parts(problem: _Problem, layout: PartLayout | None) -> list[tuple[int, ...]
     finds every smallest set, and only those."""
     if layout is None:
         return None
+    return sorted({tuple(sorted(m)) for m in _members(problem, layout) if m})
+
+
+def _members(problem: _Problem, layout: PartLayout) -> list[set[int]]:
+    """Per part of `layout`, the candidates some releasable claim holding
+    devices of its region needs (`_parts`)."""
     regions = layout.regions
     members: list[set[int]] = [set() for _ in regions]
     for claim in problem.claims:
@@ -1707,7 +1875,7 @@ def _parts(problem: _Problem, layout: PartLayout | None) -> list[tuple[int, ...]
         for i, region in enumerate(regions):
             if held & region:
                 members[i].update(claim.needs)
-    return sorted({tuple(sorted(m)) for m in members if m})
+    return members
 
 
 def _part_attribute(problem: _Problem, needs: Sequence[_Need] | None) -> str | None:

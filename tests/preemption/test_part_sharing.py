@@ -61,12 +61,15 @@ node_st = st.fixed_dictionaries({
     # per pod: its priority (P and above stay) and whether it is already going
     "pods": st.lists(st.tuples(st.sampled_from([0, 0, 1, 2, 49, 100]),
                                st.sampled_from([False] * 5 + [True])),
-                     min_size=3, max_size=4),
-    # per device the claim holding it (the changes free some): mostly its root's own claim
-    "owner": st.lists(st.sampled_from([ROOT_CLAIM, ROOT_CLAIM, ROOT_CLAIM, 3, 4]),
-                      min_size=len(DEVICES), max_size=len(DEVICES)),
+                     min_size=5, max_size=6),
+    # per device the claim holding it (the changes free some): a GPU mostly its
+    # root's own claim, a NIC any
+    "owner": st.one_of(*(st.tuples(*[st.sampled_from(gpu)] * len(GPU_ROOTS),
+                                    *[st.sampled_from([None, ROOT_CLAIM, 3, 4])] * len(NIC_ROOTS))
+                          # claims across roots rare (parts alike) or common
+                          for gpu in ([ROOT_CLAIM] * 12 + [3, 4], [ROOT_CLAIM] * 2 + [3, 4]))),
     # per claim the pods reserving it
-    "holders": st.lists(st.lists(st.integers(0, 2), min_size=1, max_size=2, unique=True),
+    "holders": st.lists(st.lists(st.integers(0, 5), min_size=1, max_size=2, unique=True),
                         min_size=5, max_size=5),
 })
 # Nodes alike but for a few devices (another owner), so that many share a part's
@@ -161,6 +164,43 @@ def test_every_node_gets_the_answer_it_gets_alone(spec: dict[str, Any], mode: st
                                                        alone.refused.get(name))
         if alone.best is not None:
             assert answer(found[name]) == answer(alone.best)
+
+
+def test_a_part_shared_keeps_what_the_score_reads_of_its_root() -> None:
+    """Two nodes free the same root by the same victim; on the second, a pod
+    that stays holds that root's NIC, which the preemptor does not want: the
+    root was wholly free on the first once the victim goes, not on the second,
+    so the two allocations score differently."""
+    pods = [(1, False), (100, False), (100, False), (100, False)]
+    owner = [0, 0, 1, 1, 2, 2, None, None, None]
+    spec = {"gpus": 2, "nic": False, "nodes": [
+        {"pods": pods, "owner": owner, "holders": [[0], [1], [2], [3], [3]]},
+        {"pods": pods, "owner": [*owner[:6], 3, None, None],
+         "holders": [[0], [1], [2], [3], [3]]}]}
+    found = {n.node: n for n in plan_of(build(spec), "allocator").nodes}
+    assert found["n0"].score != found["n1"].score
+    for n in range(2):
+        alone = plan_of(build(spec, only=n), "allocator").best
+        assert alone is not None
+        assert answer(found[f"n{n}"]) == answer(alone)
+
+
+def test_a_part_shared_keeps_which_pods_hold_what() -> None:
+    """Two nodes alike in use, two claims on root r0 each: on the first, one pod
+    holds both GPUs and another the NIC; on the second, one holds a GPU and
+    the other a GPU and the NIC, which alone frees a GPU and the NIC."""
+    pods = [(1, False), (2, False), (100, False), (100, False), (100, False), (100, False)]
+    spec = {"gpus": 1, "nic": True, "nodes": [
+        {"pods": pods, "owner": [0, 0, 1, 1, 2, 2, 3, 1, 2],
+         "holders": [[0], [2], [3], [1], [4]]},
+        {"pods": pods, "owner": [0, 3, 1, 1, 2, 2, 3, 1, 2],
+         "holders": [[0], [2], [3], [1], [4]]}]}
+    found = {n.node: n for n in plan_of(build(spec), "allocator").nodes}
+    assert len(found["n0"].victims) == 2 and len(found["n1"].victims) == 1
+    for n in range(2):
+        alone = plan_of(build(spec, only=n), "allocator").best
+        assert alone is not None
+        assert answer(found[f"n{n}"]) == answer(alone)
 
 
 def test_nodes_alike_in_one_part_share_its_run_and_keep_their_own_score() -> None:
