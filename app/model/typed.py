@@ -289,6 +289,11 @@ class _AttributeCache(BoundedCache[_Attribute | _Scalar, AttributeValue]):
     __slots__ = ()
 
     def __missing__(self, a: _Attribute | _Scalar) -> AttributeValue:
+        # A miss is mostly a value unique to its device (a uuid, a MAC), one
+        # per device at start-up: a plain string is built without `_attribute`.
+        if (type(a) is _Scalar and a.string is not None and a.int_ is None
+                and a.bool_ is None and a.version is None):
+            return self.put(a, AttributeValue("string", a.string))
         return self.put(a, _attribute(a))
 
 

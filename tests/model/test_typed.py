@@ -20,7 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.model import Device, InvalidObject, ResourceSlice, typed
+from app.model import AttributeValue, Device, InvalidObject, ResourceSlice, typed
 from app.model.parse import parse_object
 from app.model.typed import convert_resource_slice, decode_resource_slice
 from app.sources.files import load_objects
@@ -365,3 +365,16 @@ def test_an_update_of_a_slice_changes_no_device_of_another() -> None:
     assert str(d0.capacity["gpu.example.com/memory"].value) == "141Gi"
     assert d1.attributes["gpu.example.com/model"].value == "H100"
     assert d1.capacity is first.devices[1].capacity
+
+
+def test_a_new_string_value_is_built_without_the_general_attribute_read(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    general: list[Any] = []
+    real = typed._attribute
+    monkeypatch.setattr(typed, "_attribute", lambda a: general.append(a) or real(a))
+    s = decode_resource_slice(orjson.dumps(_slice(devices=[_device(attributes={
+        "uuid": {"string": "GPU-never-seen-before"}, "n": {"int": 12345678901}})])))
+    values = s.devices[0].attributes
+    assert values["gpu.example.com/uuid"] == AttributeValue("string", "GPU-never-seen-before")
+    assert values["gpu.example.com/n"] == AttributeValue("int", 12345678901)
+    assert len(general) == 1  # the int
