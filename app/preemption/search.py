@@ -310,9 +310,10 @@ class _Floor:
     counting: _Counting | None = None
     check: _Check | None = None
     # per releasable claim (its highest priority, the devices it frees for
-    # the pod, its reservers, the pods it needs gone, the positions of the
-    # devices it holds plainly), and the pods that may go (id -> priority)
-    released: Sequence[tuple[int, int, Sequence[Pod | None], Collection[int], int]] = ()
+    # the pod, its reservers, the pods it needs gone (None: its one reserver),
+    # the positions of the devices it holds plainly), and the pods that may go
+    # (id -> priority)
+    released: Sequence[tuple[int, int, Sequence[Pod | None], Collection[int] | None, int]] = ()
     eligible: Mapping[int, int] = field(default_factory=dict)
     _count: float | None = None
     # the search's `_fewest` answers, shared by nodes alike (`VictimSearch._fewest`)
@@ -637,8 +638,12 @@ class VictimSearch:
         self._first_fit = mode == "advisor"
         self._trial_budget = trial_budget
         self._solved: BoundedCache[Hashable, _Solved] = BoundedCache(_SHARED_SEARCHES)
-        self._node_facts: BoundedCache[tuple[str, int, Hashable], _NodeFacts] = BoundedCache(
-            _NODE_FACTS)
+        # request kinds -> node -> its facts (checked against its view): no key
+        # object per node, so a search over 500 nodes leaves less to collect
+        self._node_facts: dict[Hashable, dict[str, _NodeFacts]] = {}
+        self._facts_kept = 0
+        # the match columns of request kinds, one object per value
+        self._kinds: BoundedCache[HashedKey, HashedKey] = BoundedCache(_NODE_FACTS)
         self._runs: BoundedCache[Hashable, _Run] = BoundedCache(_SHARED_RUNS)
         self._layouts: BoundedCache[Hashable, _Layout] = BoundedCache(_SHARED_SEARCHES)
         self._ceilings: BoundedCache[Hashable, float] = BoundedCache(_SHARED_SEARCHES)
@@ -718,7 +723,12 @@ class VictimSearch:
         fit = NodeFit(pod, self._inventory, allowed)
         found: list[NodePreemption] = []
         refused: dict[str, str] = {}
-        ready: list[tuple[str, NodeState, CallState, frozenset[str] | None]] = []
+        # the nodes to search, and per node its state, request and allowed victims
+        # (dicts rather than a tuple per node: less for the collector to walk)
+        ready: list[str] = []
+        states: dict[str, NodeState] = {}
+        requests: dict[str, CallState] = {}
+        allows: dict[str, frozenset[str]] = {}
         for name in names:
             allow = None if allowed is None else allowed.get(name)
             prepared = self._prepare(pod, request, name)
@@ -729,7 +739,10 @@ class VictimSearch:
             elif isinstance(prepared, NodePreemption):
                 found.append(prepared)
             else:
-                ready.append((name, *prepared, None if allow is None else frozenset(allow)))
+                ready.append(name)
+                states[name], requests[name] = prepared
+                if allow is not None:
+                    allows[name] = frozenset(allow)
         floors: dict[str, _Floor | None] = {}
         # who holds what per node, read once for its floor and its problem
         holders: dict[str, _Holders] = {}
@@ -737,22 +750,23 @@ class VictimSearch:
             # per request (one per variant): its needs, arranged for counting
             checks: dict[int, tuple[list[_Need], _Check] | None] = {}
             wants: dict[int, tuple[int, ...] | None] = {}  # per request: `_wanted`
-            for name, state, node_request, allow in ready:
+            for name in ready:
+                state, node_request = states[name], requests[name]
                 if id(node_request) not in checks:
                     needs = _needs(node_request.pending, node_request.kinds)
                     checks[id(node_request)] = None if needs is None else (needs, _check(needs))
                     wants[id(node_request)] = _wanted(node_request, checks[id(node_request)])
-                holders[name] = self._holders(pod, p, state, allow)
+                holders[name] = self._holders(pod, p, state, allows.get(name))
                 floors[name] = self._floor(node_request, state, holders[name],
                                            checks[id(node_request)])
             # The likeliest winners first: the sooner a good node is found, the
             # more nodes are left out.
-            ready.sort(key=lambda r: (_UNKNOWN if (f := floors[r[0]]) is None else f.order(),
-                                      r[0]))
+            ready.sort(key=lambda n: (_UNKNOWN if (f := floors[n]) is None else f.order(), n))
         # the best answer so far, as the plan orders them: rank, then node name
         best = min(((n.rank_key(), n.node) for n in found), default=None) if best_only \
             else None
-        for name, state, node_request, allow in ready:
+        for name in ready:
+            state, node_request = states[name], requests[name]
             floor = floors.get(name)
             # A node tying the best answer on every term but the topology score
             # cannot beat it when its ceiling is lower, or equal and its name later.
@@ -762,7 +776,7 @@ class VictimSearch:
                         name) > (best[0][6], best[1]))):
                 self.left_out += 1
                 continue
-            held = holders.get(name) or self._holders(pod, p, state, allow)
+            held = holders.get(name) or self._holders(pod, p, state, allows.get(name))
             answer, roomy = self._node(node_request, state, held, pdbs, fit)
             answer = _fitted(fit, answer, self._inventory.claim, roomy=roomy)
             if isinstance(answer, str):
@@ -852,7 +866,8 @@ class VictimSearch:
             only = reservers[0] if len(reservers) == 1 else None
             if only is not None and id(only) in eligible:
                 # one reserver that may go: the common case, without `needs`
-                gone: Collection[int] = (id(only),)
+                # (None: that reserver alone, without a collection per claim)
+                gone: Collection[int] | None = None
                 top = eligible[id(only)]
             else:
                 found = holders.needs(reservers)
@@ -1098,14 +1113,18 @@ class VictimSearch:
         """What one node's problems read of its devices for a shape's request
         kinds, kept per node version (every preemptor of the shape reads it)."""
         view = state.view
-        cache_key = (view.node.name, view.version, request.kinds)
-        hit = self._node_facts.get(cache_key)
+        name = view.node.name
+        per_node = self._node_facts.get(request.kinds)
+        if per_node is None:
+            per_node = self._node_facts[request.kinds] = {}
+        hit = per_node.get(name)
         if hit is not None and hit.view is view:
             return hit
         kinds = self._book.matches.signature(
             view, request.kinds, classes=self._inventory.classes,
             matcher=self._inventory.selectors.matches_shared)
         assert isinstance(kinds, HashedKey)
+        kinds = self._kinds.intern(kinds)
         static = self._book.static.of(state)
         devices = flat_devices(view)
         layout_key = (static.hardware, kinds)
@@ -1115,7 +1134,13 @@ class VictimSearch:
         facts = _NodeFacts(view=view, kinds=kinds, signature=static.full,
                            hardware=static.hardware, devices=devices,
                            position={d.id: i for i, d in enumerate(devices)}, layout=layout)
-        self._node_facts.put(cache_key, facts)
+        if hit is None:
+            self._facts_kept += 1
+            if self._facts_kept > _NODE_FACTS:
+                self._node_facts.clear()
+                self._facts_kept = 1
+                per_node = self._node_facts[request.kinds] = {}
+        per_node[name] = facts
         return facts
 
     def _solve(self, problem: _Problem) -> _Solved:
@@ -1945,8 +1970,8 @@ def _frees(floor: _Floor) -> tuple[tuple[int, int], ...]:
     ceiling."""
     by_pods: dict[frozenset[int], int] = {}
     claims = []
-    for _, _, _, gone, plain in floor.released:
-        pods = frozenset(gone)
+    for _, _, reservers, gone, plain in floor.released:
+        pods = frozenset((id(reservers[0]),) if gone is None else gone)
         by_pods[pods] = by_pods.get(pods, 0) | plain
         claims.append((pods, plain))
     out: dict[int, int] = {}

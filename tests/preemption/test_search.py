@@ -615,3 +615,25 @@ def test_the_fewest_victims_are_shared_only_by_nodes_whose_pods_free_the_same() 
     # served the first node's answer: it needs one pod
     other = _Counting(freeable=(), by_kind=((0b01, 0b10),), values=())
     assert search._fewest(other, check, [0b01, 0b10]) == 1 == _fewest(other, check, [0b10])
+
+
+def test_a_node_whose_slices_changed_is_read_again_by_a_kept_search() -> None:
+    # A 2 GPU + 1 NIC same-root pod on n1: the NIC sits on r1, so the victims
+    # are the two r1 pods. Then the NIC moves to r0: the same search object
+    # must choose the two r0 pods, as a fresh one does, for each shape in turn.
+    same_root = template("same", requests=[request("gpu", "gpu", count=2),
+                                           request("nic", "nic")],
+                         constraints=[{"requests": ["gpu", "nic"], "matchAttribute": ROOT}])
+    objs = [GPU_CLASS, NIC_CLASS, want(2), same_root, preemptor(),
+            preemptor("q", template="same"),
+            *gpus("n1", 1, 2, 3, 4, nic_roots=("r1",))]
+    inv = load(*objs)
+    _, kept = searcher(inv)
+    assert victims(kept.search(inv.pod("default/p"))) == ["n1-0", "n1-1"]
+    assert victims(kept.search(inv.pod("default/q"))) == ["n1-2", "n1-3"]
+    for obj in gpu_node("n1", nic_roots=("r0",)):
+        inv.apply("ResourceSlice", "MODIFIED", obj)
+    for key in ("default/q", "default/p", "default/q"):
+        _, fresh = searcher(inv)
+        assert answer(kept.search(inv.pod(key)).best) == answer(fresh.search(inv.pod(key)).best)
+    assert victims(kept.search(inv.pod("default/q"))) == ["n1-0", "n1-1"]
