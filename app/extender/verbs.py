@@ -35,14 +35,13 @@ import asyncio
 import contextlib
 import logging
 import math
-import operator
 import time
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from itertools import compress, filterfalse, repeat
+from itertools import compress, repeat
 from operator import is_, is_not, not_
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from app.allocator import DEFAULT_STEP_BUDGET
 from app.allocator.types import ClaimAllocation, Rejection
@@ -89,9 +88,6 @@ _BIND_CAUSES: Final = {
 }
 
 
-_third: Final = operator.itemgetter(2)
-
-
 @dataclass(slots=True)
 class FilterResult:
     passed: list[str]
@@ -130,15 +126,14 @@ class _Filtered:
     answers: Answers
     sequence: int
     passed: list[str]
-    scores: list[int | None]
+    scores: list[int]
 
 
-def _word_failures(result: FilterResult, answers: Answers, words: Wording,
-                   failing: list[str]) -> None:
+def _word_failures(result: FilterResult, words: Wording, failing: list[str],
+                   fails: list[Failure]) -> None:
     """Fill `result`'s failed and unresolvable nodes (in `failing`'s order), its
-    rejection counts and its error (the first erring node's) from the failures
-    the answers hold for `failing`: each distinct failure is worded once."""
-    fails = list(map(_third, map(answers.verdicts.__getitem__, failing)))
+    rejection counts and its error (the first erring node's) from each failing
+    node's `Failure` (`fails`, in the same order): each distinct one is worded once."""
     texts: dict[Failure, str] = {}
     unresolvable: dict[Failure, bool] = {}
     errors: dict[Failure, str] = {}
@@ -299,39 +294,35 @@ class Extender:
         answers, words, request = judged
         # At 5,000 candidates a Python step per name costs a measurable share of
         # the cycle, and a Python object per name feeds the cyclic collector: the
-        # names are sorted by C-level maps over the answers' dictionaries, and
-        # only the distinct failures are worded in Python.
-        scores = self._scores(request, answers, node_names)
-        if None not in scores:
+        # names are sorted by C-level passes over one read of the answers per
+        # name, and only the distinct failures are worded in Python.
+        marks = self._marks(request, answers, node_names)
+        ok = list(map(isinstance, marks, repeat(int)))
+        if all(ok):
             result.passed = list(node_names)
-            passed_scores = scores
+            passed_scores = cast(list[int], marks)
         else:
-            ok = list(map(is_not, scores, repeat(None)))
             result.passed = list(compress(node_names, ok))
-            passed_scores = list(compress(scores, ok))
-            _word_failures(result, answers, words,
-                           list(compress(node_names, map(not_, ok))))
+            passed_scores = cast(list[int], list(compress(marks, ok)))
+            _word_failures(result, words, list(compress(node_names, map(not_, ok))),
+                           cast(list[Failure], list(compress(marks, map(not_, ok)))))
         self._expect_bind(pod, request, passed=bool(result.passed))
         self._filtered = _Filtered(answers=answers, sequence=answers.sequence,
                                    passed=result.passed, scores=passed_scores)
         return result
 
-    def _scores(self, request: CallState, answers: Answers, node_names: Sequence[str]
-                ) -> list[int | None]:
-        """Each name's priority, None where its verdict rules it out; the verdicts
-        the answers lack or hold stale are computed first, in the names' order."""
-        passed = answers.passed
-        scores = list(map(passed.get, node_names))
-        if None not in scores:
-            return scores
-        missing = list(compress(node_names, map(is_, scores, repeat(None))))
-        need = answers.stale.intersection(missing)
-        need.update(filterfalse(answers.verdicts.__contains__, missing))
-        if not need:
-            return scores
-        for name in filter(need.__contains__, missing):
-            self._book.refresh(request, answers, name)
-        return list(map(passed.get, node_names))
+    def _marks(self, request: CallState, answers: Answers, node_names: Sequence[str]
+               ) -> list[int | Failure]:
+        """Each name's mark (`Answers.marks`): the verdicts the answers lack or hold
+        stale are computed first, in the names' order."""
+        known = answers.marks
+        marks = list(map(known.get, node_names))
+        if None not in marks:
+            return cast(list[int | Failure], marks)
+        for name in compress(node_names, map(is_, marks, repeat(None))):
+            if name not in known:  # a name given twice is computed once
+                self._book.refresh(request, answers, name)
+        return list(map(known.__getitem__, node_names))
 
     def prioritize(self, pod: Pod, node_names: Sequence[str]) -> list[tuple[str, int]]:
         """`node_scores` as (node, score) pairs, the nodes scoring 0 left out."""
@@ -379,11 +370,14 @@ class Extender:
         last = self._filtered
         if (last is not None and last.answers is answers
                 and answers.sequence == last.sequence and node_names == last.passed):
-            scores = last.scores
+            names, scores = node_names, last.scores
         else:
-            scores = self._scores(request, answers, node_names)
+            marks = self._marks(request, answers, node_names)
+            ok = list(map(isinstance, marks, repeat(int)))
+            names = list(compress(node_names, ok))
+            scores = cast(list[int], list(compress(marks, ok)))
         self._expect_bind(pod, request, passed=any(scores))
-        return NodeScores(names=node_names, scores=scores)
+        return NodeScores(names=names, scores=scores)
 
     async def wait_for_binds(self, pod: Pod) -> float | None:
         """Before `pod`'s filter: wait for the binds of the pods scheduled just before

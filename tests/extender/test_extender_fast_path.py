@@ -64,15 +64,12 @@ def _reference_filter(ext: Extender, pod_: Pod, node_names: list[str]) -> Filter
             return result_
         answers, words, request = judged
         for name in node_names:
-            if name in answers.passed:
-                result_.passed.append(name)
-                continue
             if answers.needs(name):
                 ext.book.refresh(request, answers, name)
-                if name in answers.passed:
-                    result_.passed.append(name)
-                    continue
             verdict = answers.verdicts[name][1]
+            if verdict.feasible:
+                result_.passed.append(name)
+                continue
             rejection = verdict.rejection or Rejection.OTHER
             result_.rejections[rejection] = result_.rejections.get(rejection, 0) + 1
             reason, error = words(verdict)
@@ -97,12 +94,11 @@ def _reference_prioritize(ext: Extender, pod_: Pod, node_names: list[str]
         answers, _, request = judged
         scores = []
         for name in node_names:
-            score = answers.passed.get(name)
-            if score is None and answers.needs(name):
+            if answers.needs(name):
                 ext.book.refresh(request, answers, name)
-                score = answers.passed.get(name)
-            if score:
-                scores.append((name, score))
+            verdict = answers.verdicts[name][1]
+            if verdict.feasible and verdict.priority:
+                scores.append((name, verdict.priority))
         return scores
 
 
@@ -179,7 +175,7 @@ def test_prioritize_after_its_filter_reads_the_filters_scores() -> None:
     ext = extender(inv)
     passed = ext.filter(the_pod(inv), ["n1", "n2", "n3"]).passed
     walked = []
-    ext._scores = lambda *args: walked.append(args) or []  # type: ignore[method-assign]
+    ext._marks = lambda *args: walked.append(args) or []  # type: ignore[method-assign]
     assert dict(ext.prioritize(the_pod(inv), passed)) == dict(
         extender(inv).prioritize(the_pod(inv), passed))
     assert walked == []
