@@ -659,6 +659,9 @@ class VictimSearch:
         # per part's key: its smallest victim sets that work (`_part_solution`)
         self._part_solutions: BoundedCache[Hashable, _PartSolution] = BoundedCache(
             _SHARED_SEARCHES)
+        # a shared run as scored on nodes of another fill: (the run, the run so scored)
+        self._rescored: BoundedCache[tuple[int, float], tuple[_Run, _Run]] = BoundedCache(
+            _SHARED_RUNS)
         self._part_shares: BoundedCache[Hashable, bool] = BoundedCache(_SHARED_SEARCHES)
         self._part_nodes: BoundedCache[Hashable, PartNode | None] = BoundedCache(_NODE_FACTS)
         # per part's run key: the run, and the intact share of its allocation
@@ -1188,17 +1191,18 @@ class VictimSearch:
                 return nothing_works(all_gone)
         budget = self._trial_budget
         split = self._part_layout(problem, needs)
-        parts = _parts(problem, split)
+        members = None if split is None else _members(problem, split)
         sharing = None
         if split is not None and self._shares_parts(problem, needs):
             sharing = self._sharing(problem, split, attempt, released)
         if sharing is not None:
-            solved = self._by_parts(problem, sharing, released, plausible, budget)
+            assert members is not None
+            solved = self._by_parts(problem, sharing, members, released, plausible, budget)
             if solved is not None:
                 return solved
             part_run = functools.partial(self._part_run, problem, sharing)
             attempt = part_run
-        groups = parts or [everyone]
+        groups = _parts(members) or [everyone]
         for size in range(1, max(len(g) for g in groups) + 1):
             if sum(math.comb(len(g), size) for g in groups) > budget * _ENUMERATED_PER_TRIAL:
                 return _Solved(view=view, options=None, cut=True)
@@ -1345,19 +1349,23 @@ class VictimSearch:
         assert isinstance(intact, float)
         score = one_root_score(self._book.topology, intact=intact,
                                fill=node_fill(used, len(sharing.layout.units)))
-        return run if score == outcome.score else _Run(replace(outcome, score=score),
-                                                        run.source)
+        if score == outcome.score:
+            return run
+        key = (id(run), score)
+        hit = self._rescored.get(key)
+        if hit is None or hit[0] is not run:
+            hit = self._rescored.put(key, (run, _Run(replace(outcome, score=score),
+                                                     run.source)))
+        return hit[1]
 
-    def _by_parts(self, problem: _Problem, sharing: _Sharing, released: _Released,
-                  plausible: Callable[[tuple[int, ...]], bool], budget: int
-                  ) -> _Solved | None:
+    def _by_parts(self, problem: _Problem, sharing: _Sharing, members: list[set[int]],
+                  released: _Released, plausible: Callable[[tuple[int, ...]], bool],
+                  budget: int) -> _Solved | None:
         """The smallest victim sets when each part's victim sets change that part
         only: per part, its smallest sets that work are kept by what decides
         them (`_part_solution`), so nodes alike in a part share them too.
         None where a part's sets reach beyond it, or where the loop of
         `_solve` could run out of `budget` before the smallest size."""
-        layout = sharing.layout
-        members = _members(problem, layout)
         # per releasable claim: the candidates it needs (a mask), and where it holds
         claims = [(_bitmask(c.needs), c.plain, c.needs) for c in problem.claims if c.needs]
         found: list[tuple[int, tuple[int, ...], tuple[_PartOption, ...]]] = []
@@ -1374,7 +1382,8 @@ class VictimSearch:
         if not found:
             return None
         smallest = min(size for size, _, _ in found)
-        groups = sorted({tuple(sorted(m)) for m in members if m})
+        groups = _parts(members)
+        assert groups is not None
         if sum(math.comb(len(g), size) for g in groups
                for size in range(1, smallest + 1)) > budget:
             return None
@@ -1865,9 +1874,10 @@ def _plausible_freed(counting: _Counting, freed: int, check: _Check) -> bool:
     return True
 
 
-def _parts(problem: _Problem, layout: PartLayout | None) -> list[tuple[int, ...]] | None:
-    """The candidates per part of the node (`layout`, None when the pod's
-    claims do not keep to one part): every allocation of the pod lies in one
+def _parts(members: list[set[int]] | None) -> list[tuple[int, ...]] | None:
+    """The candidates per part of the node (`members`, per part of its
+    `PartLayout`; None when the pod's claims do not keep to one part), as
+    groups to enumerate victim sets in: every allocation of the pod lies in one
     part, since its one claim binds all its requests with a matchAttribute
     constraint, so the devices it takes share one value of that attribute,
     and every value is a plain one (no lists, whose values may overlap). A
@@ -1880,9 +1890,9 @@ def _parts(problem: _Problem, layout: PartLayout | None) -> list[tuple[int, ...]
     devices or counters, so without them the allocation is still possible:
     the set lies within v's candidates. Enumerating victim sets per part
     finds every smallest set, and only those."""
-    if layout is None:
+    if members is None:
         return None
-    return sorted({tuple(sorted(m)) for m in _members(problem, layout) if m})
+    return sorted({tuple(sorted(m)) for m in members if m})
 
 
 def _members(problem: _Problem, layout: PartLayout) -> list[set[int]]:
