@@ -662,6 +662,7 @@ class VictimSearch:
         # a shared run as scored on nodes of another fill: (the run, the run so scored)
         self._rescored: BoundedCache[tuple[int, float], tuple[_Run, _Run]] = BoundedCache(
             _SHARED_RUNS)
+        self._unplaceable_runs: BoundedCache[Hashable, _Run] = BoundedCache(_SHARED_SEARCHES)
         self._part_shares: BoundedCache[Hashable, bool] = BoundedCache(_SHARED_SEARCHES)
         self._part_nodes: BoundedCache[Hashable, PartNode | None] = BoundedCache(_NODE_FACTS)
         # per part's run key: the run, and the intact share of its allocation
@@ -1174,7 +1175,8 @@ class VictimSearch:
             return _Solved(view=view, options=(run.option((), base),))
         everyone = tuple(range(len(problem.pods)))
         if not everyone:
-            run = attempt(base)  # for the allocator's own words on why
+            # for the allocator's own words on why
+            run = self._unplaceable(problem, needs) or attempt(base)
             return _Solved(view=view, options=None, reason=(
                 "preempting cannot help: no lower-priority pod holds devices the pod could "
                 f"use ({run.text(view)})"))
@@ -1186,7 +1188,7 @@ class VictimSearch:
         # With everyone gone is tried first only when counting cannot tell: a
         # smaller set that works proves it works, and saves that allocator run.
         if counting is None or not plausible(released(everyone)):
-            all_gone = attempt(released(everyone))
+            all_gone = self._unplaceable(problem, needs) or attempt(released(everyone))
             if not all_gone.outcome.feasible:
                 return nothing_works(all_gone)
         budget = self._trial_budget
@@ -1228,6 +1230,30 @@ class VictimSearch:
         if not all_gone.outcome.feasible:
             return nothing_works(all_gone)
         return _Solved(view=view, options=(all_gone.option(everyone, released(everyone)),))
+
+    def _unplaceable(self, problem: _Problem, needs: Sequence[_Need] | None) -> _Run | None:
+        """The allocator's answer, on any use of the node, when no device of the
+        node passes the selectors of the pod's first request (known without a
+        CEL error): the allocator fails there first and explains that request
+        alone, by the node's hardware, so nodes of one kind share the run."""
+        if problem.base is None or not needs or not problem.pending:
+            return None
+        first = problem.pending[0].spec.requests
+        if not first or first[0].exactly is None:
+            return None
+        columns = problem.facts.kinds.value
+        assert isinstance(columns, tuple)
+        column = columns[needs[0].kind]
+        if column is None or problem.facts.layout.kinds[needs[0].kind] or not all(
+                type(m) is bool for m in column):
+            return None
+        hit = self._unplaceable_runs.get(problem.base)
+        if hit is None or not self._current(hit.source):
+            state = problem.state
+            self.trials += 1
+            hit = self._unplaceable_runs.put(problem.base, _Run(
+                self._book.allocate(problem.pending, state, state.allocated), state.view))
+        return hit
 
     def _needs_of(self, problem: _Problem) -> tuple[list[_Need] | None, _Check]:
         """`_needs` of the problem's claims and their `_check`, kept per request
