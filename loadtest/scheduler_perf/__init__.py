@@ -40,6 +40,7 @@ configuration) is written to a temporary directory only.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -326,6 +327,8 @@ class Outcome:
     metrics: dict[str, Any]
     log: str
     extension_points_ms: dict[str, float] = dataclasses.field(default_factory=dict)
+    # CPU ms per bound pod by process, over the measured pods (`cpu_per_pod`).
+    cpu_ms_per_pod: dict[str, float] | None = None
 
 
 def build() -> tuple[Path, Path]:
@@ -391,6 +394,118 @@ def _profile_drax(pid_file: Path, proc: subprocess.Popen[bytes], out: Path) -> N
             time.sleep(0.2)
 
 
+# The processes whose CPU a run samples: the Go test process (API server,
+# controllers, scheduler, upstream's pod loop), its etcd, and drax.
+CPU_PROCESSES: Final = ("go", "etcd", "drax")
+CPU_SAMPLE_SECONDS: Final = 0.2
+
+
+def _cpu_seconds(pid: int) -> float | None:
+    """utime + stime of `pid` (its own, not its children's), None once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _machine_busy_seconds() -> float | None:
+    """CPU seconds the whole machine spent busy (every core), from /proc/stat."""
+    try:
+        values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return None
+    return (sum(values) - values[3] - values[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").glob("*/children"):
+        with contextlib.suppress(OSError, ValueError):
+            found += [int(c) for c in task.read_text().split()]
+    return found
+
+
+class CpuSampler:
+    """Samples the CPU seconds of a run's processes (CPU_PROCESSES) and of the whole
+    machine every CPU_SAMPLE_SECONDS, on a thread, until stopped."""
+
+    def __init__(self, go_pid: int, drax_pid_file: Path | None) -> None:
+        self.samples: list[dict[str, float]] = []
+        self._go = go_pid
+        self._drax_pid_file = drax_pid_file
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> CpuSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _pids(self) -> dict[str, list[int]]:
+        etcd = [c for c in _children(self._go)
+                if Path(f"/proc/{c}/comm").exists()
+                and Path(f"/proc/{c}/comm").read_text().strip() == "etcd"]
+        drax: list[int] = []
+        if self._drax_pid_file is not None:
+            with contextlib.suppress(OSError, ValueError):
+                drax = [int(self._drax_pid_file.read_text())]
+        return {"go": [self._go], "etcd": etcd, "drax": drax}
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            with contextlib.suppress(OSError, ValueError):
+                sample = {"t": time.time()}
+                for name, pids in self._pids().items():
+                    seconds = [s for s in map(_cpu_seconds, pids) if s is not None]
+                    if seconds:
+                        sample[name] = sum(seconds)
+                busy = _machine_busy_seconds()
+                if busy is not None:
+                    sample["machine"] = busy
+                self.samples.append(sample)
+            self._stop.wait(CPU_SAMPLE_SECONDS)
+
+
+def cpu_per_pod(samples: Sequence[Mapping[str, float]], *, first: float, last: float,
+                pods: int) -> dict[str, float] | None:
+    """CPU milliseconds per bound pod of each sampled process between the first and
+    the last pod seen bound (`first`, `last`: Unix seconds; `pods` bound in all, so
+    `pods - 1` were bound after the first), each process's cumulative CPU read off
+    at those times by linear interpolation between samples; `total` their sum and
+    `outside` the cores the rest of the machine kept busy on average meanwhile.
+    None when the window holds fewer than two samples or pods."""
+    inside = [s for s in samples if first <= s["t"] <= last]
+    if pods < 2 or last <= first or len(inside) < 2:
+        return None
+
+    def at(name: str, t: float) -> float | None:
+        points = [(s["t"], s[name]) for s in samples if name in s]
+        before = [p for p in points if p[0] <= t]
+        after = [p for p in points if p[0] >= t]
+        if not before or not after:
+            return None
+        (t0, v0), (t1, v1) = before[-1], after[0]
+        return v0 if t1 == t0 else v0 + (v1 - v0) * (t - t0) / (t1 - t0)
+
+    out: dict[str, float] = {}
+    used = 0.0
+    for name in CPU_PROCESSES:
+        start, end = at(name, first), at(name, last)
+        if start is None or end is None:
+            continue
+        used += end - start
+        out[name] = round((end - start) * 1000 / (pods - 1), 2)
+    out["total"] = round(sum(out.values()), 2)
+    busy_start, busy_end = at("machine", first), at("machine", last)
+    if busy_start is not None and busy_end is not None:
+        out["outside"] = round(max(0.0, busy_end - busy_start - used) / (last - first), 2)
+    return out
+
+
 def run_workload(workload: Workload, scheduler: str, *, binary: Path, etcd_dir: Path,
                  pods_timeout: int = 600, keep: Path | None = None,
                  profile: Path | None = None) -> Outcome:
@@ -446,7 +561,9 @@ def run_workload(workload: Workload, scheduler: str, *, binary: Path, etcd_dir: 
                                             args=(work / "drax.pid", proc, profile))
                 profiler.start()
             try:
-                code = proc.wait()
+                drax_pid = work / "drax.pid" if spec["drax"] is not None else None
+                with CpuSampler(proc.pid, drax_pid) as sampler:
+                    code = proc.wait()
                 if profiler is not None:
                     profiler.join(timeout=60)
             except BaseException:
@@ -475,10 +592,13 @@ def run_workload(workload: Workload, scheduler: str, *, binary: Path, etcd_dir: 
         if keep is not None:
             shutil.copytree(work, keep / f"{workload.case}_{workload.name}_{scheduler}",
                             dirs_exist_ok=True)
+        cpu = cpu_per_pod(sampler.samples, first=result.get("first_bound_unix_nano", 0) / 1e9,
+                          last=result.get("last_bound_unix_nano", 0) / 1e9,
+                          pods=int(result.get("scheduled", 0)))
         return Outcome(run=run, ok=ok, failed_pods=int(result.get("failed", 0)),
                        pending=list(result.get("pending") or []),
                        metrics=dict(result.get("metrics") or {}), log=log_tail,
-                       extension_points_ms=_extension_points(items))
+                       extension_points_ms=_extension_points(items), cpu_ms_per_pod=cpu)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -535,7 +655,8 @@ def detail(workload: Workload, outcome: Outcome) -> dict[str, Any]:
             "threshold": workload.threshold, "ok": outcome.ok,
             "failed_pods": outcome.failed_pods, "pending": outcome.pending[:3],
             "scheduling_algorithm_ms": _ms(algo), "pod_scheduling_sli_ms": _ms(sli),
-            "extension_points_ms": outcome.extension_points_ms}
+            "extension_points_ms": outcome.extension_points_ms,
+            "cpu_ms_per_pod": outcome.cpu_ms_per_pod}
 
 
 def merge_record(path: Path, *, command: str, runs: Sequence[Mapping[str, Any]],
@@ -599,6 +720,13 @@ def _fmt(value: float | None, digits: int = 1) -> str:
     return "–" if value is None else f"{value:.{digits}f}"
 
 
+def _cpu_cell(detail: Mapping[str, Any]) -> str:
+    cpu = detail.get("cpu_ms_per_pod") or {}
+    if not cpu:
+        return "–"
+    return " / ".join(_fmt(cpu.get(name)) for name in CPU_PROCESSES)
+
+
 def markdown(doc: Mapping[str, Any]) -> str:
     """The record as RESULTS.md's section: the table, what was not run, the profiles."""
     details = {(d["workload"], d["scheduler"]): d for d in doc.get("details", [])}
@@ -606,10 +734,15 @@ def markdown(doc: Mapping[str, Any]) -> str:
     lines = [f"Machine: {doc.get('machine_cpu', '')}. Upstream threshold: the workload's "
              "`threshold` in the v1.37.2 YAML for the topic upstream's benchmark of that "
              "directory uses (upstream fails a run below it; here it is only shown). "
-             "Latencies are the scheduler's own histograms over the whole workload.", "",
+             "Latencies are the scheduler's own histograms over the whole workload. CPU per "
+             "pod: CPU milliseconds per pod bound between the first and the last measured pod "
+             "bound, of the Go test process (API server, controllers, scheduler, upstream's "
+             "pod loop), its etcd and drax; outside: the cores the rest of the machine kept "
+             "busy meanwhile.", "",
              "| workload | scheduler | pods/s avg | p50 | x in-tree | scheduled / measured "
-             "| algorithm p50 / p99 ms | SLI p50 / p99 ms | upstream threshold |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| algorithm p50 / p99 ms | SLI p50 / p99 ms | CPU ms/pod Go / etcd / drax "
+             "| outside cores | upstream threshold |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in doc["runs"]:
         key = (r["workload"], r["scheduler"])
         d = details.get(key, {})
@@ -621,7 +754,8 @@ def markdown(doc: Mapping[str, Any]) -> str:
             f"| {r['workload']} | {r['scheduler']} | {_fmt(pps['Average'])} | "
             f"{_fmt(pps['Perc50'])} | {_fmt(ratio, 2)} | {r['scheduled']} / "
             f"{r['measured_pods']} | {_fmt(algo.get('p50'))} / {_fmt(algo.get('p99'))} | "
-            f"{_fmt(sli.get('p50'))} / {_fmt(sli.get('p99'))} | "
+            f"{_fmt(sli.get('p50'))} / {_fmt(sli.get('p99'))} | {_cpu_cell(d)} | "
+            f"{_fmt((d.get('cpu_ms_per_pod') or {}).get('outside'), 2)} | "
             f"{_fmt(d.get('threshold'), 0) if d.get('threshold') else '–'} |")
     lines += ["", "Published upstream figures for comparison (other machines): "
               "5000pods_500nodes `dra: 120` pods/s quoted for 1.37 (kubernetes#138916; the "

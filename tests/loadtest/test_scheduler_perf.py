@@ -13,9 +13,11 @@ import yaml
 
 from loadtest.scheduler_perf import (
     MANIFESTS,
+    CpuSampler,
     PerfError,
     Workload,
     benchmark_settings,
+    cpu_per_pod,
     discover,
     drax_argv,
     drax_scheduler_config,
@@ -255,3 +257,43 @@ def test_record_merges_runs_by_workload_and_scheduler(tmp_path) -> None:
     assert f"| {KEY} | drax-allocator | 3.0 | 3.0 | 1.50 | 10 / 10 |" in text
     assert "G/f under drax-allocator: r" in text
     assert "| app/server | 100.0 |" in text
+
+
+def test_cpu_per_pod_is_read_off_between_the_first_and_last_pod_bound() -> None:
+    # go uses 1 core, etcd 0.5, drax 0.25; the machine 2 cores busy in all.
+    samples = [{"t": t, "go": 1.0 * t, "etcd": 0.5 * t, "drax": 0.25 * t, "machine": 2.0 * t}
+               for t in (0.0, 1.0, 2.0, 3.0, 4.0)]
+    # 11 pods bound from t=0.5 to t=3.5: 10 after the first, in 3 s.
+    cpu = cpu_per_pod(samples, first=0.5, last=3.5, pods=11)
+    assert cpu == {"go": 300.0, "etcd": 150.0, "drax": 75.0, "total": 525.0, "outside": 0.25}
+    # In-tree runs have no drax; a window without two samples or two pods has no figure.
+    no_drax = [{k: v for k, v in s.items() if k != "drax"} for s in samples]
+    assert cpu_per_pod(no_drax, first=0.5, last=3.5, pods=11) == \
+        {"go": 300.0, "etcd": 150.0, "total": 450.0, "outside": 0.5}
+    assert cpu_per_pod(samples, first=0.5, last=1.5, pods=11) is None
+    assert cpu_per_pod(samples, first=0.5, last=3.5, pods=1) is None
+
+
+def test_the_sampler_reads_this_processes_cpu() -> None:
+    import os
+    import time
+
+    with CpuSampler(os.getpid(), None) as sampler:
+        deadline = time.monotonic() + 0.5
+        while time.monotonic() < deadline:
+            sum(range(1000))
+    assert len(sampler.samples) >= 2
+    first, last = sampler.samples[0], sampler.samples[-1]
+    assert last["go"] > first["go"] and last["machine"] >= first["machine"]
+    assert "drax" not in last
+
+
+def test_the_table_shows_cpu_per_pod_and_outside_load() -> None:
+    doc = {"runs": [_run(KEY, "in-tree", 2.0), _run(KEY, "drax-allocator", 3.0)],
+           "details": [{"workload": KEY, "scheduler": "drax-allocator",
+                        "cpu_ms_per_pod": {"go": 30.0, "etcd": 9.0, "drax": 8.1,
+                                           "total": 47.1, "outside": 0.02}},
+                       {"workload": KEY, "scheduler": "in-tree"}]}
+    text = markdown(doc)
+    assert "| 30.0 / 9.0 / 8.1 | 0.02 |" in text
+    assert f"| {KEY} | in-tree | 2.0 | 2.0 | – | 10 / 10 | – / – | – / – | – | – | – |" in text

@@ -84,12 +84,16 @@ type histogram struct {
 }
 
 type result struct {
-	Created   int                  `json:"created"`
-	Scheduled int                  `json:"scheduled"`
-	Failed    int                  `json:"failed"`
-	Pending   []string             `json:"pending"` // "name: PodScheduled message", at most 10
-	Metrics   map[string]histogram `json:"metrics"`
-	DraxError string               `json:"drax_error,omitempty"`
+	Created   int      `json:"created"`
+	Scheduled int      `json:"scheduled"`
+	Failed    int      `json:"failed"`
+	Pending   []string `json:"pending"` // "name: PodScheduled message", at most 10
+	// When the first and the last measured pod were seen bound (Unix ns, 0: none):
+	// the window the process CPU per pod is taken over.
+	FirstBound int64                `json:"first_bound_unix_nano"`
+	LastBound  int64                `json:"last_bound_unix_nano"`
+	Metrics    map[string]histogram `json:"metrics"`
+	DraxError  string               `json:"drax_error,omitempty"`
 }
 
 var histograms = []string{
@@ -178,6 +182,8 @@ type podCounter struct {
 	failed    map[string]bool
 	pending   map[string]*v1.Pod
 	lastBound time.Time
+	// The first and last time a pod was seen bound (zero: none yet).
+	firstBoundAt, lastBoundAt time.Time
 }
 
 func watchPods(ctx context.Context, client kubernetes.Interface, namespace string) *podCounter {
@@ -219,6 +225,10 @@ func (c *podCounter) see(obj any) {
 	if pod.Spec.NodeName != "" {
 		if !c.bound[uid] {
 			c.lastBound = time.Now()
+			if c.firstBoundAt.IsZero() {
+				c.firstBoundAt = c.lastBound
+			}
+			c.lastBoundAt = c.lastBound
 		}
 		c.bound[uid] = true
 		delete(c.pending, uid)
@@ -245,6 +255,9 @@ func (c *podCounter) fill(res *result) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	res.Created, res.Scheduled, res.Failed = len(c.created), len(c.bound), len(c.failed)
+	if !c.firstBoundAt.IsZero() {
+		res.FirstBound, res.LastBound = c.firstBoundAt.UnixNano(), c.lastBoundAt.UnixNano()
+	}
 	for _, pod := range c.pending {
 		if len(res.Pending) == 10 {
 			break
