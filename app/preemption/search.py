@@ -431,7 +431,6 @@ def _plain(claim: ResourceClaim, places: Sequence[int | None]) -> int:
     return mask
 
 
-_Held = dict[str, tuple[ResourceClaim, tuple[Pod | None, ...], tuple[str, ...]]]
 
 
 class _Candidate:
@@ -462,13 +461,16 @@ class _Holders:
     """Who holds what on a node, as the preemptor sees it (`VictimSearch._holders`):
     the pods that may go, with their priorities and holdings (by identity:
     the index hands out one object per pod), the pods already going, and
-    every claim held (key -> the claim, the pods it is reserved for, its
-    results' device ids). Plain dicts: the floors read 500 nodes' worth."""
+    every claim held: by key the claim (`held`), the pods it is reserved for
+    (`reservers`) and its results' device ids (`devices`). Plain dicts, and
+    no object per claim: the floors read 500 nodes' worth."""
 
     eligible: dict[int, int]
     holding: dict[int, Holder]
     terminating: list[Pod]
-    held: _Held
+    held: dict[str, ResourceClaim]
+    reservers: dict[str, tuple[Pod | None, ...]]
+    devices: dict[str, tuple[str, ...]]
 
     def needs(self, reservers: Sequence[Pod | None]) -> set[int] | None:
         """The pods that may go that must all go to release a claim reserved
@@ -671,6 +673,7 @@ class VictimSearch:
             _SHARED_RUNS)
         self._countings: BoundedCache[Hashable, tuple[_Counting, bool]] = BoundedCache(
             _NODE_FACTS)
+        self._shared_fewest = self._fewest  # one bound method for every floor
         # (counting, check, what each pod can free) -> `_fewest`: nodes alike
         # ask the same; the counting and check are held so their ids stay theirs
         self._fewests: BoundedCache[Hashable, tuple[_Counting, _Check, float]] = BoundedCache(
@@ -865,8 +868,10 @@ class VictimSearch:
         position = facts.position
         # Devices another holder keeps taken are neither freed for the pod nor
         # released from the fill a ceiling reads (`_frees`).
-        kept = ~self._stuck(state, holders.held, position)
-        for claim, reservers, ids in holders.held.values():
+        kept = ~self._stuck(state, holders, position)
+        reserved, devices = holders.reservers, holders.devices
+        for claim_key, claim in holders.held.items():
+            reservers, ids = reserved[claim_key], devices[claim_key]
             only = reservers[0] if len(reservers) == 1 else None
             if only is not None and id(only) in eligible:
                 # one reserver that may go: the common case, without `needs`
@@ -909,7 +914,7 @@ class VictimSearch:
                     and _plausible_freed(counting, freed, check):
                 return _Floor(top=top, sum=_priority_sum((top,)), latest=latest,
                               counting=counting, check=check, released=order,
-                              eligible=eligible, fewest=self._fewest)
+                              eligible=eligible, fewest=self._shared_fewest)
         return _NOTHING_ENOUGH
 
     def _fewest(self, counting: _Counting, check: _Check, reach: Iterable[int]) -> float:
@@ -968,7 +973,9 @@ class VictimSearch:
         occupants = self._inventory.occupants
         eligible: dict[int, int] = {}
         holding: dict[int, Holder] = {}
-        held: _Held = {}
+        held: dict[str, ResourceClaim] = {}
+        reserved: dict[str, tuple[Pod | None, ...]] = {}
+        devices: dict[str, tuple[str, ...]] = {}
         terminating: list[Pod] = []
         for holder in occupants.occupancy(state.view.node.name):
             other = holder.pod
@@ -977,12 +984,16 @@ class VictimSearch:
                 continue
             keys = holder.keys
             if len(keys) == 1:  # most pods hold one claim
-                held[keys[0]] = (holder.claims[0], holder.reservers[0], holder.devices[0])
+                key = keys[0]
+                held[key] = holder.claims[0]
+                reserved[key] = holder.reservers[0]
+                devices[key] = holder.devices[0]
             else:
-                for claim_key, claim, reservers, ids in zip(keys, holder.claims,
-                                                            holder.reservers, holder.devices,
-                                                            strict=True):
-                    held[claim_key] = (claim, reservers, ids)
+                for key, claim, reservers, ids in zip(keys, holder.claims, holder.reservers,
+                                                      holder.devices, strict=True):
+                    held[key] = claim
+                    reserved[key] = reservers
+                    devices[key] = ids
             if other.deleting or other.phase in POD_TERMINAL_PHASES:
                 terminating.append(other)
                 continue
@@ -990,7 +1001,8 @@ class VictimSearch:
             if priority < p and (allow is None or other.uid in allow):
                 eligible[id(other)] = priority
                 holding[id(other)] = holder
-        return _Holders(eligible=eligible, holding=holding, terminating=terminating, held=held)
+        return _Holders(eligible=eligible, holding=holding, terminating=terminating, held=held,
+                        reservers=reserved, devices=devices)
 
     def _problem(self, request: CallState, state: NodeState, holders: _Holders) -> _Problem:
         facts = self._facts(state, request)
@@ -1004,7 +1016,9 @@ class VictimSearch:
         # whether no device is in two held claims, found on the way
         seen: set[int | None] = set()
         count = 0
-        for claim_key, (claim, reservers, ids) in holders.held.items():
+        reserved, devices = holders.reservers, holders.devices
+        for claim_key, claim in holders.held.items():
+            reservers, ids = reserved[claim_key], devices[claim_key]
             # one reserver that may go: the common case, without `needs`
             needs = {id(reservers[0])} if len(reservers) == 1 and id(reservers[0]) in eligible \
                 else holders.needs(reservers)
@@ -1073,7 +1087,7 @@ class VictimSearch:
         base: Hashable | None = None
         stuck = 0
         if request.special is None:
-            stuck = self._stuck(state, holders.held, position)
+            stuck = self._stuck(state, holders, position)
             key = HashedKey((request.claims.shape, facts.signature, stuck, facts.kinds,
                              self._first_fit, len(candidates), tuple(shape)))
             base = (request.claims.shape, facts.kinds, facts.hardware, self._first_fit)
@@ -1081,13 +1095,13 @@ class VictimSearch:
                         terminating=tuple(terminating), facts=facts, kinds=request.kinds,
                         key=key, base=base, stuck=stuck)
 
-    def _stuck(self, state: NodeState, held: _Held, position: Mapping[str, int]) -> int:
+    def _stuck(self, state: NodeState, holders: _Holders, position: Mapping[str, int]) -> int:
         """`_Problem.stuck` of the node, as a mask of positions."""
-        if not held or not self._others_hold:
+        if not holders.held or not self._others_hold:
             return 0
-        left = self._inventory.allocated_without(state, held).devices
+        left = self._inventory.allocated_without(state, holders.held).devices
         mask = 0
-        for _, _, ids in held.values():
+        for ids in holders.devices.values():
             for device in ids:
                 at = position.get(device)
                 if at is not None and device in left:
