@@ -329,6 +329,8 @@ class Outcome:
     extension_points_ms: dict[str, float] = dataclasses.field(default_factory=dict)
     # CPU ms per bound pod by process, over the measured pods (`cpu_per_pod`).
     cpu_ms_per_pod: dict[str, float] | None = None
+    # drax's own time per filter call, from its metrics (`drax_split`).
+    drax_ms_per_filter: dict[str, float] | None = None
 
 
 def build() -> tuple[Path, Path]:
@@ -470,6 +472,91 @@ class CpuSampler:
             self._stop.wait(CPU_SAMPLE_SECONDS)
 
 
+# drax's own series summed into the totals `drax_split` compares (name: series,
+# labels that must match; every other series of the name is added up).
+DRAX_SERIES: Final = {
+    "cpu": ("process_cpu_seconds_total", {}),
+    "filter_calls": ("drax_request_duration_seconds_count", {"verb": "filter"}),
+    "filter": ("drax_request_duration_seconds_sum", {"verb": "filter"}),
+    "prioritize": ("drax_request_duration_seconds_sum", {"verb": "prioritize"}),
+    "bind": ("drax_request_duration_seconds_sum", {"verb": "bind"}),
+    "watch_apply": ("drax_watch_event_apply_seconds_sum", {}),
+    "watch_events": ("drax_watch_events_total", {}),
+    "gc": ("drax_gc_pause_seconds_sum", {}),
+}
+DRAX_SCRAPE_SECONDS: Final = 1.0
+
+
+def drax_totals(text: str) -> dict[str, float]:
+    """The DRAX_SERIES totals of one /metrics answer."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    totals = dict.fromkeys(DRAX_SERIES, 0.0)
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            for key, (name, labels) in DRAX_SERIES.items():
+                if sample.name == name and all(sample.labels.get(k) == v
+                                               for k, v in labels.items()):
+                    totals[key] += sample.value
+    return totals
+
+
+def drax_split(first: Mapping[str, float], last: Mapping[str, float]
+               ) -> dict[str, float] | None:
+    """drax's time per filter call (one per scheduling attempt) between two scrapes:
+    its CPU, the time inside the filter, prioritize and bind handlers (bind waits for
+    its API writes), applying watch events and collector pauses, in ms, and the
+    watch events; None without a filter call in between."""
+    calls = last["filter_calls"] - first["filter_calls"]
+    if calls <= 0:
+        return None
+    out = {key: round((last[key] - first[key]) * 1000 / calls, 2)
+           for key in ("cpu", "filter", "prioritize", "bind", "watch_apply", "gc")}
+    out["watch_events"] = round((last["watch_events"] - first["watch_events"]) / calls, 1)
+    return out
+
+
+class DraxScraper:
+    """Reads drax's /metrics every DRAX_SCRAPE_SECONDS on a thread: the totals of the
+    first answer after its first filter call and of the last answer before it stopped."""
+
+    def __init__(self, url: str | None) -> None:
+        self.first: dict[str, float] | None = None
+        self.last: dict[str, float] | None = None
+        self._url = url
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> DraxScraper:
+        if self._url is not None:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        import urllib.request
+
+        assert self._url is not None
+        while not self._stop.wait(DRAX_SCRAPE_SECONDS):
+            try:
+                with urllib.request.urlopen(self._url, timeout=2) as answer:
+                    totals = drax_totals(answer.read().decode())
+            except (OSError, ValueError):
+                continue
+            if self.first is None and totals["filter_calls"] > 0:
+                self.first = totals
+            self.last = totals
+
+    def split(self) -> dict[str, float] | None:
+        if self.first is None or self.last is None:
+            return None
+        return drax_split(self.first, self.last)
+
+
 def cpu_per_pod(samples: Sequence[Mapping[str, float]], *, first: float, last: float,
                 pods: int) -> dict[str, float] | None:
     """CPU milliseconds per bound pod of each sampled process between the first and
@@ -562,7 +649,10 @@ def run_workload(workload: Workload, scheduler: str, *, binary: Path, etcd_dir: 
                 profiler.start()
             try:
                 drax_pid = work / "drax.pid" if spec["drax"] is not None else None
-                with CpuSampler(proc.pid, drax_pid) as sampler:
+                metrics_url = spec["drax"]["ready_url"].replace("/readyz", "/metrics") \
+                    if spec["drax"] is not None else None
+                with CpuSampler(proc.pid, drax_pid) as sampler, \
+                        DraxScraper(metrics_url) as scraper:
                     code = proc.wait()
                 if profiler is not None:
                     profiler.join(timeout=60)
@@ -598,7 +688,8 @@ def run_workload(workload: Workload, scheduler: str, *, binary: Path, etcd_dir: 
         return Outcome(run=run, ok=ok, failed_pods=int(result.get("failed", 0)),
                        pending=list(result.get("pending") or []),
                        metrics=dict(result.get("metrics") or {}), log=log_tail,
-                       extension_points_ms=_extension_points(items), cpu_ms_per_pod=cpu)
+                       extension_points_ms=_extension_points(items), cpu_ms_per_pod=cpu,
+                       drax_ms_per_filter=scraper.split())
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -656,7 +747,8 @@ def detail(workload: Workload, outcome: Outcome) -> dict[str, Any]:
             "failed_pods": outcome.failed_pods, "pending": outcome.pending[:3],
             "scheduling_algorithm_ms": _ms(algo), "pod_scheduling_sli_ms": _ms(sli),
             "extension_points_ms": outcome.extension_points_ms,
-            "cpu_ms_per_pod": outcome.cpu_ms_per_pod}
+            "cpu_ms_per_pod": outcome.cpu_ms_per_pod,
+            "drax_ms_per_filter": outcome.drax_ms_per_filter}
 
 
 def merge_record(path: Path, *, command: str, runs: Sequence[Mapping[str, Any]],
@@ -727,6 +819,25 @@ def _cpu_cell(detail: Mapping[str, Any]) -> str:
     return " / ".join(_fmt(cpu.get(name)) for name in CPU_PROCESSES)
 
 
+def _drax_split_table(details: Sequence[Mapping[str, Any]]) -> list[str]:
+    rows = [d for d in details if d.get("drax_ms_per_filter")]
+    if not rows:
+        return []
+    keys = ("cpu", "filter", "prioritize", "bind", "watch_apply", "watch_events", "gc")
+    lines = ["", "drax's own time per filter call (one per scheduling attempt), from its "
+             "metrics between its first filter call and its stop: CPU, the time inside the "
+             "filter, prioritize and bind handlers (bind waits for its API writes), applying "
+             "watch events (and how many), collector pauses.", "",
+             "| workload | scheduler | CPU ms | filter ms | prioritize ms | bind ms "
+             "| watch apply ms | watch events | GC ms |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for d in rows:
+        split = d["drax_ms_per_filter"]
+        lines.append(f"| {d['workload']} | {d['scheduler']} | "
+                     + " | ".join(_fmt(split.get(k), 2) for k in keys) + " |")
+    return lines
+
+
 def markdown(doc: Mapping[str, Any]) -> str:
     """The record as RESULTS.md's section: the table, what was not run, the profiles."""
     details = {(d["workload"], d["scheduler"]): d for d in doc.get("details", [])}
@@ -757,6 +868,7 @@ def markdown(doc: Mapping[str, Any]) -> str:
             f"{_fmt(sli.get('p50'))} / {_fmt(sli.get('p99'))} | {_cpu_cell(d)} | "
             f"{_fmt((d.get('cpu_ms_per_pod') or {}).get('outside'), 2)} | "
             f"{_fmt(d.get('threshold'), 0) if d.get('threshold') else '–'} |")
+    lines += _drax_split_table(doc.get("details", []))
     lines += ["", "Published upstream figures for comparison (other machines): "
               "5000pods_500nodes `dra: 120` pods/s quoted for 1.37 (kubernetes#138916; the "
               "v1.37.2 YAML still says 56, \"typically above 70\"); the 500-node steady-state "

@@ -21,7 +21,9 @@ from loadtest.scheduler_perf import (
     discover,
     drax_argv,
     drax_scheduler_config,
+    drax_split,
     drax_test_cases,
+    drax_totals,
     histogram_quantile,
     markdown,
     merge_record,
@@ -297,3 +299,41 @@ def test_the_table_shows_cpu_per_pod_and_outside_load() -> None:
     text = markdown(doc)
     assert "| 30.0 / 9.0 / 8.1 | 0.02 |" in text
     assert f"| {KEY} | in-tree | 2.0 | 2.0 | – | 10 / 10 | – / – | – / – | – | – | – |" in text
+
+
+METRICS = """# TYPE process_cpu_seconds_total counter
+process_cpu_seconds_total 2.5
+# TYPE drax_request_duration_seconds histogram
+drax_request_duration_seconds_count{verb="filter"} 10.0
+drax_request_duration_seconds_sum{verb="filter"} 0.02
+drax_request_duration_seconds_count{verb="prioritize"} 10.0
+drax_request_duration_seconds_sum{verb="prioritize"} 0.01
+drax_request_duration_seconds_count{verb="bind"} 9.0
+drax_request_duration_seconds_sum{verb="bind"} 0.3
+# TYPE drax_watch_event_apply_seconds histogram
+drax_watch_event_apply_seconds_sum{kind="Pod"} 0.004
+drax_watch_event_apply_seconds_sum{kind="ResourceClaim"} 0.006
+# TYPE drax_watch_events_total counter
+drax_watch_events_total{kind="Pod",type="ADDED"} 20.0
+drax_watch_events_total{kind="ResourceClaim",type="MODIFIED"} 30.0
+# TYPE drax_gc_pause_seconds histogram
+drax_gc_pause_seconds_sum{generation="0"} 0.001
+drax_gc_pause_seconds_sum{generation="2"} 0.002
+"""
+
+
+def test_drax_split_is_per_filter_call_between_two_scrapes() -> None:
+    later = drax_totals(METRICS)
+    assert later["filter_calls"] == 10 and later["watch_apply"] == pytest.approx(0.01)
+    assert later["watch_events"] == 50 and later["gc"] == pytest.approx(0.003)
+    first = {**later, "cpu": 1.5, "filter_calls": 5.0, "filter": 0.01, "prioritize": 0.005,
+             "bind": 0.1, "watch_apply": 0.005, "watch_events": 25.0, "gc": 0.003}
+    assert drax_split(first, later) == {"cpu": 200.0, "filter": 2.0, "prioritize": 1.0,
+                                        "bind": 40.0, "watch_apply": 1.0, "gc": 0.0,
+                                        "watch_events": 5.0}
+    assert drax_split(later, later) is None
+    doc = {"runs": [_run(KEY, "drax-allocator", 3.0)],
+           "details": [{"workload": KEY, "scheduler": "drax-allocator",
+                        "drax_ms_per_filter": drax_split(first, later)}]}
+    assert f"| {KEY} | drax-allocator | 200.00 | 2.00 | 1.00 | 40.00 | 1.00 | 5.00 | 0.00 |" \
+        in markdown(doc)
