@@ -1253,8 +1253,8 @@ class VictimSearch:
         if problem.base is None or not needs or not problem.pending:
             return None
         first = problem.pending[0].spec.requests
-        if not first or first[0].exactly is None:
-            return None
+        if not first or first[0].exactly is None or needs[0].count < 1:
+            return None  # (a request of no device is never short)
         columns = problem.facts.kinds.value
         assert isinstance(columns, tuple)
         column = columns[needs[0].kind]
