@@ -499,7 +499,9 @@ SECTIONS: Final = (
             "both ways in the same run: orjson's dict tree and the reference parse "
             "(`app.model.parse`, the baseline) against the typed decoder that lists, watch "
             "events and JSON files go through (`app.model.typed`). CPU time with the cyclic "
-            "collector paused, every object kept until the pass ends, best of 3 passes. Then "
+            "collector paused, every object kept until the pass ends, best of 3 passes (the "
+            "decoder's caches then hold even the values unique to one device; the cold row "
+            "empties them before each pass, as a process start meets them). Then "
             "one watch event (MODIFIED, a new pool generation) of each partitionable node's "
             "largest slice, decoded and applied to an inventory holding the cluster, freezing "
             "what it built as the slice informer does.",

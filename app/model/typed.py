@@ -35,7 +35,13 @@ import orjson
 
 from app.bounded_cache import BoundedCache
 from app.model.compact import FieldMap, shared_layout
-from app.model.interning import SHARED_MAX, UNSUPPORTED, qualified_layout
+from app.model.interning import (
+    QUALIFIED,
+    QUALIFIED_LAYOUTS,
+    SHARED_MAX,
+    UNSUPPORTED,
+    qualified_layout,
+)
 from app.model.objects import (
     ATTRIBUTE_KINDS,
     LIST_ATTRIBUTE_KINDS,
@@ -469,6 +475,14 @@ def _consumptions(consumes: list[_Consumption]) -> tuple[DeviceCounterConsumptio
                                           counters=FieldMap(_counter_dict(c.counters)))
                  for c in consumes])
     return _CONSUMPTIONS.put(key, out)
+
+
+def forget_shared() -> None:
+    """Empty what the decoder shares between slices, as a process starts with
+    it (a benchmark's cold read); what was built keeps its parts."""
+    for cache in (_ATTRIBUTES, _CAPACITIES, _CONSUMPTIONS, _CAPACITY_TEXTS,
+                  _CONSUMPTION_TEXTS, _LAYOUTS, QUALIFIED_LAYOUTS, QUALIFIED):
+        cache.clear()
 
 
 def _taints(raw: Any) -> Any:

@@ -378,3 +378,14 @@ def test_a_new_string_value_is_built_without_the_general_attribute_read(
     assert values["gpu.example.com/uuid"] == AttributeValue("string", "GPU-never-seen-before")
     assert values["gpu.example.com/n"] == AttributeValue("int", 12345678901)
     assert len(general) == 1  # the int
+
+
+def test_forgetting_the_shared_parts_keeps_what_was_built() -> None:
+    raw = _slice(devices=[_device(attributes={"m": {"string": "H100"}},
+                                  capacity={"memory": {"value": "80Gi"}})])
+    before = decode_resource_slice(orjson.dumps(raw))
+    typed.forget_shared()
+    assert len(typed._ATTRIBUTES) == 0
+    after = decode_resource_slice(orjson.dumps(raw))
+    assert after == before and after.devices[0].capacity is not before.devices[0].capacity
+    assert str(before.devices[0].capacity["gpu.example.com/memory"].value) == "80Gi"
