@@ -7,7 +7,9 @@ however the rest of the node is used, so every node's answer in one search
 over all of them (node, victims, devices, topology score) must be the one it
 gets searched alone: a key that missed what the score reads of the rest of the
 node (the fill, a NUMA node or the node left wholly free), or a release that
-changes two roots, shows as a different score or allocation.
+changes two roots, shows as a different score or allocation. Nodes of
+partitions whose shared counters reach across two roots check the same where
+parts overlap.
 """
 
 from __future__ import annotations
@@ -224,3 +226,87 @@ def test_nodes_alike_in_one_part_share_its_run_and_keep_their_own_score() -> Non
         alone = plan_of(build(spec, only=n), "allocator").best
         assert alone is not None
         assert answer(found[f"n{n}"]) == answer(alone)
+
+
+# Partitions drawing on shared counters, one counter set reaching across two roots:
+# (name, root, counter set, memory units); each set holds 4 units.
+PARTITIONS = (("p0a", "r0", "c0", 1), ("p0b", "r0", "c0", 2), ("p0c", "r0", "c1", 1),
+              ("p1a", "r1", "c1", 1), ("p1b", "r1", "c1", 2),
+              ("p2a", "r2", "c2", 1), ("p2b", "r2", "c2", 2), ("p2c", "r2", "c2", 1))
+PART_DRIVER = "mig.example.com"
+PART_CLASS = device_class("mig", f"device.driver == '{PART_DRIVER}'")
+
+counters_st = st.fixed_dictionaries({
+    "base": st.tuples(*[st.sampled_from([None, 0, 1, 2, 3, 4])] * len(PARTITIONS)),
+    "changes": st.lists(st.lists(st.tuples(st.integers(0, len(PARTITIONS) - 1),
+                                           st.sampled_from([None, 0, 1, 2, 3, 4])),
+                                 max_size=2), min_size=2, max_size=4),
+    "priorities": st.tuples(*[st.sampled_from([0, 1, 2, 100])] * 5),
+    "units": st.sampled_from([1, 2]),
+})
+
+
+def partitions_cluster(spec: dict[str, Any], only: int | None = None) -> list[dict[str, Any]]:
+    """Nodes of partitions, each partition held by one pod's claim (by index)
+    or free; the preemptor wants one partition of `units` on one root."""
+    units = spec["units"]
+    objs: list[dict[str, Any]] = [
+        PART_CLASS,
+        template("want", requests=[exactly("mig", "mig", selectors=(
+            f"device.attributes['{PART_DRIVER}'].units == {units}",))],
+            constraints=[{"requests": ["mig"], "matchAttribute": ROOT}]),
+        preemptor(priority=P)]
+    for n, changes in enumerate(spec["changes"]):
+        if only is not None and n != only:
+            continue
+        name = f"n{n}"
+        owner = list(spec["base"])
+        for at, new in changes:
+            owner[at] = new
+        devices = []
+        for pname, root, counter_set, size in PARTITIONS:
+            d = device(pname, units=size, **{ROOT: root})
+            d["consumesCounters"] = [{"counterSet": counter_set,
+                                      "counters": {"mem": {"value": str(size)}}}]
+            devices.append(d)
+        objs += [node(name), resource_slice(
+            f"{name}-mig", driver=PART_DRIVER, node_name=name, pool=name, devices=devices,
+            shared_counters=[{"name": c, "counters": {"mem": {"value": "4"}}}
+                             for c in ("c0", "c1", "c2")])]
+        used: dict[str, int] = {}
+        for (pname, _, counter_set, size), pod in zip(PARTITIONS, owner, strict=True):
+            # a partition is held only where its counter set has room for it
+            if pod is None or used.get(counter_set, 0) + size > 4:
+                continue
+            used[counter_set] = used.get(counter_set, 0) + size
+            objs.append(claim(f"{name}-{pname}", requests=[exactly("mig", "mig")],
+                              results=[result("mig", f"{PART_DRIVER}/{name}/{pname}")],
+                              reserved_for=[{"resource": "pods", "name": f"{name}-q{pod}",
+                                             "uid": f"uid-{name}-q{pod}"}]))
+        for pod, prio in enumerate(spec["priorities"]):
+            held = [f"{name}-{p}" for (p, _, _, _), o in zip(PARTITIONS, owner, strict=True)
+                    if o == pod and any(c["metadata"]["name"] == f"{name}-{p}" for c in objs
+                                        if c.get("kind") == "ResourceClaim")]
+            objs.append({"kind": "Pod",
+                         "metadata": {"name": f"{name}-q{pod}", "namespace": "default",
+                                      "uid": f"uid-{name}-q{pod}"},
+                         "spec": {"nodeName": name, "priority": prio, "resourceClaims": [
+                             {"name": f"e{i}", "resourceClaimName": c}
+                             for i, c in enumerate(held)]},
+                         "status": {"phase": "Running", "startTime": "2026-01-01T00:00:00Z"}})
+    return objs
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(counters_st, st.sampled_from(["allocator", "advisor"]))
+def test_every_node_of_shared_counters_gets_the_answer_it_gets_alone(
+        spec: dict[str, Any], mode: str) -> None:
+    plan = plan_of(partitions_cluster(spec), mode)
+    found = {n.node: n for n in plan.nodes}
+    for n in range(len(spec["changes"])):
+        name = f"n{n}"
+        alone = plan_of(partitions_cluster(spec, only=n), mode)
+        assert (name in found) == bool(alone.nodes), (plan.refused.get(name),
+                                                       alone.refused.get(name))
+        if alone.best is not None:
+            assert answer(found[name]) == answer(alone.best)
