@@ -163,6 +163,14 @@ def handler_means(before: Mapping[str, Mapping[str, float]],
     return out
 
 
+def gc_since(before: Mapping[str, Mapping[str, float]],
+             after: Mapping[str, Mapping[str, float]]) -> dict[str, dict[str, float]]:
+    """`gc_pauses` between two scrapes."""
+    return {generation: {key: round(value - before.get(generation, {}).get(key, 0.0), 3)
+                         for key, value in figures.items()}
+            for generation, figures in after.items()}
+
+
 def wait_for(condition: Callable[[], bool], what: str, *, timeout: float,
              every: float = 0.05) -> float:
     started = time.monotonic()
@@ -395,10 +403,11 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
                 if args.profile:
                     sampling.enter_context(profile.recording(
                         server.pid, Path(args.profile) / f"bench-scale-{args.nodes}.txt"))
-                before = bench.handler_seconds(port)
+                before, collections = bench.handler_seconds(port), gc_pauses(scrape(port))
                 steady, _ = bench.schedule(client, jobs, candidates=candidates)
                 result["steady"] = report.phase_results(steady, None)
                 result["steady_handler_ms"] = handler_means(before, bench.handler_seconds(port))
+                result["steady_gc_pauses"] = gc_since(collections, gc_pauses(scrape(port)))
             with ExitStack() as sampling:
                 if args.profile:
                     sampling.enter_context(profile.recording(
@@ -467,6 +476,11 @@ def markdown(result: Mapping[str, Any]) -> str:
     if full:
         lines += ["", f"Full collections in drax over the run: {full['count']:.0f} "
                   f"({full['total_s']} s, {full['over_50ms']:.0f} over 50 ms)."]
+    during = result.get("steady_gc_pauses")
+    if during:
+        lines.append("Collections during the steady phase (young / middle / full): " + " / ".join(
+            f"{during[g]['count']:.0f} ({during[g]['total_s'] * 1e3:.1f} ms)"
+            for g in ("0", "1", "2")) + ".")
     return "\n".join(lines)
 
 
