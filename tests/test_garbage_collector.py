@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import socket
 import weakref
 from collections.abc import Iterator
 from typing import Any
@@ -106,4 +107,70 @@ def test_the_idle_task_collects_once_the_server_is_quiet(full_passes: list[int])
     asyncio.run(run())
     assert alive() is None
     assert 2 in full_passes
+    del kept
+
+
+def test_the_idle_task_leaves_the_pass_while_the_server_has_a_request(
+        full_passes: list[int]) -> None:
+    garbage_collector.defer_full_collections()
+    node = Node()
+    alive = weakref.ref(node)
+    kept = build(20_000)
+    del node
+    in_hand = [True]
+
+    async def run() -> None:
+        task = asyncio.create_task(garbage_collector.idle_collector(
+            quiet=0.0, every=0.01, busy=lambda: bool(in_hand)))
+        await asyncio.sleep(0.2)
+        assert alive() is not None and 2 not in full_passes
+        in_hand.clear()
+        for _ in range(200):
+            await asyncio.sleep(0.01)
+            if alive() is None:
+                break
+        task.cancel()
+
+    asyncio.run(run())
+    assert alive() is None
+    del kept
+
+
+def test_a_request_that_reaches_the_socket_as_the_idle_task_wakes_goes_first(
+        full_passes: list[int], monkeypatch: pytest.MonkeyPatch) -> None:
+    garbage_collector.defer_full_collections()
+    kept = build(20_000)
+    client, server = socket.socketpair()
+    tasks: set[asyncio.Task[None]] = set()
+    idle = garbage_collector._idle
+
+    def idle_and_a_request_arrives(quiet: float) -> bool:
+        client.send(b"POST /filter")  # after this loop turn read its sockets
+        return idle(quiet)
+
+    monkeypatch.setattr(garbage_collector, "_idle", idle_and_a_request_arrives)
+
+    async def handle() -> None:
+        await asyncio.sleep(1.0)
+
+    async def run() -> None:
+        loop = asyncio.get_running_loop()
+        # what the server does with a request's headers: start its task
+        loop.add_reader(server, lambda: (server.recv(100), tasks.add(loop.create_task(handle()))))
+        collector = asyncio.create_task(garbage_collector.idle_collector(
+            quiet=0.0, every=0.01, busy=lambda: bool(tasks)))
+        while not tasks:
+            await asyncio.sleep(0.001)
+        await asyncio.sleep(0.01)
+        collector.cancel()
+        loop.remove_reader(server)
+        for task in tasks:
+            task.cancel()
+
+    try:
+        asyncio.run(run())
+    finally:
+        client.close()
+        server.close()
+    assert 2 not in full_passes, "the pass waited for the request that had arrived"
     del kept

@@ -72,7 +72,8 @@ async def serve_all(listeners: Sequence[Listener]) -> bool:
         loop.add_signal_handler(sig, stop)
     # Full collections wait for a quiet moment between verbs.
     garbage_collector.defer_full_collections()
-    collector = loop.create_task(garbage_collector.idle_collector())
+    collector = loop.create_task(garbage_collector.idle_collector(
+        busy=lambda: any(each.server_state.tasks for each in listeners)))
     try:
         main, *others = [loop.create_task(each.serve()) for each in listeners]
         # The first listener carries the app's lifespan: if it fails to start or
