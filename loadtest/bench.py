@@ -134,6 +134,9 @@ class Client:
 
     def __init__(self, port: int, *, timeout: float = 30.0) -> None:
         self._conn = http.client.HTTPConnection(HOST, port, timeout=timeout)
+        # The last answer's time inside the server's handler (its Server-Timing
+        # header), when it gave one.
+        self.handler_s: float | None = None
 
     def post(self, verb: str, body: bytes) -> tuple[float, Any]:
         start = time.perf_counter()
@@ -144,10 +147,21 @@ class Client:
         elapsed = time.perf_counter() - start
         if response.status != 200:
             raise BenchmarkError(f"{verb} answered HTTP {response.status}: {raw[:300]!r}")
+        self.handler_s = _handler_seconds(response.getheader("server-timing"))
         return elapsed, decoded
 
     def close(self) -> None:
         self._conn.close()
+
+
+def _handler_seconds(timing: str | None) -> float | None:
+    """Seconds from a `Server-Timing: handler;dur=MS` header."""
+    if timing is None or not timing.startswith("handler;dur="):
+        return None
+    try:
+        return float(timing[len("handler;dur="):]) / 1e3
+    except ValueError:
+        return None
 
 
 def handler_seconds(port: int) -> dict[str, dict[str, float]]:
@@ -196,6 +210,8 @@ class Sample:
     bind_s: float | None = None
     node: str | None = None
     error: str | None = None  # the server's Error text for filter-error / bind-error
+    # Time inside the server's handler (Server-Timing), per verb sent.
+    handler_s: dict[str, float] = field(default_factory=dict)
 
     @property
     def cycle_s(self) -> float:
@@ -281,6 +297,7 @@ def _schedule_one(client: Client, job: PodJob, candidates: list[str]) -> Sample:
     elapsed, result = client.post("filter", body)
     sample = Sample(phase=job.phase, shape=job.shape, outcome="unschedulable",
                     filter_body=body, filter_s=elapsed)
+    _handled(sample, "filter", client)
     if not isinstance(result, Mapping) or result.get("Error"):
         sample.outcome = "filter-error"
         sample.error = str(result.get("Error") if isinstance(result, Mapping) else result)
@@ -293,6 +310,7 @@ def _schedule_one(client: Client, job: PodJob, candidates: list[str]) -> Sample:
     if len(passed) > 1:
         sample.prioritize_body = orjson.dumps({"Pod": pod, "Nodes": None, "NodeNames": passed})
         sample.prioritize_s, scores = client.post("prioritize", sample.prioritize_body)
+        _handled(sample, "prioritize", client)
         node = _best(scores, passed)
     meta = pod["metadata"]
     sample.bind_body = orjson.dumps({"PodName": meta["name"], "PodNamespace": meta["namespace"],
@@ -304,6 +322,11 @@ def _schedule_one(client: Client, job: PodJob, candidates: list[str]) -> Sample:
     else:
         sample.outcome = "bound"
     return sample
+
+
+def _handled(sample: Sample, verb: str, client: Client) -> None:
+    if client.handler_s is not None:
+        sample.handler_s[verb] = client.handler_s
 
 
 def _replay_one(client: Client, rec: Sample) -> Sample:

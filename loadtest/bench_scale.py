@@ -163,6 +163,25 @@ def handler_means(before: Mapping[str, Mapping[str, float]],
     return out
 
 
+def inside_and_outside(samples: Sequence[bench.Sample]) -> dict[str, dict[str, Any]]:
+    """Per verb of the cycle, the time inside drax's handler (its Server-Timing)
+    and the rest of each round trip (HTTP, the event loop's other work, the
+    client): which side the slow cycles are on."""
+    out: dict[str, dict[str, Any]] = {}
+    for verb in ("filter", "prioritize"):
+        inside, outside = [], []
+        for sample in samples:
+            trip = sample.filter_s if verb == "filter" else sample.prioritize_s
+            handled = sample.handler_s.get(verb)
+            if trip is not None and handled is not None:
+                inside.append(handled)
+                outside.append(trip - handled)
+        if inside:
+            out[verb] = {"inside": summarize(inside).to_dict(),
+                         "outside": summarize(outside).to_dict()}
+    return out
+
+
 def gc_since(before: Mapping[str, Mapping[str, float]],
              after: Mapping[str, Mapping[str, float]]) -> dict[str, dict[str, float]]:
     """`gc_pauses` between two scrapes."""
@@ -407,6 +426,7 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
                 steady, _ = bench.schedule(client, jobs, candidates=candidates)
                 result["steady"] = report.phase_results(steady, None)
                 result["steady_handler_ms"] = handler_means(before, bench.handler_seconds(port))
+                result["steady_inside"] = inside_and_outside(steady.samples)
                 result["steady_gc_pauses"] = gc_since(collections, gc_pauses(scrape(port)))
             with ExitStack() as sampling:
                 if args.profile:
@@ -476,6 +496,12 @@ def markdown(result: Mapping[str, Any]) -> str:
     if full:
         lines += ["", f"Full collections in drax over the run: {full['count']:.0f} "
                   f"({full['total_s']} s, {full['over_50ms']:.0f} over 50 ms)."]
+    for verb, split in result.get("steady_inside", {}).items():
+        inside, outside = split["inside"], split["outside"]
+        lines.append(f"Steady {verb}: inside drax's handler p50 / p99 / max "
+                     f"{inside['p50_ms']:.2f} / {inside['p99_ms']:.2f} / {inside['max_ms']:.2f} "
+                     f"ms, the rest of the round trip {outside['p50_ms']:.2f} / "
+                     f"{outside['p99_ms']:.2f} / {outside['max_ms']:.2f} ms.")
     during = result.get("steady_gc_pauses")
     if during:
         lines.append("Collections during the steady phase (young / middle / full): " + " / ".join(
