@@ -33,7 +33,9 @@ ones; in advisor mode the first in order) is then fixed by:
 The allocator's twins (which compare constrained attribute values, so never
 pair devices of two parts), bounds and early stops change which allocations it
 scores, never which it returns; its step budget could, so parts are shared
-only where no search on the node can reach the budget (`steps_bound`). A run
+only where no search on the node can reach the budget (`steps_bound`), and a
+CEL error met anywhere on the node could, so only where every request's
+selector results are known without one. A run
 shared this way never reads the node's state: the node's usage as masks, and
 the claims the victims release, give its key.
 """

@@ -14,6 +14,7 @@ parts overlap.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -157,11 +158,18 @@ def plan_of(objs: list[dict[str, Any]], mode: str) -> PreemptionPlan:
 @given(cluster_st, st.sampled_from(["allocator", "advisor"]))
 def test_every_node_gets_the_answer_it_gets_alone(spec: dict[str, Any], mode: str) -> None:
     spec = nodes_of(spec)
-    plan = plan_of(build(spec), mode)
+    each_as_alone(lambda only: build(spec, only), len(spec["nodes"]), mode)
+
+
+def each_as_alone(cluster: Callable[[int | None], list[dict[str, Any]]], nodes: int,
+                  mode: str) -> None:
+    """Each node's answer in one search over all (`cluster(None)`) is the one
+    it gets searched alone (`cluster(n)`)."""
+    plan = plan_of(cluster(None), mode)
     found = {n.node: n for n in plan.nodes}
-    for n in range(len(spec["nodes"])):
+    for n in range(nodes):
         name = f"n{n}"
-        alone = plan_of(build(spec, only=n), mode)
+        alone = plan_of(cluster(n), mode)
         assert (name in found) == bool(alone.nodes), (plan.refused.get(name),
                                                        alone.refused.get(name))
         if alone.best is not None:
@@ -301,12 +309,4 @@ def partitions_cluster(spec: dict[str, Any], only: int | None = None) -> list[di
 @given(counters_st, st.sampled_from(["allocator", "advisor"]))
 def test_every_node_of_shared_counters_gets_the_answer_it_gets_alone(
         spec: dict[str, Any], mode: str) -> None:
-    plan = plan_of(partitions_cluster(spec), mode)
-    found = {n.node: n for n in plan.nodes}
-    for n in range(len(spec["changes"])):
-        name = f"n{n}"
-        alone = plan_of(partitions_cluster(spec, only=n), mode)
-        assert (name in found) == bool(alone.nodes), (plan.refused.get(name),
-                                                       alone.refused.get(name))
-        if alone.best is not None:
-            assert answer(found[name]) == answer(alone.best)
+    each_as_alone(lambda only: partitions_cluster(spec, only), len(spec["changes"]), mode)
