@@ -141,6 +141,7 @@ class Answers:
     verdicts: dict[str, tuple[int, Verdict]] = field(default_factory=dict)
     marks: dict[str, int | Failure] = field(default_factory=dict)
     stale: set[str] = field(default_factory=set)
+    refreshes: int = 0  # verdicts computed: a mark changes only with one, or goes stale
     _failures: dict[tuple[Any, ...], Failure] = field(default_factory=dict)
 
     def needs(self, name: str) -> bool:
@@ -292,6 +293,7 @@ class AnswerBook:
         self.stats.answers_computed += 1
         version = self._inventory.version(name)
         verdict = self._verdict_for(request, name)
+        answers.refreshes += 1
         answers.verdicts[name] = (version, verdict)
         answers.stale.discard(name)
         answers.marks[name] = verdict.priority if verdict.feasible else answers.failure(verdict)

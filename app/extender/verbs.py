@@ -121,10 +121,11 @@ class NodeScores:
 @dataclass(slots=True, frozen=True)
 class _Filtered:
     """The last filter's passed nodes and their scores, and the answers they were
-    read from at `sequence`: the prioritize of the same cycle reads them."""
+    read from after `refreshes` verdicts: the prioritize of the same cycle reads
+    them."""
 
     answers: Answers
-    sequence: int
+    refreshes: int
     passed: list[str]
     scores: list[int]
 
@@ -307,7 +308,7 @@ class Extender:
             _word_failures(result, words, list(compress(node_names, map(not_, ok))),
                            cast(list[Failure], list(compress(marks, map(not_, ok)))))
         self._expect_bind(pod, request, passed=bool(result.passed))
-        self._filtered = _Filtered(answers=answers, sequence=answers.sequence,
+        self._filtered = _Filtered(answers=answers, refreshes=answers.refreshes,
                                    passed=result.passed, scores=passed_scores)
         return result
 
@@ -365,11 +366,13 @@ class Extender:
             return NodeScores(names=node_names, scores=[judged.priority] * len(node_names))
         answers, _, request = judged
         # kube-scheduler sends prioritize with the nodes filter passed, in that
-        # order. When nothing changed since (the answers still at the sequence
-        # the filter read them at), the filter's scores are the answer.
+        # order. When none of them changed since (no verdict computed in between,
+        # none of them stale), the filter's scores are the answer: the watch
+        # events of the previous pod's bind, arriving in between, leave them be.
         last = self._filtered
         if (last is not None and last.answers is answers
-                and answers.sequence == last.sequence and node_names == last.passed):
+                and answers.refreshes == last.refreshes and node_names == last.passed
+                and answers.stale.isdisjoint(node_names)):
             names, scores = node_names, last.scores
         else:
             marks = self._marks(request, answers, node_names)

@@ -184,6 +184,22 @@ def test_prioritize_after_its_filter_reads_the_filters_scores() -> None:
     assert len(walked) == 1
 
 
+def test_a_change_to_another_node_between_filter_and_prioritize_keeps_the_scores() -> None:
+    # The previous pod's bind reaches the watch while this pod is scheduled:
+    # it changes a node this pod was not offered.
+    inv = load(GPU_CLASS, gpu_node("n1"), gpu_node("n2", roots=["r0", "r1"]), gpu_node("n3"),
+               claim("c", requests=SHAPES["two"]), pod("p", uid="u1", claims={"g": "c"}))
+    ext = extender(inv)
+    passed = ext.filter(the_pod(inv), ["n1", "n2"]).passed
+    inv.apply("ResourceClaim", "ADDED", claim("held", requests=SHAPES["one"], results=[
+        result("gpu", "gpu.example.com/n3/gpu-0")]))
+    walked = []
+    ext._marks = lambda *args: walked.append(args) or []  # type: ignore[method-assign]
+    assert dict(ext.prioritize(the_pod(inv), passed)) == dict(
+        extender(inv).prioritize(the_pod(inv), passed))
+    assert walked == []
+
+
 def test_prioritize_after_a_change_since_its_filter_reads_the_node_as_it_is() -> None:
     inv = load(GPU_CLASS, gpu_node("n1"), gpu_node("n2"), claim("c", requests=SHAPES["two"]),
                pod("p", uid="u1", claims={"g": "c"}))
