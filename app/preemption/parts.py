@@ -5,8 +5,9 @@ constraint over plain values, every allocation of it lies in one part of the
 node: the devices its requests match that have one value of the attribute
 (one PCIe root, say). A part's region adds the devices drawing on the same
 shared counters as those (freeing them frees counters the part needs). The
-victim search enumerates victim sets per part, and only once the pod fits
-nowhere without victims (`app.preemption.search`).
+victim search enumerates victim sets per part where no pool of a region's
+devices is over its counters' limit, and only once the pod fits nowhere
+without victims (`app.preemption.search`).
 
 A victim set whose release changes devices of one part's region only, and
 none that another region holds, leaves every other part as it was, where
@@ -121,7 +122,7 @@ def part_layout(devices: Sequence[Device], position: Mapping[str, int], matched:
     groups = []
     one_root = []
     for part in values:
-        topos = [topology.of(devices[at]) for at in _bits(members[part])]
+        topos = [topology.of(devices[at]) for at in bits(members[part])]
         roots = {t.pcie_root for t in topos if t.known}
         numas = {n for t in topos if (n := t.numa_node) is not None}
         one_root.append(len(roots) == 1 and None not in roots)
@@ -187,7 +188,7 @@ def part_node(layout: PartLayout, allocated: AllocatedState, position: Mapping[s
               view: NodeView) -> PartNode | None:
     """`PartNode` of a node in state `allocated`; None when some pool's
     counters are overcommitted (the allocator then refuses the whole pool)."""
-    if _overcommitted(allocated, view):
+    if overcommitted(allocated, view):
         return None
     taken = _mask(allocated.devices, position)
     shared = _mask(allocated.multi_allocated, position) | _mask(allocated.consumed_capacity,
@@ -198,17 +199,22 @@ def part_node(layout: PartLayout, allocated: AllocatedState, position: Mapping[s
                                                       strict=True)))
 
 
-def _overcommitted(allocated: AllocatedState, view: NodeView) -> bool:
+def overcommitted(allocated: AllocatedState, view: NodeView) -> set[tuple[str, str]]:
+    """The pools (driver, name) whose counters `allocated` consumes beyond
+    their limit: the allocator picks no device of such a pool that consumes
+    counters until enough of the pool is released."""
+    out = set()
     for pool in view.pools:
         consumed = allocated.consumed_counters.get(pool.key)
         if not consumed:
             continue
         for set_name, counter_set in pool.counter_sets.items():
-            for counter, quantity in counter_set.counters.items():
-                used = consumed.get((set_name, counter))
-                if used is not None and used.value > quantity.value:
-                    return True
-    return False
+            if any((used := consumed.get((set_name, counter))) is not None
+                   and used.value > quantity.value
+                   for counter, quantity in counter_set.counters.items()):
+                out.add(pool.key)
+                break
+    return out
 
 
 def _mask(device_ids: Iterable[str], position: Mapping[str, int]) -> int:
@@ -220,7 +226,8 @@ def _mask(device_ids: Iterable[str], position: Mapping[str, int]) -> int:
     return out
 
 
-def _bits(mask: int) -> Iterable[int]:
+def bits(mask: int) -> Iterable[int]:
+    """The positions set in `mask`, lowest first."""
     while mask:
         low = mask & -mask
         yield low.bit_length() - 1

@@ -103,7 +103,15 @@ from app.preemption.ceiling import Layout as CeilingLayout
 from app.preemption.ceiling import layout as ceiling_layout
 from app.preemption.fit import NodeFit
 from app.preemption.importance import importance, pdb_violation_count, start_of
-from app.preemption.parts import PartLayout, PartNode, part_layout, part_node, steps_bound
+from app.preemption.parts import (
+    PartLayout,
+    PartNode,
+    bits,
+    overcommitted,
+    part_layout,
+    part_node,
+    steps_bound,
+)
 from app.topology import priority as topology_priority
 from app.topology.normalise import node_topology
 from app.topology.score import ONE_ROOT, make_objective, node_fill, one_root_score
@@ -1207,6 +1215,8 @@ class VictimSearch:
                 return nothing_works(all_gone)
         budget = self._trial_budget
         split = self._part_layout(problem, needs)
+        if split is not None and self._over_limit(problem, split, released(())):
+            split = None
         members = None if split is None else _members(problem, split)
         sharing = None
         if split is not None and self._shares_parts(problem, needs):
@@ -1519,6 +1529,23 @@ class VictimSearch:
             facts.devices, facts.position, facts.layout.matched,
             lambda at: facts.attribute(at, attribute),
             node_topology(facts.view, self._book.topology)))
+
+    def _over_limit(self, problem: _Problem, layout: PartLayout, base: tuple[int, ...]) -> bool:
+        """Whether a pool with a device in a part's region is over its counters'
+        limit once the claims `base` are released: the allocator then refuses
+        the pool's devices until enough of it is released, by pods of any
+        part, so victim sets are not enumerated per part (`_parts`).
+        Releasing more only lowers a pool's use, so the base release decides."""
+        state = problem.state
+        pools = overcommitted(state.allocated, state.view)
+        if pools and base:
+            pools = overcommitted(self._inventory.allocated_without(
+                state, (problem.claims[i].claim.key for i in base)), state.view)
+        if not pools:
+            return False
+        devices = problem.facts.devices
+        return any((devices[at].driver, devices[at].pool) in pools
+                   for at in bits(layout.relevant))
 
     def _shares_parts(self, problem: _Problem, needs: Sequence[_Need] | None) -> bool:
         """Whether the problem's parts may share runs (`app.preemption.parts`):
@@ -1925,11 +1952,16 @@ def _parts(members: list[set[int]] | None) -> list[tuple[int, ...]] | None:
     those drawing on the same shared counters as them; its candidates are
     those that some releasable claim on its region's devices needs.
 
-    Exact: take a smallest victim set and an allocation it makes possible,
-    in part v. Its pods outside v's candidates release nothing on v's
-    devices or counters, so without them the allocation is still possible:
-    the set lies within v's candidates. Enumerating victim sets per part
-    finds every smallest set, and only those."""
+    Exact where no pool with a device in a region is over its counters'
+    limit once the pods already going release their claims (`_over_limit`;
+    the allocator refuses such a pool's devices until enough of it is
+    released, by pods of any part): take a smallest victim set and an
+    allocation it makes possible, in part v. Its pods outside v's
+    candidates release nothing on v's devices or counters, and no pool of
+    v's devices is over its limit with or without them, so without them the
+    allocation is still possible: the set lies within v's candidates.
+    Enumerating victim sets per part finds every smallest set, and only
+    those."""
     if members is None:
         return None
     return sorted({tuple(sorted(m)) for m in members if m})

@@ -637,3 +637,34 @@ def test_a_node_whose_slices_changed_is_read_again_by_a_kept_search() -> None:
         _, fresh = searcher(inv)
         assert answer(kept.search(inv.pod(key)).best) == answer(fresh.search(inv.pod(key)).best)
     assert victims(kept.search(inv.pod("default/q"))) == ["n1-0", "n1-1"]
+
+
+def test_a_pool_over_its_counters_limit_is_freed_by_a_victim_of_any_root() -> None:
+    # GPUs 0-3 (roots r0, r1) draw on counters of 3, so with all four held the
+    # pool is over its limit and the allocator refuses every GPU of it until
+    # one of them goes. Two GPUs on one root: r2's pod and one GPU of r0/r1
+    # (the cheapest, n1-2), not three pods of r0/r1.
+    gpus_ = []
+    for i, root in enumerate(("r0", "r0", "r1", "r1", "r2", "r2")):
+        d = device(f"gpu-{i}", uuid=f"GPU-n1-{i}", **{ROOT: root})
+        d["consumesCounters"] = [{"counterSet": "board01" if i < 4 else "board2",
+                                  "counters": {"mem": {"value": "1"}}}]
+        gpus_.append(d)
+    objs = [GPU_CLASS, node("n1"), resource_slice(
+        "n1-gpus", node_name="n1", pool="n1", devices=gpus_,
+        shared_counters=[{"name": "board01", "counters": {"mem": {"value": "3"}}},
+                         {"name": "board2", "counters": {"mem": {"value": "2"}}}]),
+        template("want", requests=[request("gpu", "gpu", count=2)],
+                 constraints=[{"requests": ["gpu"], "matchAttribute": ROOT}]),
+        preemptor()]
+    for i, prio in enumerate((3, 2, 1, 4)):
+        objs += holder(f"n1-{i}", "n1", [f"{GPU}/n1/gpu-{i}"], priority=prio)
+    objs += holder("n1-4", "n1", [f"{GPU}/n1/gpu-4", f"{GPU}/n1/gpu-5"], priority=0)
+    inv = load(*objs)
+    for mode in ("allocator", "advisor"):
+        _, search = searcher(inv, mode=mode)
+        plan = search.search(inv.pod("default/p"))
+        assert victims(plan) == ["n1-2", "n1-4"], mode
+        assert plan.best is not None and plan.best.exact
+        assert sorted(r.device for ca in plan.best.allocation
+                      for r in ca.allocation.results) == ["gpu-4", "gpu-5"]
