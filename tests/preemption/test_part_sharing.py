@@ -42,16 +42,30 @@ NIC_ROOTS = ("r0", "r1", "r2")
 P = 50
 
 
-def hardware(name: str) -> list[dict[str, Any]]:
-    """GPUs and NICs on three roots; r0 and r1 on NUMA node 0, r2 on 1."""
+def hardware(name: str, board: int | None = None, rootless: bool = False
+             ) -> list[dict[str, Any]]:
+    """GPUs and NICs on three roots; r0 and r1 on NUMA node 0, r2 on 1. With
+    `board`, the GPUs of r0 and r1 draw one unit each of a counter `board`
+    holds (3: four held are over its limit), those of r2 of another of 2;
+    `rootless`: the last GPU has no PCIe root."""
     def numa(root: str) -> int:
         return int(root == "r2")
     gpus = [device(f"gpu-{i}", uuid=f"GPU-{name}-{i}", **{ROOT: root, NUMA: numa(root)})
             for i, root in enumerate(GPU_ROOTS)]
+    if rootless:
+        del gpus[-1]["attributes"][ROOT]
+    counters = None
+    if board is not None:
+        for i, gpu in enumerate(gpus):
+            gpu["consumesCounters"] = [{"counterSet": "b01" if i < 4 else "b2",
+                                        "counters": {"mem": {"value": "1"}}}]
+        counters = [{"name": "b01", "counters": {"mem": {"value": str(board)}}},
+                    {"name": "b2", "counters": {"mem": {"value": "2"}}}]
     nics = [device(f"nic-{i}", mac=f"{name}-{i}", **{ROOT: root, NUMA: numa(root)})
             for i, root in enumerate(NIC_ROOTS)]
     return [node(name),
-            resource_slice(f"{name}-gpus", node_name=name, pool=name, devices=gpus),
+            resource_slice(f"{name}-gpus", node_name=name, pool=name, devices=gpus,
+                           shared_counters=counters),
             resource_slice(f"{name}-nics", driver=NIC_DRIVER, node_name=name, pool=name,
                            devices=nics)]
 
@@ -59,6 +73,9 @@ def hardware(name: str) -> list[dict[str, Any]]:
 DEVICES = [f"gpu-{i}" for i in range(len(GPU_ROOTS))] + [f"nic-{i}" for i in range(len(NIC_ROOTS))]
 # the claim of the device's own root (claims 0, 1, 2 for roots r0, r1, r2)
 ROOT_CLAIM = -1
+
+# The hardware's variants (`hardware`): mostly without counters.
+HARDWARE = {"board": st.sampled_from([None, None, 3, 4]), "rootless": st.booleans()}
 
 node_st = st.fixed_dictionaries({
     # per pod: its priority (P and above stay) and whether it is already going
@@ -84,6 +101,7 @@ cluster_st = st.fixed_dictionaries({
     "changes": st.lists(changes_st, min_size=2, max_size=5),
     "gpus": st.integers(1, 2),
     "nic": st.booleans(),
+    **HARDWARE,
 })
 
 
@@ -113,7 +131,7 @@ def build(spec: dict[str, Any], only: int | None = None) -> list[dict[str, Any]]
         if only is not None and n != only:
             continue
         name = f"n{n}"
-        objs += hardware(name)
+        objs += hardware(name, spec.get("board"), spec.get("rootless", False))
         pods = [f"{name}-p{i}" for i in range(len(ns["pods"]))]
         held: dict[str, list[str]] = {p: [] for p in pods}
         owners = [int((GPU_ROOTS + NIC_ROOTS)[i][1]) if owner == ROOT_CLAIM else owner
