@@ -42,6 +42,13 @@ best node (the preemption loop) and every node (the preempt verb, the dry run).
 CPU time of the calling thread is the measure, since the machine's cores are
 shared with other work; wall time is reported beside it.
 
+The collector is set as `drax serve` sets it: full passes deferred
+(`garbage_collector.defer_full_collections`), the loaded inventory frozen
+(`garbage_collector.freeze`, as after a load or a list), and a full pass
+before each timed call, as the server's idle collector runs one between
+verbs. The search pauses the collector itself (`VictimSearch.search`), in the
+server as here.
+
     .venv/bin/python -m loadtest.bench_preempt [--nodes 500] [--runs 30] [--json FILE]
 """
 
@@ -57,6 +64,7 @@ from typing import Any, Final
 
 import orjson
 
+from app import garbage_collector
 from app.extender import Extender
 from app.features import FeatureGates
 from app.inventory import KINDS, Inventory
@@ -176,6 +184,7 @@ def _timed(runs: int, make: Callable[[], Callable[[], Any]]) -> dict[str, list[f
 def measure(*, nodes: int, runs: int, varied: bool, priorities: str) -> dict[str, Any]:
     objs = full_cluster(nodes=nodes, varied=varied, priorities=priorities)
     inv = _inventory(objs)
+    garbage_collector.freeze()
     pod = inv.pod("default/preemptor")
     assert pod is not None
     names = inv.node_names()
@@ -317,6 +326,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--json", metavar="FILE")
     args = parser.parse_args(argv)
+    garbage_collector.defer_full_collections()
     results = [measure(nodes=args.nodes, runs=args.runs, varied=varied, priorities=priorities)
                for priorities in PRIORITIES for varied in (False, True)]
     command = f"python -m loadtest.bench_preempt --nodes {args.nodes} --runs {args.runs}"
