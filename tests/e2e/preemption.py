@@ -14,7 +14,7 @@ from typing import Any, Final
 import httpx
 
 from loadtest.generator import GPU_CLASS, NIC_CLASS, PCIE_ROOT, SHAPES
-from tests.e2e.cluster import Cluster
+from tests.e2e.cluster import Cluster, drax_probe_url
 from tests.e2e.kube import ApiError, Kube, wait_for
 from tests.e2e.workload import POD_CLAIM, pod_claim, wait_bound
 
@@ -137,8 +137,9 @@ def root_of(published: dict[tuple[str, str, str], dict[str, Any]],
     return value.get("string")
 
 
-def drax_metric(cluster: Cluster, name: str, **labels: str) -> float:
-    text = httpx.get(f"{cluster.drax_url}/metrics", timeout=10).text
+def drax_metric(cluster: Cluster, name: str, *, replica: int = 0, **labels: str) -> float:
+    """Metric `name` with exactly `labels` as replica `replica`'s drax serves it."""
+    text = httpx.get(f"{drax_probe_url(cluster, replica)}/metrics", timeout=10).text
     want = name + ("{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}"
                    if labels else "")
     for line in text.splitlines():

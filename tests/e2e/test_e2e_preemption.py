@@ -15,7 +15,8 @@ is filled with low-priority 1-GPU pods (claims from a template). Then:
   a claim shared with a pod that stays is not counted as freed; on a
   partitionable node, freeing one GPU's counters is enough for a MIG slice;
   no victim goes on a node where the preemptor would still lack cpu, nor
-  where a pending pod of no lower priority nominated there takes it; in
+  where a pending pod of no lower priority nominated there by the same
+  scheduler takes it (one of another scheduler does not count); in
   advisor mode a lower pod without claims goes too when the freed GPU's node
   would lack cpu.
 
@@ -24,8 +25,10 @@ pool is removed with grace 0, as a kubelet would once its containers stopped);
 the resource-claim controller then deallocates the victims' claims. Advisor
 mode (the in-tree DynamicResources plugin allocates) runs the 2 GPU + 1 NIC
 case and the 8-GPU pod with a low-priority pod behind it on a control plane of
-its own; a control plane with two drax replicas shows a new leader holding a
-preemptor's devices after the old one is killed while the victims terminate.
+its own, with two drax replicas; there, last, and on a control plane of two
+allocator-mode replicas, a new leader holds a preemptor's devices after the
+old one is stopped (advisor: SIGTERM, allocator: SIGKILL) while the victims
+terminate.
 """
 
 from __future__ import annotations
@@ -114,10 +117,12 @@ def pool(cluster: Cluster) -> Iterator[list[str]]:
         kube.close()
 
 
-def attempts_counted(cluster: Cluster) -> dict[str, float]:
-    """drax's count of nominated preemptors' attempts, by what their victims'
-    claims were (`drax_preemptor_attempts_total{claims}`)."""
-    return {claims: drax_metric(cluster, "drax_preemptor_attempts_total", claims=claims)
+def attempts_counted(cluster: Cluster, kube: Kube) -> dict[str, float]:
+    """The leading drax's count of nominated preemptors' attempts, by what
+    their victims' claims were (`drax_preemptor_attempts_total{claims}`)."""
+    leader = lease_holder(cluster, kube) or 0
+    return {claims: drax_metric(cluster, "drax_preemptor_attempts_total", replica=leader,
+                                claims=claims)
             for claims in ("allocated", "freed", "unread")}
 
 
@@ -127,9 +132,9 @@ def test_a_2gpu_nic_pod_preempts_two_pods_on_one_root_and_binds_aligned(
     are deallocated, by drax's count (which counts its binding attempt, after
     the deallocation or, when that attempt's first filter still read a claim
     allocated, before it: every attempt reaches drax in allocator mode)."""
-    before = attempts_counted(cluster)
+    before = attempts_counted(cluster, kube)
     seen = check_pair_preemption(kube, cluster, "pre")
-    counted = {k: v - before[k] for k, v in attempts_counted(cluster).items()}
+    counted = {k: v - before[k] for k, v in attempts_counted(cluster, kube).items()}
     print(f"allocator mode: attempts counted {counted}; the preemptor's nominatedNodeName "
           f"as polled: {seen['nominations']}")
     assert seen["node"] in pool
@@ -202,8 +207,9 @@ def test_default_scheduler_preempts_nothing_for_devices(pool: list[str], cluster
 
 @pytest.fixture(scope="module")
 def advisor(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    # Two replicas: the last advisor test stops the leader.
     with running_cluster(tmp_path_factory.mktemp("e2e-preempt-advisor"),
-                         drax_mode="advisor") as running:
+                         drax_mode="advisor", replicas=2) as running:
         yield running
 
 
@@ -229,9 +235,9 @@ def test_advisor_mode_preempts_for_a_2gpu_nic_pod(advisor: Cluster,
     reaches drax (none is counted `allocated`); the binding one does, and is
     counted after the deallocation."""
     kube, _ = advisor_pool
-    before = attempts_counted(advisor)
+    before = attempts_counted(advisor, kube)
     seen = check_pair_preemption(kube, advisor, "apre")
-    counted = {k: v - before[k] for k, v in attempts_counted(advisor).items()}
+    counted = {k: v - before[k] for k, v in attempts_counted(advisor, kube).items()}
     print(f"advisor mode: attempts counted {counted}; the preemptor's nominatedNodeName "
           f"as polled: {seen['nominations']}")
     assert counted["allocated"] == 0, counted
@@ -300,6 +306,18 @@ def test_advisor_mode_takes_a_lower_pod_without_claims_for_the_cpu_a_freed_gpu_l
         assert bound_node(kube, "aroom-small") == node
     finally:
         kube.close()
+
+
+def test_advisor_mode_a_new_leader_holds_the_devices_of_a_preemptor_whose_victims_still_terminate(
+        advisor: Cluster) -> None:
+    """`check_failover` in advisor mode on a 1-node pool, the leader stopped as
+    a rolling update stops it (SIGTERM: its kube-scheduler releases the
+    Lease). The new leader's kube-scheduler clears the preemptor's
+    nominatedNodeName at its first failed attempt (the DynamicResources
+    filter refuses the node while the victims' claims are allocated); the
+    hold comes back all the same. It stops the advisor control plane's
+    leader, so it runs last there."""
+    check_failover(advisor, "afo", nodes=1, sig=signal.SIGTERM)
 
 
 def test_a_pdb_sends_the_preemption_to_the_node_that_violates_none(cluster: Cluster,
@@ -438,30 +456,39 @@ def test_no_victim_goes_on_a_node_that_would_still_lack_cpu(cluster: Cluster,
     assert len(kubelet.removed) == 1, kubelet.removed
 
 
+def nominated_nowhere(kube: Kube, name: str, node: str, scheduler: str) -> None:
+    """A pending pod of `scheduler` asking 62 cpus, nominated to `node`: its
+    nodeSelector matches no node and its preemptionPolicy is Never, so its
+    scheduler neither places it nor clears the nomination."""
+    kube.create({"apiVersion": "v1", "kind": "Pod",
+                 "metadata": {"name": name, "namespace": "default"},
+                 "spec": {"schedulerName": scheduler, "priorityClassName": NEVER,
+                          "nodeSelector": {"e2e/nowhere": "yes"}, "containers": [
+                              {"name": "main", "image": "registry.k8s.io/pause:3.10",
+                               "resources": {"requests": {"cpu": "62"}}}]}})
+    kube.patch("Pod", name, {"status": {"nominatedNodeName": node}}, "default",
+               subresource="status")
+
+
 def test_a_pod_nominated_there_of_no_lower_priority_counts_against_the_room(
         cluster: Cluster, kube: Kube) -> None:
-    """A full 1-node pool (64 cpus) and a pending pod of the preemptor's
+    """A full 1-node pool (64 cpus) and two pending pods of the preemptor's
     priority nominated to that node (`status.nominatedNodeName`, as a
-    scheduler's preemption leaves it; its nodeSelector matches no node and its
-    preemptionPolicy is Never, so kube-scheduler neither places it nor clears
-    the nomination) asking 62 cpus: kube-scheduler counts it on the node for
-    pods of no higher priority (addNominatedPods), and so does drax, so
-    freeing a GPU there would leave the 4-cpu preemptor short and nothing is
-    deleted. Once that pod is gone, the same preemptor takes one victim."""
+    scheduler's preemption leaves it) asking 62 cpus each, one of drax's
+    scheduler, one of `default-scheduler`. kube-scheduler counts a pod
+    nominated to a node for pods of no higher priority (addNominatedPods),
+    but only the pods of its own profiles: drax counts the first, so freeing
+    a GPU there would leave the 4-cpu preemptor short and nothing is deleted.
+    Once that pod is gone, the same preemptor takes one victim, the other
+    scheduler's pod still nominated there."""
     prefix = "nom"
     priority_classes(kube)
     (node,) = add_pool(kube, prefix=prefix, nodes=1, seed=11)
     templates(kube, prefix)
     fill(kube, prefix, [node])
-    kube.create({"apiVersion": "v1", "kind": "Pod",
-                 "metadata": {"name": "nom-ahead", "namespace": "default"},
-                 "spec": {"schedulerName": "drax", "priorityClassName": NEVER,
-                          "nodeSelector": {"e2e/nowhere": "yes"}, "containers": [
-                              {"name": "main", "image": "registry.k8s.io/pause:3.10",
-                               "resources": {"requests": {"cpu": "62"}}}]}})
-    kube.patch("Pod", "nom-ahead", {"status": {"nominatedNodeName": node}}, "default",
-               subresource="status")
-    time.sleep(2)  # both schedulers' watches deliver the nomination
+    nominated_nowhere(kube, "nom-ahead", node, "drax")
+    nominated_nowhere(kube, "nom-other", node, "default-scheduler")
+    time.sleep(2)  # both schedulers' watches deliver the nominations
     attempted = drax_metric(cluster, "drax_preemptions_attempted_total")
     kubelet = Kubelet(kube, prefix)
     body = pod(prefix, "wide", "one", priority_class=HIGH)
@@ -481,6 +508,8 @@ def test_a_pod_nominated_there_of_no_lower_priority_counts_against_the_room(
     assert kubelet.until("nom-wide bound", lambda: bound_node(kube, "nom-wide"),
                          timeout=150) == node
     assert len(kubelet.removed) == 1, kubelet.removed
+    assert kube.get("Pod", "nom-other", "default")["status"].get("nominatedNodeName") == node
+    kube.delete("Pod", "nom-other", "default", grace_period_seconds=0)
 
 
 # --------------------------------------------------------------------------- failover
@@ -506,21 +535,19 @@ def lease_holder(cluster: Cluster, kube: Kube) -> int | None:
                                   .get("holderIdentity") or ""))
 
 
-def test_a_new_leader_holds_the_devices_of_a_preemptor_whose_victims_still_terminate(
-        two_replicas: Cluster) -> None:
-    """The leader preempts for a 2 GPU + 1 NIC pod and is killed (SIGKILL, with
-    its kube-scheduler) while the victims still terminate. The replica taking
-    the Lease deletes nothing more, holds the pod's devices from its
-    nominatedNodeName and the terminating victims, and the pod binds there
-    once they are gone; a low-priority pod behind it gets nothing."""
-    cluster = two_replicas
+def check_failover(cluster: Cluster, prefix: str, *, nodes: int, sig: int) -> None:
+    """A full pool of `nodes` nodes; the leader preempts for a 2 GPU + 1 NIC
+    pod and is stopped with `sig` (its kube-scheduler, then its drax) while
+    the victims still terminate. The replica taking the Lease deletes nothing
+    more, holds the pod's devices from its nominatedNodeName and the
+    terminating victims, and the pod binds there once they are gone; a
+    low-priority pod behind it gets nothing."""
     kube = cluster.kube()
-    prefix = "fo"
     try:
         priority_classes(kube)
-        nodes = add_pool(kube, prefix=prefix, nodes=2, seed=11)
+        pool_nodes = add_pool(kube, prefix=prefix, nodes=nodes, seed=11)
         templates(kube, prefix)
-        fill(kube, prefix, nodes)
+        fill(kube, prefix, pool_nodes)
         leader = lease_holder(cluster, kube)
         assert leader is not None
         standby = 1 - leader
@@ -533,7 +560,7 @@ def test_a_new_leader_holds_the_devices_of_a_preemptor_whose_victims_still_termi
                     if p["metadata"].get("deletionTimestamp")]) == 2 else None), timeout=120)
         assert replica_metric(cluster, standby, "drax_nominated_devices") == 0
         for component in (scheduler_name(leader), drax_name(leader)):
-            cluster.kill(component, sig=signal.SIGKILL)
+            cluster.kill(component, sig=sig)
         namespace, lease_name = LEASE
         duration = float(kube.get("Lease", lease_name, namespace)["spec"]
                          ["leaseDurationSeconds"])
@@ -554,3 +581,10 @@ def test_a_new_leader_holds_the_devices_of_a_preemptor_whose_victims_still_termi
         cluster.note_leader(kube)
     finally:
         kube.close()
+
+
+def test_a_new_leader_holds_the_devices_of_a_preemptor_whose_victims_still_terminate(
+        two_replicas: Cluster) -> None:
+    """`check_failover` on a 2-node pool, the leader killed (SIGKILL): the
+    standby takes the Lease once it expires."""
+    check_failover(two_replicas, "fo", nodes=2, sig=signal.SIGKILL)
