@@ -191,10 +191,12 @@ def part_node(layout: PartLayout, allocated: AllocatedState, position: Mapping[s
     if overcommitted(allocated, view):
         return None
     taken = _mask(allocated.devices, position)
-    shared = _mask(allocated.multi_allocated, position) | _mask(allocated.consumed_capacity,
-                                                               position)
-    return PartNode(layout=layout, taken=taken, held=taken | shared,
-                    open=tuple(one and not region & shared
+    shared = _mask(allocated.multi_allocated, position)
+    # in use as the topology score reads it (`make_objective`): held exclusively or shared
+    held = taken | shared
+    not_plain = shared | _mask(allocated.consumed_capacity, position)
+    return PartNode(layout=layout, taken=taken, held=held,
+                    open=tuple(one and not region & not_plain
                                for one, region in zip(layout.one_root, layout.regions,
                                                       strict=True)))
 
