@@ -56,7 +56,7 @@ from app.observability.search import SearchMetrics
 from app.preemption import Actor, Catchup, CatchupMetrics, Driver, PreemptionMetrics, VictimSearch
 from app.server.app import Lifespan, create_app, create_probe_app
 from app.server.metrics import ServerMetrics
-from app.sources.files import RawSlice, Sourced, iter_sourced
+from app.sources.files import ParsedSlice, RawSlice, Sourced, iter_sourced
 from app.sources.kube import (
     WATCHED_KINDS,
     InventorySizes,
@@ -112,7 +112,9 @@ def load_files(inventory: Inventory, paths: Iterable[str | Path]) -> LoadReport:
         nonlocal applied, invalid
         kind = obj["kind"]
         try:
-            if type(obj) is RawSlice:
+            if type(obj) is ParsedSlice:  # no node pool: every slice is kept
+                inventory.apply_parsed(kind, "ADDED", obj.slice)
+            elif type(obj) is RawSlice:
                 # decoded straight into the model, and only if the pool keeps it
                 if inventory.admits(kind, obj):
                     inventory.apply_parsed(kind, "ADDED", decode_resource_slice(obj.raw))
@@ -127,7 +129,7 @@ def load_files(inventory: Inventory, paths: Iterable[str | Path]) -> LoadReport:
     # Everything parsed here stays alive: the cyclic collector would rescan the
     # growing inventory again and again for nothing.
     with garbage_collector.paused():
-        for path, obj in iter_sourced(paths, raw_slices=True):
+        for path, obj in iter_sourced(paths, raw_slices=True, parsed_slices=pool is None):
             kind = obj["kind"]
             if kind not in KINDS:
                 unknown[kind] += 1

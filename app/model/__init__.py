@@ -38,7 +38,7 @@ from app.model.objects import (
     qualify,
 )
 from app.model.quantity import Quantity, QuantityError, parse_quantity
-from app.model.typed import decode_resource_slice, parse_object
+from app.model.typed import decode_listed_slice, decode_resource_slice, parse_object
 
 __all__ = [
     "AllocationResult", "AttributeValue", "CounterSet", "Device", "DeviceCapacity",
@@ -47,7 +47,8 @@ __all__ = [
     "ExactDeviceRequest", "InvalidObject", "LabelSelector", "Node", "NodeSelector", "Pod",
     "PodDisruptionBudget", "PodResourceClaim", "PriorityClass",
     "Quantity", "QuantityError", "RequestPolicy", "ResourceClaim", "ResourceClaimSpec",
-    "ResourceClaimTemplate", "ResourcePool", "ResourceSlice", "decode_resource_slice",
+    "ResourceClaimTemplate", "ResourcePool", "ResourceSlice", "decode_listed_slice",
+    "decode_resource_slice",
     "parse_object", "parse_quantity",
     "qualify",
 ]

@@ -389,3 +389,17 @@ def test_forgetting_the_shared_parts_keeps_what_was_built() -> None:
     after = decode_resource_slice(orjson.dumps(raw))
     assert after == before and after.devices[0].capacity is not before.devices[0].capacity
     assert str(before.devices[0].capacity["gpu.example.com/memory"].value) == "80Gi"
+
+
+def test_a_listed_item_is_decoded_only_when_it_is_a_slice_taken_as_written() -> None:
+    s = next(o for o in generator.iter_cluster(nodes=1) if o["kind"] == "ResourceSlice")
+    data = orjson.dumps(s)
+    assert typed.decode_listed_slice(data, None) == decode_resource_slice(data)
+    unkinded = orjson.dumps({k: v for k, v in s.items() if k != "kind"})
+    assert typed.decode_listed_slice(unkinded, "ResourceSlice") == decode_resource_slice(data)
+    assert typed.decode_listed_slice(unkinded, None) is None  # a List's item names its kind
+    assert typed.decode_listed_slice(orjson.dumps({**s, "kind": "Gadget"}), None) is None
+    broken = {**s, "spec": {k: v for k, v in s["spec"].items() if k != "pool"}}
+    assert typed.decode_listed_slice(orjson.dumps(broken), None) is None  # the reference names it
+    with pytest.raises(InvalidObject, match=r"spec\.pool"):
+        decode_resource_slice(orjson.dumps(broken))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import signal
@@ -10,15 +11,18 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
+from app import runtime
 from app.cli import build_parser, main
 from app.config import Settings
 from app.inventory import Inventory
 from app.runtime import SAMPLE_DIR, build_runtime, load_files
-from app.sources.files import RawSlice, SourceError, iter_sourced
+from app.sources import files
+from app.sources.files import ParsedSlice, RawSlice, SourceError, iter_sourced
 from loadtest import generator
 
 REPO = Path(__file__).resolve().parents[2]
@@ -150,6 +154,42 @@ def test_the_verb_deadline_is_described_as_the_code_behaves() -> None:
         assert re.search(r"filter answers with `?Error`? [^.]{0,60}prioritize with no scores",
                          flat), text
         assert "scores so far" not in flat
+
+
+def test_without_a_node_pool_a_json_slice_is_read_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # No node pool: no head read before the slice (one pass over its JSON),
+    # and the inventory holds what the head-first read gives.
+    objects = list(generator.iter_cluster(nodes=4, partitionable_fraction=0.5))
+    slices = [o for o in objects if o["kind"] == "ResourceSlice"]
+    shaped_like_a_slice = {**slices[0], "kind": "Gadget"}
+    generator.write_objects(tmp_path / "cluster.json", [*objects, shaped_like_a_slice])
+    (tmp_path / "more.json").write_text(json.dumps({"kind": "ResourceSliceList", "items": [
+        {k: v for k, v in {**slices[0], "metadata": {"name": "unkinded"}}.items()
+         if k != "kind"}]}))
+    with monkeypatch.context() as m:  # every slice's head read first, as with a node pool
+        m.setattr(runtime, "iter_sourced",
+                  lambda paths, **_: files.iter_sourced(paths, raw_slices=True))
+        head_first = Inventory()
+        assert load_files(head_first, [tmp_path]).unknown_kinds == {"Gadget": 1}
+    heads: list[bytes] = []
+    real = files._HEAD
+
+    class Counting:
+        def decode(self, raw: Any) -> Any:
+            heads.append(bytes(raw))
+            return real.decode(raw)
+
+    monkeypatch.setattr(files, "_HEAD", Counting())
+    parsed = [o.obj for o in iter_sourced([tmp_path], raw_slices=True, parsed_slices=True)]
+    assert sum(type(o) is ParsedSlice for o in parsed) == len(slices) + 1
+    assert not any(b'"ResourceSlice"' in h for h in heads)  # only the Nodes, classes, the Gadget
+    assert any(b'"Gadget"' in h for h in heads)
+    inventory = Inventory()
+    report = load_files(inventory, [tmp_path])
+    assert report.unknown_kinds == {"Gadget": 1} and report.invalid == 0
+    assert dict(inventory._table("ResourceSlice")) == dict(head_first._table("ResourceSlice"))
+    assert "unkinded" in dict(inventory._table("ResourceSlice"))
 
 
 def test_json_lists_of_slices_load_as_their_yaml(
