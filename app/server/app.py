@@ -2,12 +2,12 @@
 
 kube-scheduler calls `filter` synchronously for every pod it schedules, so the
 verbs are plain ASGI endpoints that a POST reaches without Starlette's
-middleware or routing (FastAPI's parameter machinery and pydantic roughly
-halve throughput, see libeval.md §3): the body is read once from `receive`
-under a size limit, decoded with orjson, handed to the extender's plain
-functions and encoded with orjson (prioritize's answer by `wire` itself). The
-filter work is CPU-bound and bounded, so it runs on the event loop; only bind
-awaits I/O.
+middleware or routing while the app has no middleware (FastAPI's parameter
+machinery and pydantic roughly halve throughput, see libeval.md §3): the body
+is read once from `receive` under a size limit, decoded with orjson, handed to
+the extender's plain functions and encoded with orjson (prioritize's answer by
+`wire` itself). The filter work is CPU-bound and bounded, so it runs on the
+event loop; only bind awaits I/O.
 
 No input makes this edge crash or answer 5xx: a body drax cannot use gets a
 4xx with `{"error": ...}` and one warning log line naming the pod when known
@@ -381,7 +381,8 @@ class ExtenderApp(FastAPI):
     kube-scheduler sends one per node it schedules, and Starlette's middleware
     and routing would add about as much per call as answering a small cluster
     takes. The router holds the same endpoints for everything else (another
-    method, a path with a root path)."""
+    method, a path with a root path), and for every request once any
+    middleware is added: middleware sees the verbs like any other path."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -390,7 +391,7 @@ class ExtenderApp(FastAPI):
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["method"] == "POST" and not scope.get("root_path"):
             endpoint = self.verb_endpoints.get(scope["path"])
-            if endpoint is not None:
+            if endpoint is not None and not self.user_middleware:
                 await endpoint(scope, receive, send)
                 return
         await super().__call__(scope, receive, send)

@@ -481,3 +481,47 @@ def test_every_verb_request_is_announced_as_it_arrives() -> None:
         c.post("/filter", json=names_args(pod("infer-0"), ["h100-node-1"]))
         c.post("/bind", content=b"{not json", headers={"Content-Type": "application/json"})
     assert len(arrived) == 2  # even a request that turns out to be unusable
+
+
+# ------------------------------------------------------------------ middleware
+
+
+class Recorded:
+    """An ASGI middleware that notes each HTTP request it sees."""
+
+    def __init__(self, app: Any, seen: list[tuple[str, str]]) -> None:
+        self.app, self.seen = app, seen
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            self.seen.append((scope["method"], scope["path"]))
+        await self.app(scope, receive, send)
+
+
+async def test_a_middleware_added_to_the_app_sees_the_verbs_and_changes_no_answer() -> None:
+    plain, wrapped = sample_runtime().app, sample_runtime().app
+    seen: list[tuple[str, str]] = []
+    wrapped.add_middleware(Recorded, seen=seen)
+    args = names_args(pod("infer-0"), GPU_NODES)
+    answers = []
+    for app in (plain, wrapped):
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                     base_url="http://drax") as c:
+            answers.append([(r.status_code, r.content) for r in [
+                await c.post("/filter", json=args),
+                await c.post("/scheduler/prioritize", json=args),
+                await c.post("/bind", json={"PodName": "nobody", "PodNamespace": "default",
+                                            "PodUID": "x", "Node": "h100-node-2"})]])
+    assert answers[0] == answers[1] and answers[0][0][0] == 200
+    assert seen == [("POST", "/filter"), ("POST", "/scheduler/prioritize"), ("POST", "/bind")]
+
+
+async def test_without_middleware_a_verb_post_skips_starlettes_stack() -> None:
+    app = sample_runtime().app
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                 base_url="http://drax") as c:
+        r = await c.post("/filter", json=names_args(pod("infer-0"), GPU_NODES))
+        assert r.status_code == 200 and r.json()["NodeNames"]
+        assert app.middleware_stack is None  # Starlette built nothing for the verb
+        assert (await c.get("/healthz")).status_code == 200
+        assert app.middleware_stack is not None
