@@ -33,6 +33,7 @@ term for term; tests pin it to `TopologyObjective.evaluate`'s.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -172,36 +173,69 @@ def _root_ceiling(shape: Layout, root: Root, kinds: Sequence[int], wanted: Seque
         elif at in frees:
             takeable.append(at)
         # a held device that no victim set releases is never the pod's
-    if len(takeable) > _MOST_TAKEN:
+    n = len(takeable)
+    if n > _MOST_TAKEN:
         return None
-    shortfalls = [(mask, count - (mask & free).bit_count()) for mask, count in
-                  zip(kinds, wanted, strict=True)]
+    shortfalls = [(mask, need) for mask, count in zip(kinds, wanted, strict=True)
+                  if (need := count - (mask & free).bit_count()) > 0]
     union = 0
     for mask in kinds:
         union |= mask
     short = total - (union & free).bit_count()
+    unit = shape.unit
+    # per pick (a subset of `takeable`, as bits), the positions it takes and
+    # those it surely releases, each from the pick without its lowest member
+    taken_by = [0] * (1 << n)
+    released_by = [0] * (1 << n)
+    for pick in range(1, 1 << n):
+        low = pick & -pick
+        at = takeable[low.bit_length() - 1]
+        rest = pick ^ low
+        taken_by[pick] = taken_by[rest] | 1 << at
+        released_by[pick] = released_by[rest] | frees[at]
     best = -math.inf
-    enough: list[int] = []  # the sets found enough so far
-    # Fewest taken first: a set holding one found enough releases at least
-    # as much, so it scores no higher and is skipped.
-    for pick in sorted(range(1 << len(takeable)), key=int.bit_count):
-        if any(pick & smaller == smaller for smaller in enough):
+    scores: dict[int, float] = {}  # per units left in use, its score
+    # Fewest taken first: a pick containing one found enough releases at
+    # least as much, so it scores no higher and is skipped (`covered`: it,
+    # or a pick it contains, was found enough).
+    covered = bytearray(1 << n)
+    for pick in _by_size(n):
+        rest = pick
+        while rest:
+            low = rest & -rest
+            rest ^= low
+            if covered[pick ^ low]:
+                covered[pick] = 1
+                break
+        if covered[pick]:
             continue
-        taken = released = 0
-        for i, at in enumerate(takeable):
-            if pick >> i & 1:
-                taken |= 1 << at
-                released |= frees[at]
+        taken = taken_by[pick]
         if taken.bit_count() < short or any((mask & taken).bit_count() < need
                                             for mask, need in shortfalls):
             continue
-        enough.append(pick)
+        covered[pick] = 1
+        released = released_by[pick]
         after = used
-        for u, mask in held.items():
-            if mask != -1 and not mask & ~released:
+        rest = released
+        while rest:
+            low = rest & -rest
+            rest ^= low
+            u = unit[low.bit_length() - 1]
+            devices = held.get(u)
+            if devices is not None and devices != -1 and not devices & ~released:
                 after &= ~(1 << u)  # all its held devices go
-        best = max(best, one_root_score(shape, root, after, total))
+        score = scores.get(after)
+        if score is None:
+            score = scores[after] = one_root_score(shape, root, after, total)
+        if score > best:
+            best = score
     return best
+
+
+@functools.cache
+def _by_size(n: int) -> tuple[int, ...]:
+    """The subsets of n members (as bits), fewest members first."""
+    return tuple(sorted(range(1 << n), key=int.bit_count))
 
 
 def one_root_score(shape: Layout, root: Root, used: int, count: int) -> float:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
+import random
 from typing import Any
 
 from app.allocator.types import AllocatedState, ClaimAllocation
@@ -138,3 +140,81 @@ def test_a_device_held_for_another_stays_used_in_the_ceiling() -> None:
     with inv.holds_lifted_for(p):
         best = search.search(p, best_only=True).best
     assert best is not None and full.best is not None and answer(best) == answer(full.best)
+
+
+def _plain_root_ceiling(shape: Any, root: Any, kinds: Any, wanted: Any, total: int,
+                        held: Any, used: int, taken_now: int, frees: Any) -> float | None:
+    """`_root_ceiling` as its docstring reads: every set of takeable held devices
+    that is enough, each scored with what it surely releases."""
+    free = 0
+    takeable = []
+    for at in root.positions:
+        if not taken_now >> at & 1:
+            free |= 1 << at
+        elif at in frees:
+            takeable.append(at)
+    if len(takeable) > 10:
+        return None
+    best = -math.inf
+    for size in range(len(takeable) + 1):
+        for pick in itertools.combinations(takeable, size):
+            taken = sum(1 << at for at in pick)
+            if any(((mask & free).bit_count() + (mask & taken).bit_count()) < count
+                   for mask, count in zip(kinds, wanted, strict=True)):
+                continue
+            union = 0
+            for mask in kinds:
+                union |= mask
+            if (union & free).bit_count() + taken.bit_count() < total:
+                continue
+            released = 0
+            for at in pick:
+                released |= frees[at]
+            after = used
+            for u, mask in held.items():
+                if mask != -1 and not mask & ~released:
+                    after &= ~(1 << u)
+            best = max(best, one_root_score(shape, root, after, total))
+    return best
+
+
+def test_the_ceiling_is_the_best_over_every_enough_set(monkeypatch: Any) -> None:
+    # Random holdings on a node of four roots: the ceiling equals the one that
+    # scores every enough set of takeable devices.
+    from app.preemption import ceiling as module
+
+    inv = load(*numa_node("n1"))
+    state = inv.node_state("n1")
+    assert state is not None
+    config = TopologyConfig()
+    devices = flat_devices(state.view)
+    shape = layout(node_topology(state.view, config), devices, (1 << len(devices)) - 1)
+    gpus = sum(1 << at for at, d in enumerate(devices) if d.name.startswith("gpu"))
+    nics = sum(1 << at for at, d in enumerate(devices) if d.name.startswith("nic"))
+    rng = random.Random(7)
+    bounded = 0
+    for _ in range(400):
+        taken = shared = 0
+        for at in range(len(devices)):
+            if rng.random() < 0.7:
+                taken |= 1 << at
+                if rng.random() < 0.05:
+                    shared |= 1 << at
+        frees: dict[int, int] = {}
+        for at in range(len(devices)):
+            if taken >> at & 1 and rng.random() < 0.8:
+                frees[at] = 1 << at
+                for other in range(len(devices)):
+                    if taken >> other & 1 and rng.random() < 0.15:
+                        frees[at] |= 1 << other
+        kinds, wanted = rng.choice([((gpus, nics), (2, 1)), ((gpus,), (1,)),
+                                    ((gpus | nics,), (3,)), ((gpus, nics), (1, 1))])
+        args = dict(kinds=kinds, wanted=wanted, total=sum(wanted), taken=taken,
+                    shared=shared, frees=frees)
+        fast = ceiling(shape, config, **args)
+        with monkeypatch.context() as m:
+            m.setattr(module, "_root_ceiling", _plain_root_ceiling)
+            plain = ceiling(shape, config, **args)
+        assert fast == plain, args
+        bounded += fast != UNBOUNDED
+    assert bounded > 50
