@@ -190,15 +190,61 @@ def part_node(layout: PartLayout, allocated: AllocatedState, position: Mapping[s
     counters are overcommitted (the allocator then refuses the whole pool)."""
     if overcommitted(allocated, view):
         return None
-    taken = _mask(allocated.devices, position)
-    shared = _mask(allocated.multi_allocated, position)
-    # in use as the topology score reads it (`make_objective`): held exclusively or shared
-    held = taken | shared
-    not_plain = shared | _mask(allocated.consumed_capacity, position)
+    held, shared = held_positions(allocated, position)
+    taken = id_mask(allocated.devices, position)
+    not_plain = shared | id_mask(allocated.consumed_capacity, position)
     return PartNode(layout=layout, taken=taken, held=held,
                     open=tuple(one and not region & not_plain
                                for one, region in zip(layout.one_root, layout.regions,
                                                       strict=True)))
+
+
+def part_members(layout: PartLayout,
+                 claims: Iterable[tuple[Iterable[int], Iterable[int | None]]]
+                 ) -> list[set[int]]:
+    """Per part of `layout`, the candidates that some releasable claim holding
+    devices of its region needs, from each such claim's candidates and its
+    devices' positions (None: not in the node's view) (`part_groups`)."""
+    regions = layout.regions
+    members: list[set[int]] = [set() for _ in regions]
+    for needs, places in claims:
+        held = mask_of(at for at in places if at is not None)
+        for i, region in enumerate(regions):
+            if held & region:
+                members[i].update(needs)
+    return members
+
+
+def part_groups(members: Sequence[set[int]]) -> list[tuple[int, ...]]:
+    """The candidates per part of the node (`members`, per part of its
+    `PartLayout`), as groups to enumerate victim sets in: every allocation of
+    the pod lies in one part, since its one claim binds all its requests with
+    a matchAttribute constraint, so the devices it takes share one value of
+    that attribute, and every value is a plain one (no lists, whose values
+    may overlap). A part's region holds the devices the requests match with
+    that value, and those drawing on the same shared counters as them; its
+    candidates are those that some releasable claim on its region's devices
+    needs.
+
+    Exact where no pool with a device in a region is over its counters'
+    limit once the pods already going release their claims (the allocator
+    refuses such a pool's devices until enough of it is released, by pods of
+    any part; the search then enumerates all candidates together): take a
+    smallest victim set and an allocation it makes possible, in part v. Its
+    pods outside v's candidates release nothing on v's devices or counters,
+    and no pool of v's devices is over its limit with or without them, so
+    without them the allocation is still possible: the set lies within v's
+    candidates. Enumerating victim sets per part finds every smallest set,
+    and only those."""
+    return sorted({tuple(sorted(m)) for m in members if m})
+
+
+def held_positions(allocated: AllocatedState, position: Mapping[str, int]) -> tuple[int, int]:
+    """The positions of the devices in use as the topology score reads them
+    (`make_objective`: held exclusively or shared), and of those held
+    shared, as masks."""
+    shared = id_mask(allocated.multi_allocated, position)
+    return id_mask(allocated.devices, position) | shared, shared
 
 
 def overcommitted(allocated: AllocatedState, view: NodeView) -> set[tuple[str, str]]:
@@ -219,12 +265,22 @@ def overcommitted(allocated: AllocatedState, view: NodeView) -> set[tuple[str, s
     return out
 
 
-def _mask(device_ids: Iterable[str], position: Mapping[str, int]) -> int:
+def id_mask(device_ids: Iterable[str], position: Mapping[str, int]) -> int:
+    """The positions (`position`) of the devices `device_ids` in the node's
+    view, as a mask; devices not in it are left out."""
     out = 0
     for device_id in device_ids:
         at = position.get(device_id)
         if at is not None:
             out |= 1 << at
+    return out
+
+
+def mask_of(positions: Iterable[int]) -> int:
+    """`positions` as a mask."""
+    out = 0
+    for at in positions:
+        out |= 1 << at
     return out
 
 

@@ -29,7 +29,7 @@ that releases the same claims as one already tried is not tried again. When
 P's one claim keeps all its devices to one value of an attribute
 (matchAttribute over every request, e.g. one PCIe root), victim sets are
 enumerated per such part of the node, among the pods holding its devices
-(`_parts` says why no smallest set is missed). Past
+(`app.preemption.parts.part_groups` says why no smallest set is missed). Past
 a budget of allocator runs a node settles for a minimal set (no victim can be
 spared), reprieving pods highest priority first as kube-scheduler does.
 Nodes whose problem is equal up to renaming (hardware, usage, which claims
@@ -74,7 +74,7 @@ from typing import Any, Final
 
 from app import garbage_collector
 from app.allocator.constraints import SCALAR_KINDS, lookup_attribute
-from app.allocator.types import AllocatedState, AllocationOutcome, ClaimAllocation, NodeView
+from app.allocator.types import AllocationOutcome, ClaimAllocation, NodeView
 from app.bounded_cache import BoundedCache
 from app.extender.answers import (
     AnswerBook,
@@ -109,8 +109,13 @@ from app.preemption.parts import (
     PartLayout,
     PartNode,
     bits,
+    held_positions,
+    id_mask,
+    mask_of,
     overcommitted,
+    part_groups,
     part_layout,
+    part_members,
     part_node,
     steps_bound,
 )
@@ -987,7 +992,7 @@ class VictimSearch:
         key = (facts.signature, facts.kinds, wanted, frees)
         hit = self._ceilings.get(key)
         if hit is None:
-            taken, shared = _held_positions(state.allocated, facts.position)
+            taken, shared = held_positions(state.allocated, facts.position)
             hit = self._ceilings.put(key, ceiling(
                 shape, config, kinds=layout.kinds, wanted=wanted, total=sum(wanted),
                 taken=taken, shared=shared, frees=dict(frees)))
@@ -1236,7 +1241,8 @@ class VictimSearch:
         split = self._part_layout(problem, needs)
         if split is not None and self._over_limit(problem, split, released(())):
             split = None
-        members = None if split is None else _members(problem, split)
+        members = None if split is None else part_members(
+            split, ((c.needs, c.places) for c in problem.claims if c.needs and c.relevant))
         sharing = None
         if split is not None and self._shares_parts(problem, needs):
             sharing = self._sharing(problem, split, attempt, released)
@@ -1247,7 +1253,7 @@ class VictimSearch:
                 return solved
             part_run = functools.partial(self._part_run, problem, sharing)
             attempt = part_run
-        groups = _parts(members) or [everyone]
+        groups = (None if members is None else part_groups(members)) or [everyone]
         for size in range(1, max(len(g) for g in groups) + 1):
             if sum(math.comb(len(g), size) for g in groups) > budget * _ENUMERATED_PER_TRIAL:
                 return _Solved(view=view, options=None, cut=True)
@@ -1320,10 +1326,10 @@ class VictimSearch:
         outcomes: dict[tuple[int, ...], _Run] = {}
 
         # per releasable claim, the pods it needs gone as a mask of candidates
-        needed = [(i, _bitmask(c.needs)) for i, c in enumerate(claims) if c.needs is not None]
+        needed = [(i, mask_of(c.needs)) for i, c in enumerate(claims) if c.needs is not None]
 
         def released(victims: Collection[int]) -> tuple[int, ...]:
-            gone = _bitmask(victims)
+            gone = mask_of(victims)
             return tuple(i for i, mask in needed if not mask & ~gone)
 
         def attempt(idx: tuple[int, ...]) -> _Run:
@@ -1436,7 +1442,7 @@ class VictimSearch:
         None where a part's sets reach beyond it, or where the loop of
         `_solve` could run out of `budget` before the smallest size."""
         # per releasable claim: the candidates it needs (a mask), and where it holds
-        claims = [(_bitmask(c.needs), c.plain, c.needs) for c in problem.claims if c.needs]
+        claims = [(mask_of(c.needs), c.plain, c.needs) for c in problem.claims if c.needs]
         found: list[tuple[int, tuple[int, ...], tuple[_PartOption, ...]]] = []
         for i, cands in enumerate(members):
             if not cands:
@@ -1451,8 +1457,7 @@ class VictimSearch:
         if not found:
             return None
         smallest = min(size for size, _, _ in found)
-        groups = _parts(members)
-        assert groups is not None
+        groups = part_groups(members)
         if sum(math.comb(len(g), size) for g in groups
                for size in range(1, smallest + 1)) > budget:
             return None
@@ -1482,7 +1487,7 @@ class VictimSearch:
         can release (whom they need, in `local`'s order, and where they hold),
         which fix every set's run key."""
         layout = sharing.layout
-        cands = _bitmask(local)
+        cands = mask_of(local)
         index = {c: j for j, c in enumerate(local)}
         beyond = layout.relevant & ~sharing.base & ~layout.exclusive[i]
         shape = []
@@ -1536,7 +1541,7 @@ class VictimSearch:
     def _part_layout(self, problem: _Problem, needs: Sequence[_Need] | None
                      ) -> PartLayout | None:
         """`app.preemption.parts.part_layout` of the problem's kind of node when
-        the pod's claims keep to one part (`_parts`), else None."""
+        the pod's claims keep to one part (`app.preemption.parts.part_groups`), else None."""
         attribute = _part_attribute(problem, needs)
         if attribute is None:
             return None
@@ -1553,7 +1558,7 @@ class VictimSearch:
         """Whether a pool with a device in a part's region is over its counters'
         limit once the claims `base` are released: the allocator then refuses
         the pool's devices until enough of it is released, by pods of any
-        part, so victim sets are not enumerated per part (`_parts`).
+        part, so victim sets are not enumerated per part (`app.preemption.parts.part_groups`).
         Releasing more only lowers a pool's use, so the base release decides."""
         state = problem.state
         pools = overcommitted(state.allocated, state.view)
@@ -1834,12 +1839,7 @@ def _counted(facts: _NodeFacts, taken_ids: Collection[str], freeable: tuple[int,
              values: tuple[tuple[int, ...] | None, ...]) -> _Counting:
     """Counting's reading of a node whose devices `taken_ids` are taken, with
     `freeable` per claim and `values` per matchAttribute group (`_values`)."""
-    taken = 0
-    position = facts.position
-    for device_id in taken_ids:
-        at = position.get(device_id)
-        if at is not None:
-            taken |= 1 << at
+    taken = id_mask(taken_ids, facts.position)
     return _Counting(freeable=freeable,
                      by_kind=tuple((mask & ~taken, mask & taken)
                                    for mask in facts.layout.kinds),
@@ -1960,53 +1960,9 @@ def _plausible_freed(counting: _Counting, freed: int, check: _Check) -> bool:
     return True
 
 
-def _parts(members: list[set[int]] | None) -> list[tuple[int, ...]] | None:
-    """The candidates per part of the node (`members`, per part of its
-    `PartLayout`; None when the pod's claims do not keep to one part), as
-    groups to enumerate victim sets in: every allocation of the pod lies in one
-    part, since its one claim binds all its requests with a matchAttribute
-    constraint, so the devices it takes share one value of that attribute,
-    and every value is a plain one (no lists, whose values may overlap). A
-    part's region holds the devices the requests match with that value, and
-    those drawing on the same shared counters as them; its candidates are
-    those that some releasable claim on its region's devices needs.
-
-    Exact where no pool with a device in a region is over its counters'
-    limit once the pods already going release their claims (`_over_limit`;
-    the allocator refuses such a pool's devices until enough of it is
-    released, by pods of any part): take a smallest victim set and an
-    allocation it makes possible, in part v. Its pods outside v's
-    candidates release nothing on v's devices or counters, and no pool of
-    v's devices is over its limit with or without them, so without them the
-    allocation is still possible: the set lies within v's candidates.
-    Enumerating victim sets per part finds every smallest set, and only
-    those."""
-    if members is None:
-        return None
-    return sorted({tuple(sorted(m)) for m in members if m})
-
-
-def _members(problem: _Problem, layout: PartLayout) -> list[set[int]]:
-    """Per part of `layout`, the candidates some releasable claim holding
-    devices of its region needs (`_parts`)."""
-    regions = layout.regions
-    members: list[set[int]] = [set() for _ in regions]
-    for claim in problem.claims:
-        if not claim.needs or not claim.relevant:
-            continue
-        held = 0
-        for place in claim.places:
-            if place is not None:
-                held |= 1 << place
-        for i, region in enumerate(regions):
-            if held & region:
-                members[i].update(claim.needs)
-    return members
-
-
 def _part_attribute(problem: _Problem, needs: Sequence[_Need] | None) -> str | None:
     """The attribute whose one value every allocation of the pod keeps to (its
-    one claim binds all its requests with it), or None (`_parts`)."""
+    one claim binds all its requests with it), or None (`app.preemption.parts.part_groups`)."""
     if needs is None or len(problem.pending) != 1:
         return None
     requests = len(problem.pending[0].spec.requests)
@@ -2030,13 +1986,6 @@ def _wanted(request: CallState, needs: tuple[list[_Need], _Check] | None
     for need in plain:
         wanted[need.kind] += need.count
     return tuple(wanted)
-
-
-def _bitmask(members: Iterable[int]) -> int:
-    out = 0
-    for i in members:
-        out |= 1 << i
-    return out
 
 
 def _plain_release(problem: _Problem, idx: tuple[int, ...]) -> int | None:
@@ -2089,20 +2038,6 @@ def _frees(floor: _Floor) -> tuple[tuple[int, int], ...]:
             out[low.bit_length() - 1] = freed
             plain ^= low
     return tuple(sorted(out.items()))
-
-
-def _held_positions(allocated: AllocatedState, position: Mapping[str, int]) -> tuple[int, int]:
-    """The positions of the devices held (as the topology score reads them:
-    exclusively or shared), and of those held shared, as masks."""
-    taken = shared = 0
-    for ids, is_shared in ((allocated.devices, False), (allocated.multi_allocated, True)):
-        for device_id in ids:
-            at = position.get(device_id)
-            if at is not None:
-                taken |= 1 << at
-                if is_shared:
-                    shared |= 1 << at
-    return taken, shared
 
 
 def _renamed(text: str, source: NodeView, target: NodeView) -> str:
