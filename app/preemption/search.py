@@ -1409,7 +1409,7 @@ class VictimSearch:
         hit = self._part_runs.get(key)
         if hit is None or not self._current(hit[0].source):
             run = sharing.attempt(idx)
-            intact = self._intact(problem, idx, run)
+            intact = self._intact_share_of(problem, idx, run)
             if intact is None:
                 return None
             hit = self._part_runs.put(key, (run, intact))
@@ -1593,8 +1593,8 @@ class VictimSearch:
                 < self._book.step_budget
         return self._part_shares.put(key, shares)
 
-    def _intact(self, problem: _Problem, idx: tuple[int, ...], run: _Run
-                ) -> float | bool | None:
+    def _intact_share_of(self, problem: _Problem, idx: tuple[int, ...], run: _Run
+                         ) -> float | bool | None:
         """What a part's run shares: for an allocation, its score's intact share
         on this node (`Quality.intact`, the same on every node sharing the run),
         True when it found none; None when it is not to be shared (an error,
