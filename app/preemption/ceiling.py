@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -115,7 +115,8 @@ def layout(topology: NodeTopology, devices: Sequence[Device], matched: int) -> L
 
 def ceiling(shape: Layout | None, config: TopologyConfig, *, kinds: Sequence[int],
             wanted: Sequence[int], total: int, taken: int, shared: int,
-            frees: Mapping[int, int]) -> float:
+            frees: Mapping[int, int], memo: dict[Hashable, float | None] | None = None
+            ) -> float:
     """The highest score any allocation of the pod can have on the node once
     some of its victims are gone.
 
@@ -125,7 +126,9 @@ def ceiling(shape: Layout | None, config: TopologyConfig, *, kinds: Sequence[int
     of them held by several claims; `frees`: per held position that some
     victim set can release, the positions surely released with it (a mask):
     its claim's, and those of every claim held only by the pods that claim
-    needs gone."""
+    needs gone. `memo`: per root, its best score, kept by the caller for
+    one `shape`, `config` and `kinds` (nodes alike differ in what they hold on
+    their other roots, not on this one)."""
     if shape is None or config.packing != "binpack" or not shape.units:
         return UNBOUNDED
     # per unit in use, the positions of its devices held (-1: one is shared,
@@ -143,7 +146,7 @@ def ceiling(shape: Layout | None, config: TopologyConfig, *, kinds: Sequence[int
     for u in held:
         used |= 1 << u
     best = _LOWER_TIERS
-    for root in shape.roots:
+    for index, root in enumerate(shape.roots):
         for at in root.positions:
             mask = held.get(unit[at])
             if mask is not None and (not taken >> at & 1 or (at in frees and (
@@ -151,7 +154,18 @@ def ceiling(shape: Layout | None, config: TopologyConfig, *, kinds: Sequence[int
                 # taking it may leave its unit in use (another device of it
                 # held): the allocation is then not one of new units
                 return UNBOUNDED
-        score = _root_ceiling(shape, root, kinds, wanted, total, held, used, taken, frees)
+        if memo is None:
+            score = _root_ceiling(shape, root, kinds, wanted, total, held, used, taken, frees)
+        else:
+            # what `_root_ceiling` reads: the node's holdings (`held`, `used`
+            # follow from them) and what releasing this root's devices frees
+            key = (tuple(wanted), index, taken, shared,
+                   tuple([(at, frees[at]) for at in root.positions if at in frees]))
+            if key in memo:
+                score = memo[key]
+            else:
+                score = memo[key] = _root_ceiling(shape, root, kinds, wanted, total, held,
+                                                  used, taken, frees)
         if score is None:
             return UNBOUNDED
         best = max(best, score)

@@ -666,6 +666,9 @@ class VictimSearch:
         self._ceilings: BoundedCache[Hashable, float] = BoundedCache(_SHARED_SEARCHES)
         self._shapes: BoundedCache[Hashable, CeilingLayout | None] = BoundedCache(
             _SHARED_SEARCHES)
+        # per shape, its roots' ceilings (`ceiling`'s memo)
+        self._root_ceilings: BoundedCache[Hashable, dict[Hashable, float | None]] = \
+            BoundedCache(_SHARED_SEARCHES)
         self._values: BoundedCache[Hashable, tuple[tuple[int, ...] | None]] = BoundedCache(
             _SHARED_SEARCHES)
         self._quick_runs: BoundedCache[Hashable, _Run] = BoundedCache(_SHARED_RUNS)
@@ -993,9 +996,12 @@ class VictimSearch:
         hit = self._ceilings.get(key)
         if hit is None:
             taken, shared = held_positions(state.allocated, facts.position)
+            memo = self._root_ceilings.get(shape_key)
+            if memo is None or len(memo) >= _SHARED_SEARCHES:
+                memo = self._root_ceilings.put(shape_key, {})
             hit = self._ceilings.put(key, ceiling(
                 shape, config, kinds=layout.kinds, wanted=wanted, total=sum(wanted),
-                taken=taken, shared=shared, frees=dict(frees)))
+                taken=taken, shared=shared, frees=dict(frees), memo=memo))
         return hit
 
     def _holders(self, pod: Pod, p: int, state: NodeState,

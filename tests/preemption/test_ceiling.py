@@ -180,7 +180,8 @@ def _plain_root_ceiling(shape: Any, root: Any, kinds: Any, wanted: Any, total: i
 
 def test_the_ceiling_is_the_best_over_every_enough_set(monkeypatch: Any) -> None:
     # Random holdings on a node of four roots: the ceiling equals the one that
-    # scores every enough set of takeable devices.
+    # scores every enough set of takeable devices, and so does the one whose
+    # roots' scores are kept across nodes.
     from app.preemption import ceiling as module
 
     inv = load(*numa_node("n1"))
@@ -193,6 +194,7 @@ def test_the_ceiling_is_the_best_over_every_enough_set(monkeypatch: Any) -> None
     nics = sum(1 << at for at, d in enumerate(devices) if d.name.startswith("nic"))
     rng = random.Random(7)
     bounded = 0
+    memo: dict[Any, float | None] = {}  # one for every case: roots alike share it
     for _ in range(400):
         taken = shared = 0
         for at in range(len(devices)):
@@ -212,9 +214,51 @@ def test_the_ceiling_is_the_best_over_every_enough_set(monkeypatch: Any) -> None
         args = dict(kinds=kinds, wanted=wanted, total=sum(wanted), taken=taken,
                     shared=shared, frees=frees)
         fast = ceiling(shape, config, **args)
+        kept = ceiling(shape, config, **args, memo=memo)
         with monkeypatch.context() as m:
             m.setattr(module, "_root_ceiling", _plain_root_ceiling)
             plain = ceiling(shape, config, **args)
-        assert fast == plain, args
+        assert fast == plain == kept, args
         bounded += fast != UNBOUNDED
     assert bounded > 50
+    assert len(memo) < 4 * 400
+
+
+def test_nodes_alike_but_for_what_goes_on_another_root_share_a_roots_ceiling(
+        monkeypatch: Any) -> None:
+    # Every device held; two nodes differ only in which pods' going frees root
+    # r0's GPUs together. Given the first node's roots, the second works out r0 alone.
+    from app.preemption import ceiling as module
+
+    inv = load(*numa_node("n1"))
+    state = inv.node_state("n1")
+    assert state is not None
+    config = TopologyConfig()
+    devices = flat_devices(state.view)
+    shape = layout(node_topology(state.view, config), devices, (1 << len(devices)) - 1)
+    assert shape is not None
+    at = {d.name: i for i, d in enumerate(devices)}
+    gpus = sum(1 << at[f"gpu-{i}"] for i in range(8))
+    nics = sum(1 << at[f"nic-{i}"] for i in range(4))
+    taken = gpus | nics
+    alone = {i: 1 << i for i in range(len(devices))}
+    together = dict(alone)
+    together[at["gpu-0"]] = together[at["gpu-1"]] = 1 << at["gpu-0"] | 1 << at["gpu-1"]
+    calls: list[int] = []
+    plain = module._root_ceiling
+
+    def counted(*args: Any) -> Any:
+        calls.append(1)
+        return plain(*args)
+
+    monkeypatch.setattr(module, "_root_ceiling", counted)
+    memo: dict[Any, float | None] = {}
+    args = dict(kinds=(gpus, nics), wanted=(2, 1), total=3, taken=taken, shared=0)
+    first = ceiling(shape, config, **args, frees=alone, memo=memo)
+    assert len(calls) == len(shape.roots)
+    calls.clear()
+    second = ceiling(shape, config, **args, frees=together, memo=memo)
+    assert len(calls) == 1
+    assert first == ceiling(shape, config, **args, frees=alone)
+    assert second == ceiling(shape, config, **args, frees=together)
+    assert first != UNBOUNDED and second != UNBOUNDED
