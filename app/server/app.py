@@ -216,6 +216,7 @@ class ExtenderEdge:
 
         async def answer(scope: Scope, receive: Receive) -> tuple[int, bytes, bool]:
             doc: Any = None
+            payload: Any  # the answer's bytes, or an error answer to encode
             status, close = 200, False
             try:
                 if not _json_content_type(scope):
@@ -226,8 +227,9 @@ class ExtenderEdge:
                                        timeout=self.body_read_timeout)
                 request_bytes.observe(len(body))
                 doc = wire.decode(body)
-                payload = await handler(doc)
-                outcome = "error" if isinstance(payload, dict) and payload.get("Error") else "ok"
+                answered = await handler(doc)
+                outcome = "error" if isinstance(answered, dict) and answered.get("Error") else "ok"
+                payload = answered if isinstance(answered, bytes) else wire.encode(answered)
             except BadRequest as exc:
                 pod = exc.pod_key or wire.pod_key_hint(doc)
                 log.warning("bad %s request%s: %s", verb, f" for pod {pod}" if pod else "",
@@ -240,6 +242,13 @@ class ExtenderEdge:
                 log.warning("bad %s request: the client disconnected before sending the "
                             "whole body", verb)
                 payload, status, outcome = {"error": "incomplete body"}, 400, "bad_request"
+            except Exception as exc:
+                # Outside the verb's own error handling (a hook, the encoding):
+                # answered in the verb's error shape all the same.
+                pod = wire.pod_key_hint(doc)
+                log.exception("%s failed%s", verb, f" for pod {pod}" if pod else "")
+                status, payload = _failure(verb, f"drax {verb} failed: {exc}")
+                outcome = "error"
             counts[outcome].inc()
             return status, payload if isinstance(payload, bytes) else wire.encode(payload), close
 
@@ -354,6 +363,17 @@ class ExtenderEdge:
         return wire.preemption_result({
             node: wire.MetaVictims(uids=o.uids, pdb_violations=o.pdb_violations)
             for node, o in chosen.items()})
+
+
+def _failure(verb: str, message: str) -> tuple[int, Any]:
+    """A failure answered in the verb's shape: filter and bind carry it in their
+    `Error` field (HTTP 200), which the scheduler logs; prioritize and preempt
+    have no such field, so a 503."""
+    if verb == "filter":
+        return 200, wire.error_filter_result(message)
+    if verb == "bind":
+        return 200, wire.binding_result(message)
+    return 503, {"error": message}
 
 
 def _is_score(score: int | None) -> TypeGuard[int]:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 import re
 import socket
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import httpx
@@ -18,7 +19,7 @@ from app.features import FeatureGates
 from app.inventory import Inventory
 from app.model import Pod
 from app.runtime import SAMPLE_DIR
-from app.server import create_app
+from app.server import create_app, wire
 from app.server.app import create_probe_app
 from app.server.metrics import ServerMetrics
 from app.sources.files import load_objects
@@ -525,3 +526,115 @@ async def test_without_middleware_a_verb_post_skips_starlettes_stack() -> None:
         assert app.middleware_stack is None  # Starlette built nothing for the verb
         assert (await c.get("/healthz")).status_code == 200
         assert app.middleware_stack is not None
+
+
+# ------------------------------------------------------------------ escaped failures
+
+
+class FailingReady:
+    """A readiness check that raises while `failing`: every verb calls it
+    outside its own error handling."""
+
+    def __init__(self) -> None:
+        self.failing = False
+
+    def __call__(self) -> bool:
+        if self.failing:
+            raise RuntimeError("boom")
+        return True
+
+
+VERB_REQUESTS: dict[str, Any] = {
+    "filter": names_args(pod("infer-0"), GPU_NODES),
+    "prioritize": names_args(pod("infer-0"), GPU_NODES),
+    "bind": {"PodName": "infer-0", "PodNamespace": "default", "PodUID": "u",
+             "Node": "h100-node-2"},
+    "preempt": {"Pod": pod("train-0"), "NodeNameToVictims": None, "NodeNameToMetaVictims": {
+        "h100-node-1": {"Pods": [{"UID": "v-1"}], "NumPDBViolations": 0}}},
+}
+
+
+def escaped_answer(verb: str, error: str) -> tuple[int, Any]:
+    """Status and body of `verb` failing with `error`, as the scheduler reads them."""
+    if verb == "filter":
+        return 200, {"Nodes": None, "NodeNames": None, "FailedNodes": {},
+                     "FailedAndUnresolvableNodes": {}, "Error": f"drax filter failed: {error}"}
+    if verb == "bind":
+        return 200, {"Error": f"drax bind failed: {error}"}
+    return 503, {"error": f"drax {verb} failed: {error}"}
+
+
+def sample(metrics: ServerMetrics, name: str, **labels: str) -> float | None:
+    return metrics.registry.get_sample_value(name, labels)
+
+
+async def escaped(app: Any, metrics: ServerMetrics, verb: str, *, fail: Any,
+                  caplog: pytest.LogCaptureFixture, error: str = "boom") -> None:
+    """`verb` answered in its own error shape while `fail` is on, counted and
+    logged, and the app answering normally afterwards."""
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                 base_url="http://drax") as c:
+        with fail():
+            r = await c.post(f"/{verb}", json=VERB_REQUESTS[verb])
+        assert (r.status_code, r.json()) == escaped_answer(verb, error)
+        assert r.headers["content-type"] == "application/json"
+        assert sample(metrics, "drax_requests_total", verb=verb, outcome="error") == 1
+        assert sample(metrics, "drax_request_duration_seconds_count", verb=verb) == 1
+        assert [r.exc_info is not None for r in caplog.records
+                if r.name == "app.server.app" and r.levelno == logging.ERROR] == [True]
+        assert (await c.post(f"/{verb}", json=VERB_REQUESTS[verb])).status_code == 200
+        assert (await c.get("/healthz")).status_code == 200
+
+
+@pytest.mark.parametrize("verb", ["filter", "prioritize", "bind", "preempt"])
+async def test_a_failure_outside_a_verbs_own_handling_is_answered_in_its_shape(
+        verb: str, caplog: pytest.LogCaptureFixture) -> None:
+    ready, metrics = FailingReady(), ServerMetrics()
+    extender = Extender(Inventory(), features=FeatureGates(), file_mode=True)
+    app = create_app(verbs=extender, ready=ready, max_body_bytes=TEST_BODY_LIMIT,
+                     metrics=metrics)
+
+    @contextlib.contextmanager
+    def fail() -> Iterator[None]:
+        ready.failing = True
+        try:
+            yield
+        finally:
+            ready.failing = False
+
+    await escaped(app, metrics, verb, fail=fail, caplog=caplog)
+
+
+@pytest.mark.parametrize("step", ["before_filter", "wait_for_binds", "encode"])
+async def test_a_filter_failing_around_its_own_handling_answers_with_its_error_field(
+        step: str, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    metrics, failing = ServerMetrics(), [False]
+    extender = Extender(Inventory(), features=FeatureGates(), file_mode=True)
+
+    async def before_filter(p: Pod, names: list[str]) -> None:
+        if failing[0]:
+            raise RuntimeError("boom")
+
+    async def wait_for_binds(p: Pod) -> float | None:
+        raise RuntimeError("boom")
+
+    def filter_result(*args: Any, **kwargs: Any) -> Any:
+        return {"NodeNames": [RuntimeError("boom")]}
+
+    app = create_app(verbs=extender, ready=lambda: True, max_body_bytes=TEST_BODY_LIMIT,
+                     metrics=metrics, before_filter=before_filter)
+
+    @contextlib.contextmanager
+    def fail() -> Iterator[None]:
+        with monkeypatch.context() as m:
+            failing[0] = step == "before_filter"
+            if step == "wait_for_binds":
+                m.setattr(extender, "wait_for_binds", wait_for_binds)
+            if step == "encode":
+                m.setattr(wire, "filter_result", filter_result)
+            yield
+            failing[0] = False
+
+    await escaped(app, metrics, "filter", fail=fail, caplog=caplog,
+                  error="Type is not JSON serializable: RuntimeError" if step == "encode"
+                  else "boom")
