@@ -85,9 +85,7 @@ class InternalError(Exception):
 
 
 def _json(value: Any, status: int = 200) -> Response:
-    """`value` encoded, or as it is when a verb encoded its answer itself (bytes)."""
-    content = value if isinstance(value, bytes) else wire.encode(value)
-    return Response(content=content, status_code=status, media_type=JSON)
+    return Response(content=wire.encode(value), status_code=status, media_type=JSON)
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
