@@ -385,7 +385,7 @@ _DEVICE_FIELDS: Final = (
     "binding_conditions", "binding_failure_conditions", "allow_multiple_allocations", "id")
 if Device.__struct_fields__ != _DEVICE_FIELDS:
     raise ImportError("app.model.typed builds Device from positional arguments: update "
-                      "_DEVICE_FIELDS and _device with Device's fields")
+                      "_DEVICE_FIELDS and _devices with Device's fields")
 
 
 # (driver, attribute names as published) -> the shared FieldMap layout of
