@@ -37,7 +37,7 @@ import logging
 import math
 import time
 from collections import Counter
-from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import compress, repeat
 from operator import is_, is_not, not_
@@ -108,14 +108,17 @@ class NodeScores:
     scores: Sequence[int | None]
     zero_kept: bool = False  # a score of 0 is answered too (the loadtest floor)
 
-    def pairs(self) -> list[tuple[str, int]]:
-        """(node, score) for every node the answer names."""
+    def kept(self) -> tuple[list[str], list[int]]:
+        """The nodes the answer names and their scores, as two parallel lists."""
         if self.zero_kept:
             kept = list(map(is_not, self.scores, repeat(None)))
-            values: Iterable[int] = compress(self.scores, kept)  # type: ignore[arg-type]
-            return list(zip(compress(self.names, kept), values, strict=True))
-        return list(zip(compress(self.names, self.scores), filter(None, self.scores),
-                        strict=True))
+            values: list[int] = list(compress(self.scores, kept))  # type: ignore[arg-type]
+            return list(compress(self.names, kept)), values
+        return list(compress(self.names, self.scores)), list(filter(None, self.scores))
+
+    def pairs(self) -> list[tuple[str, int]]:
+        """(node, score) for every node the answer names."""
+        return list(zip(*self.kept(), strict=True))
 
 
 @dataclass(slots=True, frozen=True)

@@ -26,7 +26,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Final, Protocol, TypeGuard
+from typing import Any, Final, Protocol
 
 from fastapi import FastAPI
 from starlette.exceptions import HTTPException
@@ -292,18 +292,16 @@ class ExtenderEdge:
             log.exception("prioritize failed for pod %s", args.pod.key)
             raise InternalError(f"drax prioritize failed: {exc}") from None
         self._count_hits(len(args.node_names), since=computed)
+        hosts, values = scores.kept()
         # Counted per distinct score (C-level Counter), not per node: at 5,000
         # nodes a per-node observation would cost more than the answer.
-        by_score: collections.Counter[int] = collections.Counter(
-            filter(None, scores.scores) if not scores.zero_kept
-            else filter(_is_score, scores.scores))
+        by_score = collections.Counter(values)
         by_score[0] += len(args.node_names) - by_score.total()
         for score, n in by_score.items():
             counter = self._scores.get(score)
             if counter is not None and n > 0:
                 counter.inc(n)
-        return wire.encode_host_priority_list(scores.names, scores.scores,
-                                              zero_kept=scores.zero_kept)
+        return wire.encode_host_priority_list(hosts, values)
 
     def _computed(self) -> int:
         return self._stats.answers_computed if self._stats is not None else 0
@@ -372,10 +370,6 @@ def _failure(verb: str, message: str) -> tuple[int, Any]:
     if verb == "bind":
         return 200, wire.binding_result(message)
     return 503, {"error": message}
-
-
-def _is_score(score: int | None) -> TypeGuard[int]:
-    return score is not None
 
 
 VERBS: Final = ("filter", "prioritize", "bind", "preempt")

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from app.allocator.types import ClaimAllocation
-from app.extender import BindCause, BindError, BindFailure
+from app.extender import BindCause, BindError, BindFailure, NodeScores
 from app.model import Pod, ResourceClaim
 from tests.extender.cluster import GPU_CLASS, NIC_CLASS, extender, gpu_node, load, the_pod
 from tests.inventory.objects import claim, exactly, pod, result, template
@@ -125,6 +125,17 @@ def test_prioritize_scores_feasible_nodes_in_range() -> None:
     assert all(0 < s <= 10 for s in scores.values())
     assert "n3" not in scores  # infeasible
     assert scores["n1"] > scores.get("n2", 0)  # both GPUs on one PCIe root beats two roots
+
+
+def test_node_scores_name_the_nodes_with_a_score_and_zero_only_when_kept() -> None:
+    names, values = ["a", "b", "c", "d"], [3, 0, None, 7]
+    left_out = NodeScores(names, values)
+    assert left_out.kept() == (["a", "d"], [3, 7])
+    assert left_out.pairs() == [("a", 3), ("d", 7)]
+    kept = NodeScores(names, values, zero_kept=True)
+    assert kept.kept() == (["a", "b", "d"], [3, 0, 7])
+    assert kept.pairs() == [("a", 3), ("b", 0), ("d", 7)]
+    assert NodeScores([], []).kept() == ([], []) and NodeScores([], []).pairs() == []
 
 
 def _two_gpu_nodes_and_a_pod() -> Any:
