@@ -242,6 +242,10 @@ class Extender:
     # ------------------------------------------------------------------ verbs
 
     def filter(self, pod: Pod, node_names: Sequence[str]) -> FilterResult:
+        # The previous filter's scores are superseded, even when this filter
+        # leaves none (no claims, past its deadline): they would keep answers
+        # the book evicted alive.
+        self._filtered = None
         try:
             with self._deadline(), self._inventory.holds_lifted_for(pod):
                 result = self._filter(pod, node_names)
@@ -372,7 +376,7 @@ class Extender:
         # order. When none of them changed since (no verdict computed in between,
         # none of them stale), the filter's scores are the answer: the watch
         # events of the previous pod's bind, arriving in between, leave them be.
-        last = self._filtered
+        last, self._filtered = self._filtered, None  # one prioritize per filter
         if (last is not None and last.answers is answers
                 and answers.refreshes == last.refreshes and node_names == last.passed
                 and answers.stale.isdisjoint(node_names)):

@@ -4,11 +4,13 @@ prioritize, bind (assume, memory binder, failures)."""
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Sequence
 from typing import Any
 
 from app.allocator.types import ClaimAllocation
 from app.extender import BindCause, BindError, BindFailure, NodeScores
+from app.extender.answers import Answers
 from app.model import Pod, ResourceClaim
 from tests.extender.cluster import GPU_CLASS, NIC_CLASS, extender, gpu_node, load, the_pod
 from tests.inventory.objects import claim, exactly, pod, result, template
@@ -153,6 +155,28 @@ def test_prioritize_after_filter_reuses_its_answers_for_unchanged_nodes() -> Non
     assert dict(ext.prioritize(the_pod(inv), passed)) == dict(
         extender(inv).prioritize(the_pod(inv), passed))
     assert ext.stats.answers_computed == computed
+
+
+def _live_answers() -> int:
+    gc.collect()
+    return sum(isinstance(o, Answers) for o in gc.get_objects())
+
+
+def test_the_filters_answers_are_not_kept_past_their_book_once_superseded() -> None:
+    inv = load(GPU_CLASS, gpu_node("n1"), gpu_node("n2", roots=["r0", "r1"]),
+               claim("c", requests=TWO_GPUS), pod("p", uid="u1", claims={"g": "c"}),
+               pod("plain", uid="u2"))
+    before = _live_answers()
+    ext = extender(inv)
+    for then in ("prioritize", "filter"):  # what supersedes the filter's scores
+        assert ext.filter(the_pod(inv), ["n1", "n2"]).passed == ["n1", "n2"]
+        if then == "prioritize":
+            assert ext.prioritize(the_pod(inv), ["n1", "n2"])
+        else:  # a pod without claims: answered without the book
+            assert ext.filter(the_pod(inv, "default/plain"), ["n1"]).passed == ["n1"]
+        assert _live_answers() == before + 1
+        ext._book._results.clear()  # the book evicts the claim shape's answers
+        assert _live_answers() == before
 
 
 def test_prioritize_scores_a_node_changed_since_the_filter_as_it_is_now() -> None:
