@@ -423,7 +423,11 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
                     sampling.enter_context(profile.recording(
                         server.pid, Path(args.profile) / f"bench-scale-{args.nodes}.txt"))
                 before, collections = bench.handler_seconds(port), gc_pauses(scrape(port))
+                client.collected_s.clear()
                 steady, _ = bench.schedule(client, jobs, candidates=candidates)
+                if client.collected_s:
+                    result["steady_client_collections"] = summarize(
+                        client.collected_s).to_dict()
                 result["steady"] = report.phase_results(steady, None)
                 result["steady_handler_ms"] = handler_means(before, bench.handler_seconds(port))
                 result["steady_inside"] = inside_and_outside(steady.samples)
@@ -507,6 +511,11 @@ def markdown(result: Mapping[str, Any]) -> str:
         lines.append("Collections during the steady phase (young / middle / full): " + " / ".join(
             f"{during[g]['count']:.0f} ({during[g]['total_s'] * 1e3:.1f} ms)"
             for g in ("0", "1", "2")) + ".")
+    client = result.get("steady_client_collections")
+    if client:
+        lines.append(f"The client's own collections, run after its calls (outside the timing): "
+                     f"{client['count']}, p99 / max {client['p99_ms']:.2f} / "
+                     f"{client['max_ms']:.2f} ms.")
     return "\n".join(lines)
 
 

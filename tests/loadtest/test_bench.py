@@ -131,3 +131,68 @@ def test_a_request_timeout_ends_the_run_with_what_was_measured(tmp_path):
             client.close()
     assert mirrored is None and run.samples == []
     assert run.aborted is not None and "after 0 pods" in run.aborted
+
+
+def test_the_clients_own_collections_run_outside_its_timed_round_trips(monkeypatch):
+    """A prioritize answer of thousands of entries makes the client collect; the
+    pass is the client's, not the server's latency, so it runs after the call."""
+    import gc
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    answer = orjson.dumps([{"Host": f"node-{i}", "Score": i % 100} for i in range(3000)])
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):
+            self.rfile.read(int(self.headers["Content-Length"]))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(answer)))
+            self.end_headers()
+            self.wfile.write(answer)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    inside: list[bool] = []
+    timing = threading.local()
+
+    def during_collection(phase, info):
+        if phase == "start" and threading.current_thread() is threading.main_thread():
+            inside.append(getattr(timing, "in_call", False))
+
+    client = Client(server.server_address[1])
+    conn_request = client._conn.request
+
+    def request(*args, **kwargs):
+        timing.in_call = True
+        return conn_request(*args, **kwargs)
+
+    class DecodeThenStop:
+        """orjson as the client uses it; the timed round trip ends with the decode."""
+
+        @staticmethod
+        def loads(raw):
+            decoded = orjson.loads(raw)
+            timing.in_call = False
+            return decoded
+
+    client._conn.request = request
+    monkeypatch.setattr(bench, "orjson", DecodeThenStop)
+    thresholds = gc.get_threshold()
+    gc.callbacks.append(during_collection)
+    gc.set_threshold(50, 2, 2)
+    try:
+        for _ in range(5):
+            _, decoded = client.post("prioritize", b"{}")
+            assert len(decoded) == 3000
+    finally:
+        gc.set_threshold(*thresholds)
+        gc.callbacks.remove(during_collection)
+        client.close()
+        server.shutdown()
+    assert inside, "decoding 3,000 entries per call must bring a pass due"
+    assert not any(inside), "a collection ran inside a timed round trip"
+    assert len(client.collected_s) == len(inside)
