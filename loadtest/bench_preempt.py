@@ -60,6 +60,7 @@ import random
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Final
 
 import orjson
@@ -157,7 +158,7 @@ def _holder(name: str, node: str, held: list[tuple[str, str, str, str]], *,
     return [*claims, pod]
 
 
-def _inventory(objs: list[dict[str, Any]]) -> Inventory:
+def inventory_of(objs: list[dict[str, Any]]) -> Inventory:
     inv = Inventory()
     for o in objs:
         inv.apply(o["kind"], "ADDED", o)
@@ -166,7 +167,40 @@ def _inventory(objs: list[dict[str, Any]]) -> Inventory:
     return inv
 
 
-def _timed(runs: int, make: Callable[[], Callable[[], Any]]) -> dict[str, list[float]]:
+@dataclass(frozen=True, slots=True)
+class Searches:
+    """A cluster's preemptor and candidate nodes, and the first calls timed on
+    them, each from a fresh extender (no answers kept for the shape)."""
+
+    inventory: Inventory
+    pod: Pod
+    names: list[str]
+
+    @classmethod
+    def of(cls, inventory: Inventory) -> Searches:
+        pod = inventory.pod("default/preemptor")
+        assert pod is not None
+        return cls(inventory, pod, inventory.node_names())
+
+    def extender(self) -> Extender:
+        return Extender(self.inventory, features=FeatureGates(), file_mode=True)
+
+    def filter_first(self) -> Callable[[], Any]:
+        ext = self.extender()
+        return lambda: ext.filter(self.pod, self.names)
+
+    def search_first(self, best_only: bool) -> Callable[[], Callable[[], Any]]:
+        """A search on an extender whose filter has run once (as in the server,
+        where the scheduler's filter comes before any preemption)."""
+        def make() -> Callable[[], Any]:
+            ext = self.extender()
+            ext.filter(self.pod, self.names)
+            search = VictimSearch.of(ext)
+            return lambda: search.search(self.pod, self.names, best_only=best_only)
+        return make
+
+
+def timed(runs: int, make: Callable[[], Callable[[], Any]]) -> dict[str, list[float]]:
     """`runs` timings of the call `make()` prepares (preparation not timed): the
     wall time, and the CPU time of this thread (what other processes on a
     shared machine do not inflate)."""
@@ -183,36 +217,17 @@ def _timed(runs: int, make: Callable[[], Callable[[], Any]]) -> dict[str, list[f
 
 def measure(*, nodes: int, runs: int, varied: bool, priorities: str) -> dict[str, Any]:
     objs = full_cluster(nodes=nodes, varied=varied, priorities=priorities)
-    inv = _inventory(objs)
+    inv = inventory_of(objs)
     garbage_collector.freeze()
-    pod = inv.pod("default/preemptor")
-    assert pod is not None
-    names = inv.node_names()
-
-    def extender() -> Extender:
-        return Extender(inv, features=FeatureGates(), file_mode=True)
-
-    def filter_first() -> Callable[[], Any]:
-        ext = extender()
-        return lambda: ext.filter(pod, names)
-
-    warm = extender()
+    searches = Searches.of(inv)
+    pod, names = searches.pod, searches.names
+    warm = searches.extender()
     warm.filter(pod, names)
 
-    def search_first(best_only: bool) -> Callable[[], Callable[[], Any]]:
-        def make() -> Callable[[], Any]:
-            ext = extender()
-            ext.filter(pod, names)
-            search = VictimSearch.of(ext)
-            return lambda: search.search(pod, names, best_only=best_only)
-        return make
-
     def search_cold() -> Callable[[], Any]:
-        fresh = _inventory(objs)
-        fresh_pod = fresh.pod("default/preemptor")
-        assert fresh_pod is not None
-        search = VictimSearch.of(Extender(fresh, features=FeatureGates(), file_mode=True))
-        return lambda: search.search(fresh_pod, names, best_only=True)
+        fresh = Searches.of(inventory_of(objs))
+        search = VictimSearch.of(fresh.extender())
+        return lambda: search.search(fresh.pod, names, best_only=True)
 
     again = VictimSearch.of(warm)
     plan = again.search(pod, names)
@@ -224,18 +239,18 @@ def measure(*, nodes: int, runs: int, varied: bool, priorities: str) -> dict[str
     if best is None or best.node != plan.nodes[0].node:
         raise SystemExit("the search for the best node alone found another node")
     series = {
-        "filter, first": _timed(runs, filter_first),
-        "filter, again": _timed(runs, lambda: lambda: warm.filter(pod, names)),
-        "best node, first": _timed(runs, search_first(True)),
-        "best node, again": _timed(
+        "filter, first": timed(runs, searches.filter_first),
+        "filter, again": timed(runs, lambda: lambda: warm.filter(pod, names)),
+        "best node, first": timed(runs, searches.search_first(True)),
+        "best node, again": timed(
             runs, lambda: lambda: best_again.search(pod, names, best_only=True)),
-        "best node, cold": _timed(max(3, runs // 3), search_cold),
-        "every node, first": _timed(runs, search_first(False)),
-        "every node, again": _timed(runs, lambda: lambda: again.search(pod, names)),
+        "best node, cold": timed(max(3, runs // 3), search_cold),
+        "every node, first": timed(runs, searches.search_first(False)),
+        "every node, again": timed(runs, lambda: lambda: again.search(pod, names)),
     }
     victims = sorted({len(n.victims) for n in plan.nodes})
-    solved, runs_best = _first(inv, pod, names, best_only=True)
-    _, runs_every = _first(inv, pod, names, best_only=False)
+    solved, runs_best = _first(searches, best_only=True)
+    _, runs_every = _first(searches, best_only=False)
     return {"cluster": f"{'varied' if varied else 'uniform'}, {priorities}", "nodes": nodes,
             "candidates_per_node": 8, "nodes_freed": len(plan.nodes),
             "victims_per_node": victims, "distinct_problems": problems,
@@ -245,13 +260,13 @@ def measure(*, nodes: int, runs: int, varied: bool, priorities: str) -> dict[str
                         for k, v in series.items()}}
 
 
-def _first(inv: Inventory, pod: Pod, names: list[str], *, best_only: bool) -> tuple[int, int]:
+def _first(searches: Searches, *, best_only: bool) -> tuple[int, int]:
     """A first search's nodes solved and allocator runs."""
-    ext = Extender(inv, features=FeatureGates(), file_mode=True)
-    ext.filter(pod, names)
+    ext = searches.extender()
+    ext.filter(searches.pod, searches.names)
     search = VictimSearch.of(ext)
-    search.search(pod, names, best_only=best_only)
-    return len(names) - search.left_out, search.trials
+    search.search(searches.pod, searches.names, best_only=best_only)
+    return len(searches.names) - search.left_out, search.trials
 
 
 def report(results: list[dict[str, Any]], command: str) -> dict[str, Any]:

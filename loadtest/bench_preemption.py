@@ -77,18 +77,13 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
 import httpx
 
-from app.extender import Extender
-from app.features import FeatureGates
 from app.preemption import VictimSearch
-from loadtest.bench_preempt import _inventory as inventory_of
-from loadtest.bench_preempt import _timed as timed
-from loadtest.bench_preempt import full_cluster
+from loadtest.bench_preempt import Searches, full_cluster, inventory_of, timed
 from loadtest.report import provenance
 from loadtest.stats import summarize
 from tests.e2e.cluster import SAMPLE_CLASSES, Cluster, start, stop
@@ -377,29 +372,10 @@ def room_cluster(*, nodes: int, seed: int = 0) -> list[dict[str, Any]]:
 
 def measure_room(*, nodes: int, runs: int) -> dict[str, Any]:
     """The victim search over `room_cluster`, timed as `loadtest.bench_preempt` times it."""
-    objs = room_cluster(nodes=nodes)
-    inv = inventory_of(objs)
-    pod = inv.pod("default/preemptor")
-    assert pod is not None
-    names = inv.node_names()
-
-    def extender() -> Extender:
-        return Extender(inv, features=FeatureGates(), file_mode=True)
-
-    def filter_first() -> Callable[[], Any]:
-        ext = extender()
-        return lambda: ext.filter(pod, names)
-
-    def search_first(best_only: bool) -> Callable[[], Callable[[], Any]]:
-        def make() -> Callable[[], Any]:
-            ext = extender()
-            ext.filter(pod, names)
-            search = VictimSearch.of(ext)
-            return lambda: search.search(pod, names, best_only=best_only)
-        return make
-
-    plan = VictimSearch.of(extender()).search(pod, names)
-    best = VictimSearch.of(extender()).search(pod, names, best_only=True).best
+    searches = Searches.of(inventory_of(room_cluster(nodes=nodes)))
+    pod, names = searches.pod, searches.names
+    plan = VictimSearch.of(searches.extender()).search(pod, names)
+    best = VictimSearch.of(searches.extender()).search(pod, names, best_only=True).best
     if plan.problem is not None or not plan.nodes or best is None:
         raise SystemExit(f"the search found nothing: {plan.problem or plan.refused}")
     if best.node != plan.nodes[0].node:
@@ -407,9 +383,9 @@ def measure_room(*, nodes: int, runs: int) -> dict[str, Any]:
     room = sorted({sum(v.for_room for v in n.victims) for n in plan.nodes})
     if not room or room[0] < 1:
         raise SystemExit(f"a node needs no room victim: {room}")
-    series = {"filter, first": timed(runs, filter_first),
-              "best node, first": timed(runs, search_first(True)),
-              "every node, first": timed(runs, search_first(False))}
+    series = {"filter, first": timed(runs, searches.filter_first),
+              "best node, first": timed(runs, searches.search_first(True)),
+              "every node, first": timed(runs, searches.search_first(False))}
     return {"nodes": nodes, "nodes_freed": len(plan.nodes), "refused": len(plan.refused),
             "victims_per_node": sorted({len(n.victims) for n in plan.nodes}),
             "room_victims_per_node": room,

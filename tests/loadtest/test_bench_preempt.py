@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from app.extender import Extender
 from app.features import FeatureGates
 from app.preemption import NodePreemption, VictimSearch
-from loadtest.bench_preempt import PRIORITIES, _inventory, full_cluster, main
+from loadtest.bench_preempt import PRIORITIES, full_cluster, inventory_of, main
 
 NODE_KINDS = ("Node", "ResourceSlice", "Pod", "ResourceClaim")
 
@@ -37,7 +37,7 @@ def answer(found: NodePreemption) -> tuple[Any, ...]:
 
 
 def search(objs: list[dict[str, Any]], mode: str, *, best_only: bool = False) -> Any:
-    inv = _inventory(objs)
+    inv = inventory_of(objs)
     ext = Extender(inv, features=FeatureGates(), mode=mode, file_mode=True)
     return VictimSearch.of(ext).search(inv.pod("default/preemptor"), best_only=best_only)
 
