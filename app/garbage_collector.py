@@ -60,6 +60,14 @@ def paused(*, then_freeze: bool = False) -> Iterator[None]:
             gc.enable()
 
 
+def collect_young_if_due() -> None:
+    """The young pass a pause held back, if the collector is on and it is due:
+    what survived a paused computation is scanned once, there, rather than at
+    whichever allocation comes next."""
+    if gc.isenabled() and gc.get_count()[0] > gc.get_threshold()[0]:
+        gc.collect(0)
+
+
 def freeze() -> None:
     """Everything alive now leaves the collector's passes for good."""
     gc.freeze()

@@ -64,7 +64,6 @@ changes nothing.
 from __future__ import annotations
 
 import functools
-import gc
 import itertools
 import math
 import operator
@@ -737,8 +736,7 @@ class VictimSearch:
         here rather than at the caller's next allocation."""
         with garbage_collector.paused():
             plan = self._search(pod, node_names, allowed=allowed, best_only=best_only)
-        if gc.isenabled() and gc.get_count()[0] > gc.get_threshold()[0]:
-            gc.collect(0)
+        garbage_collector.collect_young_if_due()
         return plan
 
     def _search(self, pod: Pod, node_names: Sequence[str] | None, *,
