@@ -751,28 +751,58 @@ def detail(workload: Workload, outcome: Outcome) -> dict[str, Any]:
             "drax_ms_per_filter": outcome.drax_ms_per_filter}
 
 
+RECORD: Final = "loadtest/results/scheduler-perf.json"
+# Options naming a scratch place: a recorded command keeps what reproduces its figures.
+_SCRATCH_OPTIONS: Final = {"--json": None, "--keep": None, "--profile": "DIR",
+                           "--record": RECORD}
+
+
+def record_command(argv: Sequence[str]) -> str:
+    """The command as the record lists it: `--json` and `--keep` dropped, `--record` naming
+    the stored record and `--profile` a placeholder directory, whatever paths the run used."""
+    out = ["python -m loadtest.scheduler_perf"]
+    args = iter(argv)
+    for arg in args:
+        option, eq, _ = arg.partition("=")
+        if option not in _SCRATCH_OPTIONS:
+            out.append(arg)
+            continue
+        if not eq:
+            next(args, None)
+        if _SCRATCH_OPTIONS[option] is not None:
+            out += [option, _SCRATCH_OPTIONS[option]]
+    return " ".join(out)
+
+
 def merge_record(path: Path, *, command: str, runs: Sequence[Mapping[str, Any]],
                  details: Sequence[Mapping[str, Any]], not_run: Sequence[Mapping[str, Any]],
                  profiles: Mapping[str, Any]) -> dict[str, Any]:
     """Add these runs to the record at `path` (loadtest/results/scheduler-perf.json), replacing
-    earlier runs of the same workload and scheduler; other runs are kept."""
+    earlier runs of the same workload and scheduler; other runs are kept. Each run, reason and
+    profile names the command and commit it comes from, and the record's `commands` are the
+    ones that still have a figure in it, in the order they were run."""
     from loadtest.report import provenance
 
     doc: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
+    source = provenance(command)
+    stamp = {"command": command, "commit": source["commit"]}
 
     def merged(old: Sequence[Mapping[str, Any]], new: Sequence[Mapping[str, Any]]
                ) -> list[Mapping[str, Any]]:
         fresh = {tuple(e[k] for k in RECORD_KEYS) for e in new}
         return [e for e in old if tuple(e[k] for k in RECORD_KEYS) not in fresh] + list(new)
 
-    commands = [c for c in doc.get("commands", []) if c != command] + [command]
-    out = {**provenance(command), "commands": commands, "kubernetes": KUBERNETES,
-           "machine_cpu": machine(),
-           "runs": merged(doc.get("runs", []), runs),
+    out = {**source, "kubernetes": KUBERNETES, "machine_cpu": machine(),
+           "runs": merged(doc.get("runs", []), [{**r, **stamp} for r in runs]),
            "details": merged(doc.get("details", []), details),
-           "not_run": merged(doc.get("not_run", []), not_run),
-           "profiles": {**doc.get("profiles", {}), **profiles},
+           "not_run": merged(doc.get("not_run", []), [{**n, **stamp} for n in not_run]),
+           "profiles": {**doc.get("profiles", {}),
+                        **{k: {**v, **stamp} for k, v in profiles.items()}},
            "notes": doc.get("notes", [])}
+    used = {e.get("command") for e in (*out["runs"], *out["not_run"],
+                                       *out["profiles"].values())}
+    out["commands"] = [c for c in [*doc.get("commands", []), command]
+                       if c in used and c != command] + [command]
     path.write_text(json.dumps(out, indent=1) + "\n")
     return out
 
@@ -838,6 +868,25 @@ def _drax_split_table(details: Sequence[Mapping[str, Any]]) -> list[str]:
     return lines
 
 
+def _extension_points_table(details: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Upstream's extension-point averages for the key workloads: where the scheduler's
+    time per attempt goes (drax-allocator's Filter is the in-tree plugins only)."""
+    rows = [d for d in details if d["workload"] in KEY_WORKLOADS and d.get("extension_points_ms")]
+    if not rows:
+        return []
+    points = ("Filter", "PreBind", "Bind", "attempt (scheduled)")
+    lines = ["", "Where the scheduler's time goes: upstream's extension-point averages, ms "
+             "(under drax-allocator the Filter is the in-tree plugins only; drax filters, "
+             "scores and binds behind the extender).", "",
+             "| workload | scheduler | " + " | ".join(points) + " |",
+             "|---|---|" + "---|" * len(points)]
+    for d in rows:
+        ms = d["extension_points_ms"]
+        lines.append(f"| {d['workload']} | {d['scheduler']} | "
+                     + " | ".join(_fmt(ms.get(k)) for k in points) + " |")
+    return lines
+
+
 def markdown(doc: Mapping[str, Any]) -> str:
     """The record as RESULTS.md's section: the table, what was not run, the profiles."""
     details = {(d["workload"], d["scheduler"]): d for d in doc.get("details", [])}
@@ -849,11 +898,12 @@ def markdown(doc: Mapping[str, Any]) -> str:
              "pod: CPU milliseconds per pod bound between the first and the last measured pod "
              "bound, of the Go test process (API server, controllers, scheduler, upstream's "
              "pod loop), its etcd and drax; outside: the cores the rest of the machine kept "
-             "busy meanwhile.", "",
+             "busy meanwhile. Commit: the code each row was measured at, by the command "
+             "above that ran it.", "",
              "| workload | scheduler | pods/s avg | p50 | x in-tree | scheduled / measured "
              "| algorithm p50 / p99 ms | SLI p50 / p99 ms | CPU ms/pod Go / etcd / drax "
-             "| outside cores | upstream threshold |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| outside cores | upstream threshold | commit |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in doc["runs"]:
         key = (r["workload"], r["scheduler"])
         d = details.get(key, {})
@@ -867,8 +917,10 @@ def markdown(doc: Mapping[str, Any]) -> str:
             f"{r['measured_pods']} | {_fmt(algo.get('p50'))} / {_fmt(algo.get('p99'))} | "
             f"{_fmt(sli.get('p50'))} / {_fmt(sli.get('p99'))} | {_cpu_cell(d)} | "
             f"{_fmt((d.get('cpu_ms_per_pod') or {}).get('outside'), 2)} | "
-            f"{_fmt(d.get('threshold'), 0) if d.get('threshold') else '–'} |")
+            f"{_fmt(d.get('threshold'), 0) if d.get('threshold') else '–'} | "
+            f"{r.get('commit') or '–'} |")
     lines += _drax_split_table(doc.get("details", []))
+    lines += _extension_points_table(doc.get("details", []))
     lines += ["", "Published upstream figures for comparison (other machines): "
               "5000pods_500nodes `dra: 120` pods/s quoted for 1.37 (kubernetes#138916; the "
               "v1.37.2 YAML still says 56, \"typically above 70\"); the 500-node steady-state "

@@ -32,6 +32,7 @@ from loadtest.scheduler_perf import (
     discover,
     histogram_quantile,
     merge_record,
+    record_command,
     run_workload,
     select,
     smallest,
@@ -91,8 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     not_run: list[dict[str, Any]] = []
     profiles: dict[str, Any] = {}
     bad = 0
-    command = " ".join(["python -m loadtest.scheduler_perf",
-                        *(argv if argv is not None else sys.argv[1:])])
+    command = record_command(argv if argv is not None else sys.argv[1:])
 
     def save() -> None:
         """The JSON and the record after every run, so an interrupted run keeps its part."""

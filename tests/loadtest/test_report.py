@@ -124,6 +124,15 @@ def test_every_stored_result_has_a_section_and_says_where_it_comes_from():
         assert doc.get("commit") and doc.get("machine") and doc.get("date"), path
 
 
+def test_every_stored_command_reproduces_its_section_once_without_scratch_paths():
+    for path in sorted(report.RESULTS_DIR.glob("*.json")):
+        doc = orjson.loads(path.read_bytes())
+        commands = doc.get("commands") or [doc["command"]]
+        assert len(commands) == len(set(commands)), path
+        for command in commands:
+            assert "/tmp/" not in command and not command.startswith("/"), (path, command)
+
+
 def test_a_missing_result_says_how_to_measure_it_and_an_unknown_one_is_refused(tmp_path):
     text = report.render_results(tmp_path)
     assert text.count("Not measured yet") == len(report.SECTIONS)

@@ -27,6 +27,7 @@ from loadtest.scheduler_perf import (
     histogram_quantile,
     markdown,
     merge_record,
+    record_command,
     select,
     smallest,
     targets,
@@ -253,12 +254,38 @@ def test_record_merges_runs_by_workload_and_scheduler(tmp_path) -> None:
     assert [(r["scheduler"], r["pods_per_second"]["Average"]) for r in doc["runs"]] == \
         [("in-tree", 2.0), ("drax-allocator", 3.0)]
     assert doc["commands"] == ["a", "b"] and doc["kubernetes"] == "v1.37.2"
-    assert doc["not_run"][0]["reason"] == "r" and doc["profiles"] == {"p": PROFILE}
+    assert doc["not_run"][0]["reason"] == "r"
+    assert doc["profiles"] == {"p": {**PROFILE, "command": "b", "commit": doc["commit"]}}
     assert json.loads(path.read_text()) == doc
     text = markdown(doc)
     assert f"| {KEY} | drax-allocator | 3.0 | 3.0 | 1.50 | 10 / 10 |" in text
     assert "G/f under drax-allocator: r" in text
     assert "| app/server | 100.0 |" in text
+
+
+def test_a_recorded_command_names_no_scratch_path() -> None:
+    argv = ["--workloads", KEY, "--json", "/tmp/x/half.json", "--keep=/tmp/keep",
+            "--profile", "/tmp/prof", "--record", "/tmp/x/record.json"]
+    assert record_command(argv) == (
+        f"python -m loadtest.scheduler_perf --workloads {KEY} --profile DIR "
+        "--record loadtest/results/scheduler-perf.json")
+
+
+def test_the_record_lists_the_commands_its_figures_come_from(tmp_path) -> None:
+    path = tmp_path / "record.json"
+    merge_record(path, command="a", runs=[_run(KEY, "in-tree", 1.0)], details=[],
+                 not_run=[], profiles={})
+    merge_record(path, command="b", runs=[_run("Y/w", "in-tree", 1.0)], details=[],
+                 not_run=[], profiles={})
+    merge_record(path, command="a", runs=[_run(KEY, "in-tree", 2.0)], details=[],
+                 not_run=[], profiles={})
+    # "a" ran again: listed once, after "b", which still has its row.
+    doc = merge_record(path, command="c", runs=[_run(KEY, "in-tree", 3.0)], details=[],
+                       not_run=[], profiles={})
+    # "c" replaced the only row of "a": "a" reproduces nothing left in the record.
+    assert doc["commands"] == ["b", "c"]
+    assert {r["workload"]: r["command"] for r in doc["runs"]} == {"Y/w": "b", KEY: "c"}
+    assert all(r["commit"] == doc["commit"] for r in doc["runs"])
 
 
 def test_cpu_per_pod_is_read_off_between_the_first_and_last_pod_bound() -> None:
