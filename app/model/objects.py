@@ -218,8 +218,9 @@ class Pod:
     unschedulable: bool = False
     # status.nominatedNodeName: the node a scheduler's preemption chose for it.
     nominated_node_name: str = ""
-    # The key of the pod whose preemption made this one a victim, as drax's
-    # DisruptionTarget condition names it (empty: none names one).
+    # The uid of the pod whose preemption made this one a victim, as drax's
+    # DisruptionTarget condition names it (empty: none names one): a pod
+    # deleted and created again under its name is another pod.
     preempted_for: str = ""
     # spec.nodeSelector and the required node affinity: the nodes a preemption
     # for this pod may free devices on.

@@ -437,10 +437,11 @@ def _unschedulable(status: Mapping[str, Any], where: str) -> bool:
 
 
 def _preempted_for(status: Mapping[str, Any], where: str) -> str:
-    """The preemptor's key in a DisruptionTarget condition of reason
+    """The preemptor's uid in a DisruptionTarget condition of reason
     PreemptionByScheduler worded as drax words it ("<scheduler>: preempting to
-    accommodate a higher priority pod <namespace>/<name> (...)"); empty
-    without one, or when the message names no pod (kube-scheduler's own)."""
+    accommodate a higher priority pod <namespace>/<name> (uid <uid>; ...)");
+    empty without one, or when the message names no pod uid (kube-scheduler's
+    own names none: its Event names the preemptor by uid)."""
     for i, raw in enumerate(_list(status.get("conditions"), f"{where} status.conditions")):
         c = _map(raw, f"{where} status.conditions[{i}]")
         if c.get("type") != DISRUPTION_TARGET:
@@ -450,8 +451,11 @@ def _preempted_for(status: Mapping[str, Any], where: str) -> str:
                 or not isinstance(message, str)):
             return ""
         _, found, rest = message.partition(f" {PREEMPTING_FOR} ")
-        key = rest.split(" ", 1)[0] if found else ""
-        return key if key.count("/") == 1 else ""
+        key, _, rest = rest.partition(" (uid ")
+        if not found or key.count("/") != 1 or " " in key:
+            return ""
+        uid = rest.split(";", 1)[0].split(")", 1)[0]
+        return uid if uid and " " not in uid else ""
     return ""
 
 

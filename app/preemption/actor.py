@@ -303,7 +303,8 @@ def condition_message(scheduler: str, p: Preemption, victim: Pod) -> str:
         frees = f"room on node {p.node}{_for(p.room)}"
     else:
         frees = f"devices {_devices(p)}"
-    return f"{scheduler}: {PREEMPTING_FOR} {p.preemptor.key} ({frees})"
+    pod = p.preemptor
+    return f"{scheduler}: {PREEMPTING_FOR} {pod.key} (uid {pod.uid}; {frees})"
 
 
 def preempted_note(p: Preemption, victim: Pod) -> str:

@@ -296,7 +296,7 @@ class Driver:
         pod going that the allocation does not need, or one of no lower
         priority (never a victim of this pod), is none of the hold's business.
         A pod nominated nowhere gets the hold when one of those pods was
-        preempted for it (its DisruptionTarget condition names the pod): in
+        preempted for it (its DisruptionTarget condition names the pod's uid): in
         advisor mode the new leader's kube-scheduler clears the nomination at
         its first failed attempt, which may come before this replica's first
         pass; the next pass writes the nomination back (`_renominate`)."""
@@ -324,10 +324,12 @@ class Driver:
                  best.node, pod.key, why)
 
     def _preempted_for(self, pod: Pod, victims: tuple[tuple[str, str], ...]) -> bool:
-        """One of `victims` (key, uid) was preempted for `pod`."""
+        """One of `victims` (key, uid) was preempted for `pod`: its condition
+        names `pod`'s uid (a pod deleted and created again under the same name,
+        as a StatefulSet does, is not the pod they went for)."""
         for key, uid in victims:
             victim = self._inventory.pod(key)
-            if victim is not None and victim.uid == uid and victim.preempted_for == pod.key:
+            if victim is not None and victim.uid == uid and victim.preempted_for == pod.uid:
                 return True
         return False
 

@@ -301,8 +301,8 @@ def test_advisor_mode_takes_a_lower_pod_without_claims_for_the_cpu_a_freed_gpu_l
         assert condition and condition["reason"] == "PreemptionByScheduler", removed
         assert "aroom-wide" in condition["message"], condition  # drax's own words
         # It goes for the preemptor's cpu, and is told so; the GPU's holder for devices.
-        assert condition["message"].endswith(f"(room on node {node}: cpu)"), condition
-        assert "(devices " in removed[gpu_victim]["condition"]["message"], removed
+        assert condition["message"].endswith(f"; room on node {node}: cpu)"), condition
+        assert "; devices " in removed[gpu_victim]["condition"]["message"], removed
         assert bound_node(kube, "aroom-small") == node
     finally:
         kube.close()

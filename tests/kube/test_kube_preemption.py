@@ -684,13 +684,14 @@ async def test_a_new_leader_holds_the_devices_of_a_preemptor_its_victims_name(
     cleared p's nominatedNodeName at its first failed attempt; p's two
     victims, still terminating, name p in their DisruptionTarget condition.
     The new leader deletes nothing more, holds their GPUs for p and writes the
-    nomination back. Victims preempted for another pod, or by kube-scheduler
-    (whose message names no pod), give p nothing."""
-    ours = "drax: preempting to accommodate a higher priority pod {} (devices gpu)"
+    nomination back. Victims preempted for another pod, for an earlier pod of
+    p's name (deleted and created again, as a StatefulSet does: another uid),
+    or by kube-scheduler (whose message names no pod), give p nothing."""
+    ours = "drax: preempting to accommodate a higher priority pod {} (uid {}; devices gpu)"
     async with KubeHarness(tmp_path) as h:
         full_cluster(h.server)
         for name in ("v0", "v1"):
-            going(h, name, disruption=ours.format("default/p"))
+            going(h, name, disruption=ours.format("default/p", "uid-p"))
         await start_with_preemptor(h)
         driver = driver_of(h, CollectorRegistry())
         assert not await driver.run_once()
@@ -701,7 +702,7 @@ async def test_a_new_leader_holds_the_devices_of_a_preemptor_its_victims_name(
         assert not await driver.run_once()
         assert h.server.get("pods", "p", "default")["status"]["nominatedNodeName"] == "node-a"
         assert pods_deleted(h.server) == []
-    for message in (ours.format("default/q"),
+    for message in (ours.format("default/q", "uid-q"), ours.format("default/p", "uid-p-0"),
                     "default-scheduler: preempting to accommodate a higher priority pod"):
         async with KubeHarness(tmp_path) as h:
             full_cluster(h.server)

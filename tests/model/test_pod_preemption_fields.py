@@ -22,7 +22,7 @@ def test_unschedulable_is_podscheduled_false_with_reason_unschedulable() -> None
     assert not parse_object("Pod", {"metadata": {"name": "q"}}).unschedulable
 
 
-def test_preempted_for_is_the_pod_drax_s_disruption_target_condition_names() -> None:
+def test_preempted_for_is_the_uid_drax_s_disruption_target_condition_names() -> None:
     def victim(message: str, reason: str = "PreemptionByScheduler",
                status: str = "True") -> str:
         return parse_object("Pod", {"metadata": {"name": "v", "namespace": "default"},
@@ -32,8 +32,13 @@ def test_preempted_for_is_the_pod_drax_s_disruption_target_condition_names() -> 
                                          "reason": reason, "message": message}]}}
                             ).preempted_for
 
-    ours = "drax: preempting to accommodate a higher priority pod ml/train (devices a, b)"
-    assert victim(ours) == "ml/train"
+    ours = ("drax: preempting to accommodate a higher priority pod ml/train "
+            "(uid 7f3c; devices a, b)")
+    assert victim(ours) == "7f3c"
+    assert victim(ours.replace("; devices a, b", "")) == "7f3c"
+    # A message naming the pod but not its uid names no pod object.
+    assert victim("drax: preempting to accommodate a higher priority pod ml/train "
+                  "(devices a, b)") == ""
     # kube-scheduler's own words name no pod; another reason or a false condition is no preemption
     assert victim("default-scheduler: preempting to accommodate a higher priority pod") == ""
     assert victim(ours, reason="DeletionByTaintManager") == ""

@@ -358,10 +358,10 @@ def test_a_room_victim_is_told_it_goes_for_the_preemptor_s_room_not_for_devices(
     assert p.room_victims == {web.uid} and p.room == ("cpu",)
     assert condition_message("drax", p, device_victim) == (
         "drax: preempting to accommodate a higher priority pod default/p "
-        "(devices gpu.example.com/cheap/gpu-0)")
+        "(uid uid-p; devices gpu.example.com/cheap/gpu-0)")
     assert condition_message("drax", p, web) == (
         "drax: preempting to accommodate a higher priority pod default/p "
-        "(room on node cheap: cpu)")
+        "(uid uid-p; room on node cheap: cpu)")
     assert preempted_note(p, web) == (
         "Preempted by pod default/p (uid uid-p) on node cheap to free room for it: cpu")
     assert "devices" not in preempted_note(p, web)
