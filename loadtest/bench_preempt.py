@@ -233,7 +233,7 @@ def measure(*, nodes: int, runs: int, varied: bool, priorities: str) -> dict[str
     plan = again.search(pod, names)
     if plan.problem is not None or not plan.nodes:
         raise SystemExit(f"the search found nothing: {plan.problem or plan.refused}")
-    problems = len(again._solved)  # distinct problems among the nodes
+    problems = again.problems  # distinct problems among the nodes
     best_again = VictimSearch.of(warm)
     best = best_again.search(pod, names, best_only=True).best
     if best is None or best.node != plan.nodes[0].node:

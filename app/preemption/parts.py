@@ -7,7 +7,7 @@ node: the devices its requests match that have one value of the attribute
 shared counters as those (freeing them frees counters the part needs). The
 victim search enumerates victim sets per part where no pool of a region's
 devices is over its counters' limit, and only once the pod fits nowhere
-without victims (`app.preemption.search`).
+without victims (`app.preemption.solve`).
 
 A victim set whose release changes devices of one part's region only, and
 none that another region holds, leaves every other part as it was, where

@@ -9,8 +9,9 @@ from app.features import FeatureGates
 from app.model.objects import PriorityClass
 from app.model.parse import parse_resource_claim
 from app.preemption import Victim, VictimSearch, pdb_violations, priority_of
+from app.preemption.counting import Check, Counting, fewest_pods
 from app.preemption.fit import NodeFit
-from app.preemption.search import _Check, _Counting, _fewest, _freeable, _plain
+from app.preemption.problem import freeable_positions, plain_positions
 from tests.extender.cluster import GPU_CLASS, NIC_CLASS, ROOT, gpu_node
 from tests.inventory.objects import (
     claim,
@@ -583,7 +584,8 @@ def test_a_claim_frees_only_the_devices_it_holds_alone() -> None:
         result("gpu", f"{GPU}/n1/gpu-0"), result("gpu", f"{GPU}/n1/gpu-1", adminAccess=True),
         result("gpu", f"{GPU}/n1/gpu-2", shareID="s1")]))
     places = (0, 1, 2)
-    assert _freeable(held, places, frozenset(places)) == _plain(held, places) == 0b001
+    assert freeable_positions(held, places, frozenset(places)) == 0b001
+    assert plain_positions(held, places) == 0b001
 
 
 def test_a_pick_that_leaves_room_is_not_checked_for_room_again(monkeypatch: Any) -> None:
@@ -606,15 +608,15 @@ def test_the_fewest_victims_are_shared_only_by_nodes_whose_pods_free_the_same() 
     # Two held devices, both needed: one pod freeing both is one victim, two
     # pods freeing one each are two, in whatever order the node lists them.
     _, search = searcher(load(GPU_CLASS))
-    counting = _Counting(freeable=(), by_kind=((0, 0b11),), values=())
-    check = _Check(plain=((0, 2),), total=2, groups=())
+    counting = Counting(freeable=(), by_kind=((0, 0b11),), values=())
+    check = Check(plain=((0, 2),), total=2, groups=())
     assert search._fewest(counting, check, [0b11]) == 1
     assert search._fewest(counting, check, [0b01, 0b10]) == 2
     assert search._fewest(counting, check, [0b10, 0b01]) == 2
     # a node of other usage (one device free) whose pods reach the same is not
     # served the first node's answer: it needs one pod
-    other = _Counting(freeable=(), by_kind=((0b01, 0b10),), values=())
-    assert search._fewest(other, check, [0b01, 0b10]) == 1 == _fewest(other, check, [0b10])
+    other = Counting(freeable=(), by_kind=((0b01, 0b10),), values=())
+    assert search._fewest(other, check, [0b01, 0b10]) == 1 == fewest_pods(other, check, [0b10])
 
 
 def test_a_node_whose_slices_changed_is_read_again_by_a_kept_search() -> None:

@@ -1,0 +1,671 @@
+"""Solving one node's victim-search problem: its smallest victim sets that work.
+
+The search (`app.preemption.search`) hands the solver a node's `Problem`
+(candidates and held claims in canonical order); the solver tries victim
+sets in increasing size and keeps every set of the smallest size that
+works, each with the allocator's answer then (`Solved`), for the search to
+pick among per node. The allocator is the filter's (`AnswerBook.allocate`:
+CEL, constraints, counters, taints, extended resources, the topology
+objective). A set that frees fewer matching devices than the preemptor's
+requests take is ruled out by counting, without the allocator
+(`app.preemption.counting`); a set that releases the same claims as one
+already tried is not tried again. When the preemptor's one claim keeps all
+its devices to one value of an attribute (matchAttribute over every
+request, e.g. one PCIe root), victim sets are enumerated per such part of
+the node, among the pods holding its devices (`app.preemption.parts.
+part_groups` says why no smallest set is missed). Past a budget of
+allocator runs a node settles for a minimal set (no victim can be spared),
+reprieving pods highest priority first as kube-scheduler does (`reprieve`).
+
+Work is shared as widely as it stays exact, because 500 nodes alike would
+otherwise repeat one search 500 times. Problems equal up to renaming share
+one solution (`solve`, by the problem's key). Allocator runs are shared
+between any nodes and problems that leave the node in the same state once
+their victims are gone (hardware, usage, claim shape and matches, as the
+filter shares its answers); a release of claims that each hold their
+devices alone is looked up by the node's hardware and usage and the
+positions released, before the state it leaves is read. Where victim sets
+are enumerated per part, a release that changes one part only is shared
+by every node of the hardware alike in that part, whatever the rest of it
+holds (`app.preemption.parts`), and where every part's victim sets release
+claims of that part only, each part's smallest sets that work are kept for
+nodes alike in that part (`_by_parts`). The solver is one object per search
+because these caches outlive one preemptor. Pure: reads the inventory,
+changes nothing.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+from collections.abc import Callable, Collection, Hashable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Final
+
+from app.allocator.types import AllocationOutcome, NodeView
+from app.bounded_cache import BoundedCache
+from app.extender.answers import AnswerBook
+from app.extender.signature import HashedKey, flat_devices, usage_signature
+from app.inventory import Inventory, NodeState
+from app.preemption.counting import (
+    NO_CHECK,
+    Check,
+    Need,
+    check_of,
+    counting_of,
+    group_attributes,
+    needs_for,
+    plausible_release,
+    values_by,
+)
+from app.preemption.parts import (
+    PartLayout,
+    PartNode,
+    bits,
+    mask_of,
+    overcommitted,
+    part_groups,
+    part_layout,
+    part_members,
+    part_node,
+    steps_bound,
+)
+from app.preemption.problem import NodeFacts, Option, Problem, Run, Solved
+from app.topology.normalise import node_topology
+from app.topology.score import ONE_ROOT, make_objective, node_fill, one_root_score
+
+# Allocator runs one node's search may spend on exact search before it settles
+# for a minimal (not necessarily smallest) set by reprieving pods one by one.
+DEFAULT_TRIAL_BUDGET: Final = 512
+# Victim sets looked at per allocator run allowed (most are ruled out by counting).
+_ENUMERATED_PER_TRIAL: Final = 16
+# Bounds of the caches shared across nodes and preemptors: problems and
+# kinds of node, allocator runs, nodes.
+SHARED_SEARCHES: Final = 4096
+SHARED_RUNS: Final = 16384
+NODE_FACTS: Final = 16384
+_NOT_ENOUGH: Final = "too few devices the pod's requests match are free"
+
+_Released = Callable[[Collection[int]], tuple[int, ...]]
+
+
+@dataclass(slots=True, frozen=True)
+class _Sharing:
+    """How one problem's parts share allocator runs (`Solver._sharing`):
+    its kind of node's parts, the node's use of them, the positions the base
+    release frees, and the problem's own `attempt` for what is not shared."""
+
+    layout: PartLayout
+    node: PartNode
+    base: int
+    attempt: Callable[[tuple[int, ...]], Run]
+
+
+# A part's victim set that works (positions among the part's candidates), its
+# shared run, and the intact share of its allocation.
+_PartOption = tuple[tuple[int, ...], Run, float | bool]
+
+
+@dataclass(slots=True, frozen=True)
+class _PartSolution:
+    """A part's smallest victim sets that work, found on `view`: their size
+    (None: no set of the part's candidates works) and each with its run."""
+
+    view: NodeView
+    size: int | None = None
+    works: tuple[_PartOption, ...] = ()
+
+
+def _part_attribute(problem: Problem, needs: Sequence[Need] | None) -> str | None:
+    """The attribute whose one value every allocation of the pod keeps to (its
+    one claim binds all its requests with it), or None (`app.preemption.parts.part_groups`)."""
+    if needs is None or len(problem.pending) != 1:
+        return None
+    requests = len(problem.pending[0].spec.requests)
+    groups: dict[int, list[Need]] = {}
+    for need in needs:
+        if need.group >= 0:
+            groups.setdefault(need.group, []).append(need)
+    return next((m[0].attribute for m in groups.values() if len(m) == requests), None)
+
+
+def _plain_release(problem: Problem, idx: tuple[int, ...]) -> int | None:
+    """The positions the claims `idx` free, when each holds its devices plainly
+    (`HeldClaim.plain`); None otherwise."""
+    freed = 0
+    for i in idx:
+        plain = problem.claims[i].plain
+        if plain is None:
+            return None
+        freed |= plain
+    return freed
+
+
+def _quick_key(problem: Problem, idx: tuple[int, ...]) -> Hashable | None:
+    """What fixes the node's state once the claims `idx` are gone, when each
+    of them holds its devices plainly (`HeldClaim.plain`): the kind of run, the
+    node's hardware and usage, the positions held by others too, and the
+    positions released; None otherwise."""
+    gone = None if problem.base is None else _plain_release(problem, idx)
+    if gone is None:
+        return None
+    return (problem.base, problem.facts.signature, problem.stuck, gone)
+
+
+class Solver:
+    """Solves victim-search problems over one inventory with the filter's
+    allocator (`book`), keeping what nodes alike share."""
+
+    def __init__(self, inventory: Inventory, *, book: AnswerBook, first_fit: bool,
+                 trial_budget: int = DEFAULT_TRIAL_BUDGET) -> None:
+        self._inventory = inventory
+        self._book = book
+        self._first_fit = first_fit
+        self._trial_budget = trial_budget
+        self._solved: BoundedCache[Hashable, Solved] = BoundedCache(SHARED_SEARCHES)
+        self._runs: BoundedCache[Hashable, Run] = BoundedCache(SHARED_RUNS)
+        self._values: BoundedCache[Hashable, tuple[tuple[int, ...] | None]] = BoundedCache(
+            SHARED_SEARCHES)
+        self._quick_runs: BoundedCache[Hashable, Run] = BoundedCache(SHARED_RUNS)
+        self._part_layouts: BoundedCache[Hashable, PartLayout | None] = BoundedCache(
+            SHARED_SEARCHES)
+        self._needs_kept: BoundedCache[int, tuple[Any, Any, list[Need] | None, Check]] = \
+            BoundedCache(SHARED_SEARCHES)
+        # per part's key: its smallest victim sets that work (`_part_solution`)
+        self._part_solutions: BoundedCache[Hashable, _PartSolution] = BoundedCache(
+            SHARED_SEARCHES)
+        # a shared run as scored on nodes of another fill: (the run, the run so scored)
+        self._rescored: BoundedCache[tuple[int, float], tuple[Run, Run]] = BoundedCache(
+            SHARED_RUNS)
+        self._unplaceable_runs: BoundedCache[Hashable, Run] = BoundedCache(SHARED_SEARCHES)
+        self._part_shares: BoundedCache[Hashable, bool] = BoundedCache(SHARED_SEARCHES)
+        self._part_nodes: BoundedCache[Hashable, PartNode | None] = BoundedCache(NODE_FACTS)
+        # per part's run key: the run, and the intact share of its allocation
+        # (True: it found none)
+        self._part_runs: BoundedCache[Hashable, tuple[Run, float | bool]] = BoundedCache(
+            SHARED_RUNS)
+        self.trials = 0  # allocator runs so far (for benchmarks and tests)
+        self.states_read = 0  # node states read once claims are released (for tests)
+
+    @property
+    def problems(self) -> int:
+        """Distinct problems solved and kept (for benchmarks)."""
+        return len(self._solved)
+
+    def solve(self, problem: Problem) -> Solved:
+        """The problem's solution, shared by problems with its key while the
+        node it was found on is unchanged."""
+        solved = self._solved.get(problem.key) if problem.key is not None else None
+        if solved is None or not self.current(solved.view):
+            solved = self._solve(problem)
+            if problem.key is not None:
+                self._solved.put(problem.key, solved)
+        return solved
+
+    def values_of(self, facts: NodeFacts, needs: Sequence[Need]
+                 ) -> tuple[tuple[int, ...] | None, ...]:
+        """`values_by` per matchAttribute group of `needs`, kept per kind of node
+        (the hardware holds the attribute values, the layout the positions)."""
+        out = []
+        for attribute in group_attributes(needs):
+            key = (facts.hardware, facts.kinds, attribute)
+            hit = self._values.get(key)
+            if hit is None:
+                hit = self._values.put(key, (values_by(facts, attribute),))
+            out.append(hit[0])
+        return tuple(out)
+
+    def current(self, view: NodeView) -> bool:
+        """Whether an answer found on `view` still holds: the allocator also
+        reads the DeviceClasses (their config goes into the allocation), and a
+        class change moves every node's version."""
+        return self._inventory.version(view.node.name) == view.version
+
+    def _solve(self, problem: Problem) -> Solved:
+        view = problem.state.view
+        attempt, released = self._attempts(problem)
+        needs, check = self._needs_of(problem)
+        if problem.facts.layout.shared:
+            needs, check = None, NO_CHECK
+        counting = None
+        if needs is not None:
+            layout = problem.facts.layout
+            counting = counting_of(problem.facts, problem.state.allocated.devices,
+                                   tuple(c.freeable(layout) for c in problem.claims),
+                                   self.values_of(problem.facts, needs))
+
+        def plausible(idx: tuple[int, ...]) -> bool:
+            return counting is None or plausible_release(counting, idx, check)
+
+        base = released(())
+        if not plausible(base):
+            run = Run(AllocationOutcome(feasible=False, reason=_NOT_ENOUGH), view)
+        else:
+            run = attempt(base)
+        if run.outcome.error is not None:
+            return Solved(view=view, options=None,
+                          reason=f"cannot allocate the pod's claims: {run.text(view)}")
+        if run.outcome.feasible:
+            return Solved(view=view, options=(run.option((), base),))
+        everyone = tuple(range(len(problem.pods)))
+        if not everyone:
+            # for the allocator's own words on why
+            run = self._unplaceable(problem, needs) or attempt(base)
+            return Solved(view=view, options=None, reason=(
+                "preempting cannot help: no lower-priority pod holds devices the pod could "
+                f"use ({run.text(view)})"))
+        def nothing_works(run: Run) -> Solved:
+            return Solved(view=view, options=None, reason=(
+                f"even with all {len(everyone)} lower-priority pods holding devices the pod "
+                f"could use gone: {run.text(view)}"))
+
+        # With everyone gone is tried first only when counting cannot tell: a
+        # smaller set that works proves it works, and saves that allocator run.
+        if counting is None or not plausible(released(everyone)):
+            all_gone = self._unplaceable(problem, needs) or attempt(released(everyone))
+            if not all_gone.outcome.feasible:
+                return nothing_works(all_gone)
+        budget = self._trial_budget
+        split = self._part_layout(problem, needs)
+        if split is not None and self._over_limit(problem, split, released(())):
+            split = None
+        members = None if split is None else part_members(
+            split, ((c.needs, c.places) for c in problem.claims if c.needs and c.relevant))
+        sharing = None
+        if split is not None and self._shares_parts(problem, needs):
+            sharing = self._sharing(problem, split, attempt, released)
+        if sharing is not None:
+            assert members is not None
+            solved = self._by_parts(problem, sharing, members, released, plausible, budget)
+            if solved is not None:
+                return solved
+            part_run = functools.partial(self._part_run, problem, sharing)
+            attempt = part_run
+        groups = (None if members is None else part_groups(members)) or [everyone]
+        for size in range(1, max(len(g) for g in groups) + 1):
+            if sum(math.comb(len(g), size) for g in groups) > budget * _ENUMERATED_PER_TRIAL:
+                return Solved(view=view, options=None, cut=True)
+            options = []
+            seen: set[tuple[int, ...]] = set()
+            for group in groups:
+                for combo in itertools.combinations(group, size):
+                    if combo in seen:
+                        continue
+                    seen.add(combo)
+                    idx = released(combo)
+                    if not plausible(idx):
+                        continue  # counting rules it out: no allocator run
+                    budget -= 1
+                    if budget < 0:
+                        return Solved(view=view, options=None, cut=True)
+                    result = attempt(idx)
+                    if result.outcome.feasible:
+                        options.append(result.option(combo, idx))
+            if options:
+                return Solved(view=view, options=tuple(options))
+        all_gone = attempt(released(everyone))
+        if not all_gone.outcome.feasible:
+            return nothing_works(all_gone)
+        return Solved(view=view, options=(all_gone.option(everyone, released(everyone)),))
+
+    def _unplaceable(self, problem: Problem, needs: Sequence[Need] | None) -> Run | None:
+        """The allocator's answer, on any use of the node, when no device of the
+        node passes the selectors of the pod's first request (known without a
+        CEL error): the allocator fails there first and explains that request
+        alone, by the node's hardware, so nodes of one kind share the run."""
+        if problem.base is None or not needs or not problem.pending:
+            return None
+        first = problem.pending[0].spec.requests
+        if not first or first[0].exactly is None or needs[0].count < 1:
+            return None  # (a request of no device is never short)
+        columns = problem.facts.kinds.value
+        assert isinstance(columns, tuple)
+        column = columns[needs[0].kind]
+        if column is None or problem.facts.layout.kinds[needs[0].kind] or not all(
+                type(m) is bool for m in column):
+            return None
+        hit = self._unplaceable_runs.get(problem.base)
+        if hit is None or not self.current(hit.source):
+            state = problem.state
+            self.trials += 1
+            hit = self._unplaceable_runs.put(problem.base, Run(
+                self._book.allocate(problem.pending, state, state.allocated), state.view))
+        return hit
+
+    def _needs_of(self, problem: Problem) -> tuple[list[Need] | None, Check]:
+        """`needs_for` of the problem's claims and their `check_of`, kept per request
+        (every node of a search shares its claims and kinds)."""
+        key = id(problem.pending)
+        hit = self._needs_kept.get(key)
+        if hit is None or hit[0] is not problem.pending or hit[1] is not problem.kinds:
+            needs = needs_for(problem.pending, problem.kinds)
+            hit = self._needs_kept.put(key, (problem.pending, problem.kinds, needs,
+                                             check_of(needs or ())))
+        return hit[2], hit[3]
+
+    def _attempts(self, problem: Problem) -> tuple[Callable[[tuple[int, ...]], Run], _Released]:
+        """The allocator over the node with the claims of given indexes released,
+        and which claims a victim set releases. Runs are shared between nodes
+        and problems whose node is the same once those claims are gone (same
+        hardware, usage, claim shape and matches): a node's outcome is another's
+        up to renaming, as the filter shares its answers."""
+        claims = problem.claims
+        state = problem.state
+        outcomes: dict[tuple[int, ...], Run] = {}
+
+        # per releasable claim, the pods it needs gone as a mask of candidates
+        needed = [(i, mask_of(c.needs)) for i, c in enumerate(claims) if c.needs is not None]
+
+        def released(victims: Collection[int]) -> tuple[int, ...]:
+            gone = mask_of(victims)
+            return tuple(i for i, mask in needed if not mask & ~gone)
+
+        def attempt(idx: tuple[int, ...]) -> Run:
+            hit = outcomes.get(idx)
+            if hit is not None:
+                return hit
+            # Released claims that each hold their devices plainly leave a state
+            # the node's own signature and their positions fix, so such a
+            # release is looked up before the state it leaves is read.
+            quick = _quick_key(problem, idx)
+            if quick is not None:
+                hit = self._quick_runs.get(quick)
+                if hit is not None and self.current(hit.source):
+                    outcomes[idx] = hit
+                    return hit
+            self.states_read += 1
+            allocated = self._inventory.allocated_without(
+                state, (claims[i].claim.key for i in idx))
+            key = None
+            hit = None
+            if problem.base is not None:
+                key = HashedKey((problem.base, usage_signature(
+                    NodeState(view=state.view, allocated=allocated))))
+                hit = self._runs.get(key)
+            if hit is None or not self.current(hit.source):
+                self.trials += 1
+                hit = Run(self._book.allocate(problem.pending, state, allocated), state.view)
+                if key is not None:
+                    self._runs.put(key, hit)
+            if quick is not None:
+                self._quick_runs.put(quick, hit)
+            outcomes[idx] = hit
+            return hit
+
+        return attempt, released
+
+    def _sharing(self, problem: Problem, layout: PartLayout,
+                 attempt: Callable[[tuple[int, ...]], Run], released: _Released
+                 ) -> _Sharing | None:
+        """How the problem's parts share runs once nothing fits without victims
+        (`app.preemption.parts`); None where they cannot (the node's use of a
+        part's region, a hold that stays, a claim held otherwise than plainly)."""
+        if problem.base is None or problem.stuck:
+            return None
+        facts = problem.facts
+        node_key = (problem.base, layout, facts.signature)
+        if node_key in self._part_nodes:
+            node = self._part_nodes[node_key]
+        else:
+            node = self._part_nodes.put(node_key, part_node(
+                layout, problem.state.allocated, facts.position, problem.state.view))
+        base = _plain_release(problem, released(()))
+        if node is None or base is None:
+            return None
+        return _Sharing(layout=layout, node=node, base=base, attempt=attempt)
+
+    def _part_run(self, problem: Problem, sharing: _Sharing, idx: tuple[int, ...]) -> Run:
+        """`attempt` for a victim set of one part: a release that changes one
+        part only is looked up by the part's hardware and usage and what the
+        score reads of the rest of the node, and its answer scored with the
+        node's fill."""
+        entry = self._part_entry(problem, sharing, idx)
+        if entry is None:
+            return sharing.attempt(idx)
+        return self._scored(sharing, *entry)
+
+    def _part_entry(self, problem: Problem, sharing: _Sharing, idx: tuple[int, ...]
+                   ) -> tuple[Run, float | bool, int] | None:
+        """The shared run of releasing the claims `idx`, the intact share of its
+        allocation (True: none), and the units in use then on this node; None
+        when the release does not change one part only."""
+        freed = _plain_release(problem, idx)
+        found = None if freed is None else sharing.node.key(freed, sharing.base)
+        if found is None:
+            return None
+        key = (problem.base, found[0])
+        hit = self._part_runs.get(key)
+        if hit is None or not self.current(hit[0].source):
+            run = sharing.attempt(idx)
+            intact = self._intact_share_of(problem, idx, run)
+            if intact is None:
+                return None
+            hit = self._part_runs.put(key, (run, intact))
+        return hit[0], hit[1], found[1]
+
+    def _scored(self, sharing: _Sharing, run: Run, intact: float | bool, used: int) -> Run:
+        """A part's shared run with its allocation scored with the fill of a
+        node with `used` units in use."""
+        outcome = run.outcome
+        if not outcome.feasible:
+            return run
+        assert isinstance(intact, float)
+        score = one_root_score(self._book.topology, intact=intact,
+                               fill=node_fill(used, len(sharing.layout.units)))
+        if score == outcome.score:
+            return run
+        key = (id(run), score)
+        hit = self._rescored.get(key)
+        if hit is None or hit[0] is not run:
+            hit = self._rescored.put(key, (run, Run(replace(outcome, score=score),
+                                                    run.source)))
+        return hit[1]
+
+    def _by_parts(self, problem: Problem, sharing: _Sharing, members: list[set[int]],
+                  released: _Released, plausible: Callable[[tuple[int, ...]], bool],
+                  budget: int) -> Solved | None:
+        """The smallest victim sets when each part's victim sets change that part
+        only: per part, its smallest sets that work are kept by what decides
+        them (`_part_solution`), so nodes alike in a part share them too.
+        None where a part's sets reach beyond it, or where the loop of
+        `_solve` could run out of `budget` before the smallest size."""
+        # per releasable claim: the candidates it needs (a mask), and where it holds
+        claims = [(mask_of(c.needs), c.plain, c.needs) for c in problem.claims if c.needs]
+        found: list[tuple[int, tuple[int, ...], tuple[_PartOption, ...]]] = []
+        for i, cands in enumerate(members):
+            if not cands:
+                continue
+            local = tuple(sorted(cands))
+            solution = self._part_solution(problem, sharing, i, local, claims, released,
+                                           plausible)
+            if solution is None:
+                return None
+            if solution.size is not None:
+                found.append((solution.size, local, solution.works))
+        if not found:
+            return None
+        smallest = min(size for size, _, _ in found)
+        groups = part_groups(members)
+        if sum(math.comb(len(g), size) for g in groups
+               for size in range(1, smallest + 1)) > budget:
+            return None
+        options = []
+        for size, local, solved in found:
+            if size != smallest:
+                continue
+            for chosen, run, intact in solved:
+                combo = tuple(local[j] for j in chosen)
+                idx = released(combo)
+                freed = _plain_release(problem, idx)
+                assert freed is not None
+                used = sharing.node.used(freed)
+                options.append(self._scored(sharing, run, intact, used).option(combo, idx))
+        return Solved(view=problem.state.view, options=tuple(options))
+
+    def _part_solution(self, problem: Problem, sharing: _Sharing, i: int,
+                       local: tuple[int, ...],
+                       claims: Sequence[tuple[int, int | None, frozenset[int]]],
+                       released: _Released,
+                       plausible: Callable[[tuple[int, ...]], bool]
+                       ) -> _PartSolution | None:
+        """Part `i`'s smallest victim sets among its candidates `local` that
+        work (as positions in `local`), their shared runs and intact shares,
+        and their size (None: none works); None when a set could release a
+        claim beyond the part. Kept by the part's key and the claims its sets
+        can release (whom they need, in `local`'s order, and where they hold),
+        which fix every set's run key."""
+        layout = sharing.layout
+        cands = mask_of(local)
+        index = {c: j for j, c in enumerate(local)}
+        beyond = layout.relevant & ~sharing.base & ~layout.exclusive[i]
+        shape = []
+        reach = 0  # what the part's sets can free
+        for needed, plain, needs in claims:
+            if needed & ~cands:
+                continue
+            if plain is None or plain & beyond:
+                return None
+            reach |= plain
+            # claims come in the order of where they hold: the same on nodes alike
+            shape.append((tuple(sorted(index[k] for k in needs)), plain))
+        node = sharing.node
+        if not node.open[i]:
+            return None
+        taken = node.taken & ~sharing.base
+        held = node.held & ~sharing.base
+        # Of a group the score reads, a set's run reads only whether any unit
+        # in it stays in use: those the sets can free, and whether others are.
+        key = (problem.base, i, len(local), taken & layout.regions[i],
+               tuple((held & group & reach, not held & group & ~reach)
+                     for group in layout.groups[i]), tuple(shape))
+        hit = self._part_solutions.get(key)
+        if hit is not None and self.current(hit.view) and all(
+                self.current(run.source) for _, run, _ in hit.works):
+            return hit
+        solution = _PartSolution(view=problem.state.view)
+        for size in range(1, len(local) + 1):
+            works = []
+            for chosen in itertools.combinations(range(len(local)), size):
+                idx = released(tuple(local[j] for j in chosen))
+                if not plausible(idx):
+                    continue
+                entry = self._part_entry(problem, sharing, idx)
+                if entry is None:
+                    # A set releasing nothing in any region beyond what the base
+                    # release frees leaves nothing that fits; any other is keyed.
+                    freed = _plain_release(problem, idx)
+                    if freed is None or (freed & ~sharing.base & layout.relevant):
+                        return None
+                    continue
+                run, intact, _ = entry
+                if run.outcome.feasible:
+                    works.append((chosen, run, intact))
+            if works:
+                solution = _PartSolution(view=problem.state.view, size=size,
+                                         works=tuple(works))
+                break
+        return self._part_solutions.put(key, solution)
+
+    def _part_layout(self, problem: Problem, needs: Sequence[Need] | None
+                    ) -> PartLayout | None:
+        """`app.preemption.parts.part_layout` of the problem's kind of node when
+        the pod's claims keep to one part (`app.preemption.parts.part_groups`), else None."""
+        attribute = _part_attribute(problem, needs)
+        if attribute is None:
+            return None
+        facts = problem.facts
+        key = (facts.hardware, facts.kinds, attribute)
+        if key in self._part_layouts:
+            return self._part_layouts[key]
+        return self._part_layouts.put(key, part_layout(
+            facts.devices, facts.position, facts.layout.matched,
+            lambda at: facts.attribute(at, attribute),
+            node_topology(facts.view, self._book.topology)))
+
+    def _over_limit(self, problem: Problem, layout: PartLayout, base: tuple[int, ...]) -> bool:
+        """Whether a pool with a device in a part's region is over its counters'
+        limit once the claims `base` are released: the allocator then refuses
+        the pool's devices until enough of it is released, by pods of any
+        part, so victim sets are not enumerated per part (`app.preemption.parts.part_groups`).
+        Releasing more only lowers a pool's use, so the base release decides."""
+        state = problem.state
+        pools = overcommitted(state.allocated, state.view)
+        if pools and base:
+            pools = overcommitted(self._inventory.allocated_without(
+                state, (problem.claims[i].claim.key for i in base)), state.view)
+        if not pools:
+            return False
+        devices = problem.facts.devices
+        return any((devices[at].driver, devices[at].pool) in pools
+                   for at in bits(layout.relevant))
+
+    def _shares_parts(self, problem: Problem, needs: Sequence[Need] | None) -> bool:
+        """Whether the problem's parts may share runs (`app.preemption.parts`):
+        every request's matches are known without a CEL error, and no search
+        on its kind of node can reach the allocator's step budget."""
+        if problem.base is None or needs is None:
+            return False
+        key = problem.base
+        if key in self._part_shares:
+            return self._part_shares[key]
+        facts = problem.facts
+        columns = facts.kinds.value
+        assert isinstance(columns, tuple)
+        shares = False
+        if all(column is not None and all(type(m) is bool for m in column)
+               for column in columns):
+            topology = node_topology(facts.view, self._book.topology)
+            slots = [facts.layout.kinds[n.kind].bit_count() for n in needs if n.group < 0
+                     for _ in range(n.count)]
+            shares = steps_bound(slots, len(topology.roots) + len(topology.numa_nodes)) \
+                < self._book.step_budget
+        return self._part_shares.put(key, shares)
+
+    def _intact_share_of(self, problem: Problem, idx: tuple[int, ...], run: Run
+                        ) -> float | bool | None:
+        """What a part's run shares: for an allocation, its score's intact share
+        on this node (`Quality.intact`, the same on every node sharing the run),
+        True when it found none; None when it is not to be shared (an error,
+        not the one-root tier)."""
+        outcome = run.outcome
+        if outcome.error is not None:
+            return None
+        if not outcome.feasible:
+            return True
+        state = problem.state
+        facts = problem.facts
+        if run.source is not state.view:
+            position = {d.id: i for i, d in enumerate(flat_devices(run.source))}
+            picks = [facts.devices[position[d.id]] for d in outcome.picks]
+        else:
+            picks = list(outcome.picks)
+        allocated = self._inventory.allocated_without(
+            state, (problem.claims[i].claim.key for i in idx))
+        quality = make_objective(node_view=state.view, allocated=allocated,
+                                 config=self._book.topology,
+                                 mode="advisor" if self._first_fit else "allocator"
+                                 ).evaluate(picks)
+        if quality.tier != ONE_ROOT or quality.score != outcome.score:
+            return None
+        return quality.intact
+
+    def reprieve(self, problem: Problem) -> tuple[Option, bool] | str:
+        """Past the budget: start from every candidate gone and spare them one by
+        one, highest priority first (as kube-scheduler reprieves), while the pod
+        still fits. The set is minimal, not necessarily the smallest."""
+        attempt, released = self._attempts(problem)
+        view = problem.state.view
+        victims = set(range(len(problem.pods)))
+        run = attempt(released(tuple(victims)))
+        if not run.outcome.feasible:
+            return (f"even with all {len(victims)} lower-priority pods holding devices the "
+                    f"pod could use gone: {run.text(view)}")
+        for i in sorted(victims, key=lambda i: (-problem.pods[i].priority, i)):
+            trial = tuple(sorted(victims - {i}))
+            result = attempt(released(trial))
+            if result.outcome.feasible:
+                victims.discard(i)
+                run = result
+        chosen = tuple(sorted(victims))
+        return run.option(chosen, released(chosen)), False
