@@ -20,8 +20,9 @@ Order, for preemptor P, node N and the chosen victims:
 Only the pods chosen are ever deleted, each at most once, and only while it is
 the pod chosen (its uid). A request failing for a passing reason is sent again
 (`call_with_retries`); past the retries, the preemption stops where it is:
-victims not yet reached stay, the hold keeps the victims actually deleted (the
-driver waits for them and may search again), and the outcome says so. Events
+victims not yet reached stay, the hold keeps the victims actually deleted and
+the claims only they release (the driver waits for those and may then search
+again), and the outcome says so. Events
 are best effort: a failed Event never stops a preemption.
 
 RBAC (manifests/rbac.yaml): `get`, `delete` pods; `patch` pods/status;
@@ -148,12 +149,16 @@ class Actor:
             except _GiveUp as exc:
                 failure = str(exc)
                 break
-        if len(deleted) + len(skipped) < len(p.victims):
+        reached = len(deleted) + len(skipped)
+        if reached < len(p.victims):
             # Stopped half-way: the hold stays for the victims that did go, so the
-            # driver does not preempt again before they are gone.
+            # driver does not preempt again before they are gone, and waits for
+            # their claims alone: a claim a victim not reached holds stays
+            # allocated, and waiting for it would stop every later preemption.
             if self._inventory.nomination(pod.key) is nomination:
                 self._inventory.nominate(replace(
-                    nomination, victims=tuple((v.key, v.uid) for v in deleted)))
+                    nomination, victims=tuple((v.key, v.uid) for v in deleted),
+                    victim_claims=self._released_by_those_reached(p, p.victims[reached:])))
             log.warning("preemption for pod %s on node %s stopped after %d of %d victims: %s",
                         pod.key, p.node, len(deleted), len(p.victims), failure)
             return Outcome(refused="api-error" if still_leading() else "not-leading",
@@ -165,6 +170,17 @@ class Actor:
         log.info("preempted for pod %s: %s", pod.key, note)
         return Outcome(refused=None, deleted=tuple(v.key for v in deleted),
                        skipped=tuple(skipped))
+
+    def _released_by_those_reached(self, p: Preemption, not_reached: Sequence[Pod]
+                                   ) -> tuple[str, ...]:
+        """`p`'s released claims that no victim in `not_reached` reserves."""
+        staying = {v.uid for v in not_reached}
+        kept = []
+        for key in p.released_claims:
+            claim = self._inventory.claim(key)
+            if claim is None or staying.isdisjoint(ref.uid for ref in claim.reserved_for):
+                kept.append(key)
+        return tuple(kept)
 
     # ------------------------------------------------------------------ preemptor
 

@@ -366,6 +366,36 @@ async def test_the_api_server_going_down_half_way_deletes_no_more(tmp_path: Path
         assert held is not None and held.victims == (("default/v0", "uid-v0"),)
 
 
+async def test_a_preemption_stopped_half_way_waits_only_for_the_victims_that_went(
+        tmp_path: Path) -> None:
+    """The API server fails after one of p's two victims is deleted: the other,
+    not reached, keeps running and its claim allocated. Once the first and its
+    claim are gone, the driver preempts again for p rather than wait for the
+    other's claim for ever."""
+    async with KubeHarness(tmp_path) as h:
+        full_cluster(h.server)
+        await start_with_preemptor(h)
+        driver = driver_of(h, CollectorRegistry())
+        # Writes: p's nomination, a victim's condition, its deletion, its Event.
+        h.server.faults.fail_writes_after = 4
+        assert await driver.run_once()
+        (went,) = pods_deleted(h.server)
+        (other,) = {"v0", "v1"} - {went}
+        assert not conditions(h, other)
+        held = h.inventory.nomination("default/p")
+        assert held is not None and held.victims == ((f"default/{went}", f"uid-{went}"),)
+        assert held.victim_claims == (f"default/{went}-gpu",)
+        h.server.faults.fail_writes_after = 0  # the API server is back
+        await h.caught_up()
+        assert not await driver.run_once()  # still terminating: no cascading
+        h.server.delete("pods", went, "default")
+        h.server.delete("resourceclaims", f"{went}-gpu", "default")
+        await h.caught_up()
+        assert not driver.victims_pending(held)
+        assert await driver.run_once()
+        assert pods_deleted(h.server) == ["v0", "v1"]
+
+
 async def test_a_preemptor_gone_or_replaced_touches_no_victim(tmp_path: Path) -> None:
     async with KubeHarness(tmp_path) as h:
         actor, p, (v0, v1) = await staged(h)
