@@ -392,18 +392,31 @@ class ExtenderApp(FastAPI):
     """The verbs' app. A POST to a verb's path goes straight to its endpoint:
     kube-scheduler sends one per node it schedules, and Starlette's middleware
     and routing would add about as much per call as answering a small cluster
-    takes. The router holds the same endpoints for everything else (another
-    method, a path with a root path), and for every request once any
-    middleware is added: middleware sees the verbs like any other path."""
+    takes. drax's own metrics are counted in the endpoint, whichever way a
+    request reaches it. The router holds the same endpoints for everything else
+    (another method, a path with a root path), and for every request while
+    anything observes requests around the router (`observed`): then the verbs
+    are seen like any other path."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.verb_endpoints: dict[str, ASGIApp] = {}
 
+    def observed(self) -> bool:
+        """Whether the full stack observes requests: middleware added to the app, a
+        middleware stack an instrumentor rebuilds (OpenTelemetry's FastAPIInstrumentor
+        replaces `build_middleware_stack` on the app), or FastAPI's own telemetry
+        (request duration, spans, exception logs), on once a tracer, meter or logger
+        provider is configured."""
+        if self.user_middleware or "build_middleware_stack" in vars(self):
+            return True
+        telemetry = getattr(self, "_native_telemetry", None)  # FastAPI >= 0.165
+        return telemetry is not None and bool(telemetry.enabled())
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["method"] == "POST" and not scope.get("root_path"):
             endpoint = self.verb_endpoints.get(scope["path"])
-            if endpoint is not None and not self.user_middleware:
+            if endpoint is not None and not self.observed():
                 await endpoint(scope, receive, send)
                 return
         await super().__call__(scope, receive, send)

@@ -528,6 +528,64 @@ async def test_without_middleware_a_verb_post_skips_starlettes_stack() -> None:
         assert app.middleware_stack is not None
 
 
+class Durations:
+    """A meter provider for FastAPI's own telemetry that keeps each request
+    duration it records, with its attributes."""
+
+    def __init__(self) -> None:
+        self.recorded: list[dict[str, Any]] = []
+
+    def get_meter(self, *args: Any, **kwargs: Any) -> Any:
+        return self
+
+    def create_histogram(self, *args: Any, **kwargs: Any) -> Any:
+        return self
+
+    def create_up_down_counter(self, *args: Any, **kwargs: Any) -> Any:
+        return self
+
+    def record(self, amount: float, attributes: dict[str, Any] | None = None) -> None:
+        self.recorded.append(dict(attributes or {}))
+
+    def add(self, amount: int, attributes: dict[str, Any] | None = None) -> None:
+        pass
+
+
+async def test_fastapis_own_telemetry_sees_the_verbs_like_any_path_once_configured() -> None:
+    app = sample_runtime().app
+    durations = Durations()
+    # What FastAPI(telemetry={"meter_provider": ...}) sets; drax configures none itself.
+    app._telemetry["meter_provider"] = durations  # type: ignore[attr-defined]
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                 base_url="http://drax") as c:
+        assert (await c.post("/filter", json=names_args(pod("infer-0"), GPU_NODES))
+                ).status_code == 200
+        assert (await c.get("/healthz")).status_code == 200
+        text = (await c.get("/metrics")).text
+    assert [(d["http.request.method"], d.get("http.route"), d["http.response.status_code"])
+            for d in durations.recorded] == [("POST", "/filter", 200), ("GET", "/healthz", 200),
+                                             ("GET", "/metrics", 200)]
+    # drax's own metrics count the verb the same way.
+    assert 'drax_requests_total{outcome="ok",verb="filter"} 1.0' in text
+
+
+async def test_an_instrumentor_that_rebuilds_the_middleware_stack_sees_the_verbs() -> None:
+    import types
+
+    from fastapi import FastAPI
+
+    app = sample_runtime().app
+    seen: list[tuple[str, str]] = []
+    # What OpenTelemetry's FastAPIInstrumentor.instrument_app does to an app.
+    app.build_middleware_stack = types.MethodType(  # type: ignore[method-assign]
+        lambda self: Recorded(FastAPI.build_middleware_stack(self), seen), app)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                 base_url="http://drax") as c:
+        r = await c.post("/filter", json=names_args(pod("infer-0"), GPU_NODES))
+    assert r.status_code == 200 and r.json()["NodeNames"]
+    assert seen == [("POST", "/filter")]
+
+
 # ------------------------------------------------------------------ escaped failures
 
 
