@@ -396,9 +396,9 @@ class MatchColumns:
                 matcher: Matcher, hardware: Hashable | None = None) -> tuple[MatchResult, ...]:
         """A kind with selectors of its own starts from its class's column and
         asks the selectors only of the devices the class accepts: every new
-        claim shape is a new kind, and its first touch or warming read the
-        class's selectors on every device again (CEL projections were half the
-        verbs' CPU of a 20,000-node first touch)."""
+        claim shape is a new kind, and its first touch or warming would read
+        the class's selectors on every device again (asking them of every
+        device costs about half the verbs' CPU of a 20,000-node first touch)."""
         class_name, selectors = kind
         if not selectors:
             column = tuple(_matches(d, device_class, (), matcher) for d in devices)
