@@ -4,8 +4,9 @@
   a file named earlier in the same document) exists, and so does every
   `app/...` path it names, so a renamed, moved or removed one shows up as a
   stale document;
-- no document narrates the work that made it: no issue numbers and no work
-  stops (history belongs in git and CHANGELOG.md);
+- no document narrates the work that made it: no issue numbers, work stops or
+  sessions, and no figure told against an earlier run (history belongs in git
+  and CHANGELOG.md);
 - every option of every `drax` command is described in a section of a
   document that names that command, not only in `--help`.
 """
@@ -22,7 +23,14 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 DOCUMENTS = sorted([*REPO.glob("docs/*.md"), REPO / "README.md", *REPO.glob("loadtest/*.md")])
 CITED = re.compile(r"`((?:tests/[\w/]+\.py)?)::(test_\w+)")
-NARRATION = re.compile(r"\bissue #?\d+|#\d+'s\b|\bstop \d+\b", re.IGNORECASE)
+# Issue numbers, work stops and sessions, and figures told against an earlier
+# run or pass ("the run before", "in the pass at <commit>", "(was 37.8)",
+# "down from 6.84"): a document gives what the software measures now.
+NARRATION = re.compile(r"\bissue #?\d+|#\d+'s\b|\bstop \d+\b"
+                       r"|\b(?:this|last|next|previous) (?:stop|session)\b"
+                       r"|\bthe (?:run|pass) before\b|\bin the (?:run|pass) at\b"
+                       r"|\bthat profile is from\b|\b(?:down|up) from \d|\(was \d",
+                       re.IGNORECASE)
 
 
 @pytest.mark.parametrize("doc", DOCUMENTS, ids=lambda p: str(p.relative_to(REPO)))
@@ -60,6 +68,12 @@ def test_the_checks_find_what_they_look_for() -> None:
     assert CITED.findall(text) == [("tests/kube/test_kube_lease.py", "test_a"), ("", "test_b")]
     assert APP_PATH.findall(text) == ["app/sources/kube/lease.py"]
     assert [m.group(0) for m in NARRATION.finditer(text)] == ["issue #22", "stop 4"]
+    history = ("p99 12.3 ms (was 29.4 in the run before), 4.29 us, down from 6.84; "
+               "attempt 36.3 in the pass at becad50, this session")
+    assert [m.group(0) for m in NARRATION.finditer(history)] == [
+        "(was 2", "the run before", "down from 6", "in the pass at", "this session"]
+    present = "a 1-GPU pod no longer fits there; filter took 2.5 ms before its bind"
+    assert not NARRATION.search(present)
     # The documents cite tests and name paths: the checks above are not vacuous.
     assert all(sum(len(pattern.findall(doc.read_text())) for doc in DOCUMENTS) > 20
                for pattern in (CITED, APP_PATH))
