@@ -18,12 +18,14 @@ Order, for preemptor P, node N and the chosen victims:
 4. an Event on P (`Preempting`) naming N, the victims and what they free.
 
 Only the pods chosen are ever deleted, each at most once, and only while it is
-the pod chosen (its uid). A request failing for a passing reason is sent again
-(`call_with_retries`); past the retries, the preemption stops where it is:
-victims not yet reached stay, the hold keeps the victims actually deleted and
-the claims only they release (the driver waits for those and may then search
-again), and the outcome says so. Events
-are best effort: a failed Event never stops a preemption.
+the pod chosen (its uid) and P's hold lasts (the watch ends it when P is
+deleted, replaced or bound meanwhile: P then needs no more victims). A
+request failing for a passing reason is sent again (`call_with_retries`);
+past the retries, the preemption stops where it is: victims not yet reached
+stay, the hold keeps the victims actually deleted and the claims only they
+release (the driver waits for those and may then search again), and the
+outcome says so. Events are best effort: a failed Event never stops a
+preemption.
 
 RBAC (manifests/rbac.yaml): `get`, `delete` pods; `patch` pods/status;
 `create` events (events.k8s.io).
@@ -137,9 +139,16 @@ class Actor:
         deleted: list[Pod] = []
         skipped: list[str] = []
         failure = ""
+        refused = "api-error"
         for victim in p.victims:
             if not still_leading():
-                failure = "this replica no longer leads"
+                failure, refused = "this replica no longer leads", "not-leading"
+                break
+            if self._inventory.nomination(pod.key) is not nomination:
+                # The watch ended the hold: P was deleted, replaced or bound
+                # meanwhile, and needs no more victims.
+                failure = f"pod {pod.key} (uid {pod.uid}) is gone, replaced or bound"
+                refused = "preemptor-gone"
                 break
             try:
                 if await self._evict(victim, p):
@@ -161,9 +170,10 @@ class Actor:
                     victim_claims=self._released_by_those_reached(p, p.victims[reached:])))
             log.warning("preemption for pod %s on node %s stopped after %d of %d victims: %s",
                         pod.key, p.node, len(deleted), len(p.victims), failure)
-            return Outcome(refused="api-error" if still_leading() else "not-leading",
-                           deleted=tuple(v.key for v in deleted), skipped=tuple(skipped),
-                           message=failure)
+            if refused == "api-error" and not still_leading():
+                refused = "not-leading"
+            return Outcome(refused=refused, deleted=tuple(v.key for v in deleted),
+                           skipped=tuple(skipped), message=failure)
         note = preempting_note(p, deleted)
         await self._event(pod, related=None, reason="Preempting", action="Preempting",
                           note=note)

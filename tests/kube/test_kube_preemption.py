@@ -10,6 +10,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
 from prometheus_client import CollectorRegistry
 
 from app.extender import Extender
@@ -328,6 +329,28 @@ async def test_a_victim_already_gone_is_skipped(tmp_path: Path) -> None:
         assert pods_deleted(h.server) == ["v1"]
 
 
+@pytest.mark.parametrize("write", ["patch_namespaced_pod_status", "delete_namespaced_pod"])
+async def test_a_victim_gone_between_its_read_and_a_write_is_skipped(
+        tmp_path: Path, write: str) -> None:
+    """v0 goes (another controller, its kubelet) after the actor read it: the
+    404 of its condition patch or of its deletion skips it, with no Event."""
+    async with KubeHarness(tmp_path) as h:
+        actor, p, (v0, v1) = await staged(h)
+        send = getattr(actor._core, write)
+
+        def gone_first(name: str, namespace: str, *args: Any, **kwargs: Any) -> Any:
+            if name == "v0" and ("default", "v0") in h.server.store["pods"]:
+                h.server.delete("pods", "v0", "default")
+            return send(name, namespace, *args, **kwargs)
+
+        setattr(actor._core, write, gone_first)
+        outcome = await actor.preempt(plan(p, v0, v1))
+        assert outcome.refused is None
+        assert outcome.deleted == ("default/v1",) and outcome.skipped == ("default/v0",)
+        events = [o for o in h.server.created if o.get("kind") == "Event"]
+        assert sorted(e["regarding"]["name"] for e in events) == ["p", "v1"]
+
+
 async def test_a_replaced_victim_is_not_deleted(tmp_path: Path) -> None:
     async with KubeHarness(tmp_path) as h:
         actor, p, (v0, v1) = await staged(h)
@@ -364,6 +387,45 @@ async def test_the_api_server_going_down_half_way_deletes_no_more(tmp_path: Path
         assert not conditions(h, "v1")
         held = h.inventory.nomination("default/p")
         assert held is not None and held.victims == (("default/v0", "uid-v0"),)
+
+
+async def test_a_preemptor_deleted_half_way_gets_no_more_victims_and_no_hold(
+        tmp_path: Path) -> None:
+    """p is deleted once its first victim is: the watch ends the hold, and the
+    actor deletes no other victim for a pod that no longer exists."""
+    async with KubeHarness(tmp_path) as h:
+        full_cluster(h.server)
+        await start_with_preemptor(h)
+        driver = driver_of(h, CollectorRegistry())
+        actor: Any = driver._actor
+        send = actor._core.delete_namespaced_pod
+
+        async def then_p_goes(name: str, namespace: str, *args: Any, **kwargs: Any) -> Any:
+            answer = await send(name, namespace, *args, **kwargs)
+            if ("default", "p") in h.server.store["pods"]:
+                h.server.delete("pods", "p", "default")
+                await eventually(lambda: h.inventory.pod("default/p") is None, "p gone")
+            return answer
+
+        actor._core.delete_namespaced_pod = then_p_goes
+        assert await driver.run_once()
+        assert len(pods_deleted(h.server)) == 1
+        assert h.inventory.nominations() == []
+        await h.caught_up()
+        assert not await driver.run_once()
+        assert len(pods_deleted(h.server)) == 1
+
+
+async def test_the_api_server_down_from_the_start_touches_nothing_and_holds_nothing(
+        tmp_path: Path) -> None:
+    async with KubeHarness(tmp_path) as h:
+        actor, p, (v0, v1) = await staged(h)
+        h.server.faults.write_period = 1  # every write fails
+        h.server.faults.write_kinds = ("500",)
+        outcome = await actor.preempt(plan(p, v0, v1))
+        assert outcome.refused == "api-error" and outcome.deleted == ()
+        assert pods_deleted(h.server) == [] and not conditions(h, "v0")
+        assert h.inventory.nominations() == []
 
 
 async def test_a_preemption_stopped_half_way_waits_only_for_the_victims_that_went(
