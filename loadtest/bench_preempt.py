@@ -182,6 +182,15 @@ class Searches:
         assert pod is not None
         return cls(inventory, pod, inventory.node_names())
 
+    @classmethod
+    def loaded(cls, objs: list[dict[str, Any]]) -> Searches:
+        """`objs` loaded with the collector set as `drax serve` sets it (see the
+        module doc): full passes deferred, the loaded inventory frozen."""
+        garbage_collector.defer_full_collections()
+        inventory = inventory_of(objs)
+        garbage_collector.freeze()
+        return cls.of(inventory)
+
     def extender(self) -> Extender:
         return Extender(self.inventory, features=FeatureGates(), file_mode=True)
 
@@ -217,9 +226,7 @@ def timed(runs: int, make: Callable[[], Callable[[], Any]]) -> dict[str, list[fl
 
 def measure(*, nodes: int, runs: int, varied: bool, priorities: str) -> dict[str, Any]:
     objs = full_cluster(nodes=nodes, varied=varied, priorities=priorities)
-    inv = inventory_of(objs)
-    garbage_collector.freeze()
-    searches = Searches.of(inv)
+    searches = Searches.loaded(objs)
     pod, names = searches.pod, searches.names
     warm = searches.extender()
     warm.filter(pod, names)
@@ -341,7 +348,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--json", metavar="FILE")
     args = parser.parse_args(argv)
-    garbage_collector.defer_full_collections()
     results = [measure(nodes=args.nodes, runs=args.runs, varied=varied, priorities=priorities)
                for priorities in PRIORITIES for varied in (False, True)]
     command = f"python -m loadtest.bench_preempt --nodes {args.nodes} --runs {args.runs}"

@@ -63,7 +63,9 @@ claim (2 GPUs + 1 NIC on one root) requesting 16 cpus: its two device victims
 free 12, so at least one more pod goes on every node. Figures, not targets:
 the first search's CPU time for the best node (the preemption loop) and for
 every node (the preempt verb, `drax preempt`), beside the filter's over the
-same nodes in the same run.
+same nodes in the same run. The cluster is loaded and the calls timed as
+`loadtest.bench_preempt` loads and times them (`Searches.loaded`, `timed`):
+the collector set as `drax serve` sets it, so both exclude the same pauses.
 
     python -m loadtest.bench_preemption --search-room [--nodes 500] [--runs 30] [--json FILE]
 """
@@ -83,7 +85,7 @@ from typing import Any, Final
 import httpx
 
 from app.preemption import VictimSearch
-from loadtest.bench_preempt import Searches, full_cluster, inventory_of, timed
+from loadtest.bench_preempt import Searches, full_cluster, timed
 from loadtest.report import provenance
 from loadtest.stats import summarize
 from tests.e2e.cluster import SAMPLE_CLASSES, Cluster, start, stop
@@ -371,8 +373,10 @@ def room_cluster(*, nodes: int, seed: int = 0) -> list[dict[str, Any]]:
 
 
 def measure_room(*, nodes: int, runs: int) -> dict[str, Any]:
-    """The victim search over `room_cluster`, timed as `loadtest.bench_preempt` times it."""
-    searches = Searches.of(inventory_of(room_cluster(nodes=nodes)))
+    """The victim search over `room_cluster`, set up and timed as
+    `loadtest.bench_preempt` sets up and times it (the collector as `drax serve`
+    sets it)."""
+    searches = Searches.loaded(room_cluster(nodes=nodes))
     pod, names = searches.pod, searches.names
     plan = VictimSearch.of(searches.extender()).search(pod, names)
     best = VictimSearch.of(searches.extender()).search(pod, names, best_only=True).best

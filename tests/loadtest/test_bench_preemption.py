@@ -1,10 +1,13 @@
+import gc
 import json
 from pathlib import Path
 
+from app import garbage_collector
 from app.extender import Extender
 from app.features import FeatureGates
 from app.preemption import VictimSearch
-from loadtest.bench_preemption import document, inventory_of, main, room_cluster
+from loadtest.bench_preempt import inventory_of
+from loadtest.bench_preemption import document, main, room_cluster
 
 
 def row(after: int, total: float, *, before: int = 2, unread: int = 0, removed: int = 3,
@@ -64,7 +67,16 @@ def test_the_room_search_mode_runs_and_records_a_figure_where_every_node_needs_r
         assert sum(not v.for_room for v in found.victims) == 2
         assert sum(v.for_room for v in found.victims) >= 1
     out = tmp_path / "victim-search-room.json"
-    assert main(["--search-room", "--nodes", "6", "--runs", "1", "--json", str(out)]) == 0
+    threshold = gc.get_threshold()
+    gc.unfreeze()
+    gc.set_threshold(*threshold[:2], 10)
+    try:
+        assert main(["--search-room", "--nodes", "6", "--runs", "1", "--json", str(out)]) == 0
+        # The collector as `loadtest.bench_preempt` (and `drax serve`) sets it.
+        assert gc.get_freeze_count() > 0
+        assert gc.get_threshold()[2] == garbage_collector.FULL_CAP
+    finally:
+        gc.set_threshold(*threshold)
     doc = json.loads(out.read_text())
     assert doc["format"] == "figures" and doc["targets"] == []
     calls = [row[0] for row in doc["tables"][0]["rows"]]
