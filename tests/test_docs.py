@@ -136,3 +136,33 @@ def test_every_command_line_option_is_documented() -> None:
                                 for s in own for o in action.option_strings)]
     assert len(_commands()) >= 6
     assert not missing, f"options not described where their command is: {missing}"
+
+
+def test_the_readme_sizing_carries_the_node_pool_record() -> None:
+    """README's sizing table and its per-10,000-node figures are the ones
+    `loadtest/RESULTS.md` renders from `loadtest/results/node-pool.json`."""
+    import json
+
+    from loadtest import bench_pool
+
+    mb = 1024 * 1024
+    record = json.loads((REPO / "loadtest" / "results" / "node-pool.json").read_text())
+    readme = (REPO / "README.md").read_text()
+    section = " ".join(readme[readme.index("**Sizing**"):
+                              readme.index("## Your own inventory")].split())
+    api, files = (bench_pool.sizing(record, source) for source in ("api", "files"))
+    assert api is not None and files is not None
+    expected = [
+        f"{api['rss_per_node_bytes'] * 10_000 / mb:,.0f} MB (lists) to "
+        f"{files['rss_per_node_bytes'] * 10_000 / mb:,.0f} MB (files) of RSS",
+        f"{api['rss_base_bytes'] / mb:,.0f} MB (lists) to "
+        f"{files['rss_base_bytes'] / mb:,.0f} MB (files) for the process itself",
+        f"{api['ready_s_per_10k_nodes']:.1f} s (lists) to "
+        f"{files['ready_s_per_10k_nodes']:.1f} s (files) to ready",
+        f"{record['list_decode']['bytes'] / mb:,.0f} MB of JSON",
+        f"about {record['list_decode']['seconds']['skim']:.1f} s",
+        *(f"{'paged lists' if r['source'] == 'api' else 'JSON files'} | "
+          f"{r['rss_bytes'] / mb:,.0f} MB | {r['ready_s']:.1f} s |" for r in record["runs"]),
+    ]
+    missing = [figure for figure in expected if figure not in section]
+    assert not missing, f"README's sizing differs from node-pool.json: {missing}"
