@@ -30,7 +30,9 @@ Per cluster, timed in-process with the same inventory:
   the preemption loop asks (the best node; nodes that cannot win are left
   unsolved), on a fresh extender whose filter has run once (as in the
   server, where the scheduler's filter comes before any preemption), no
-  search done yet;
+  search done yet on it (what the inventory keeps for every search over it
+  stays, as in the server: who holds what, and each node's holdings in the
+  search's canonical order, `app.preemption.held`);
 - `best node, again`: the same search repeated;
 - `best node, cold`: on a fresh inventory and extender (nothing computed);
 - `every node, first` / `again`: the search answering for every node, as the
@@ -317,8 +319,10 @@ def report(results: list[dict[str, Any]], command: str) -> dict[str, Any]:
             "the best node, as the preemption loop asks (nodes whose victims cannot beat a "
             "node found already are left unsolved); `every node`: an answer for every node, "
             "as the preempt verb and the dry run ask. `first`: a fresh extender whose "
-            "filter ran once, as the scheduler filters before it preempts; `cold`: nothing "
-            "computed before, not even the inventory's index of who holds what. CPU time "
+            "filter ran once, as the scheduler filters before it preempts (what the inventory "
+            "keeps for every search stays: who holds what, and each node's holdings in "
+            "canonical order); `cold`: nothing computed before, not even the inventory's "
+            "index of who holds what. CPU time "
             "of the calling thread is the measure (the machine's cores are shared with "
             "other work); wall time is shown beside it."),
         "targets": targets,

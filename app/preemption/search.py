@@ -27,7 +27,11 @@ and the lowest priorities, as a user would prefer. Nodes whose problem is
 equal up to renaming (hardware, usage, which claims hold which devices and
 whom they need to go) share one solution: 500 full nodes of one kind cost
 one search and 499 choices among its answers, whatever their pods'
-priorities.
+priorities. A node's problem is read from its holdings in canonical order,
+kept with the inventory until its pods, their claims or its devices change
+(`app.preemption.held`); nodes that hold alike, with their pods in the same
+parts (may go, going already, stay), share one skeleton of it per search
+(`_Skeleton`), and each adds only its own pods and claims.
 
 Across nodes the answer is ranked as kube-scheduler's
 `pickOneNodeForPreemption` ranks (`NodePreemption.rank_key`), then by
@@ -62,18 +66,16 @@ from app.extender.answers import (
     with_claim_keys,
 )
 from app.extender.claims import ClaimResolver
-from app.extender.signature import HashedKey, flat_devices, map_outcome
+from app.extender.signature import HashedKey, map_outcome
 from app.extender.verbs import Extender
 from app.inventory import Inventory, NodeState
-from app.inventory.occupants import Holder, preemption_policy_of, priority_of
+from app.inventory.occupants import preemption_policy_of, priority_of
 from app.model import (
-    DeviceRequestAllocationResult,
     Pod,
     PodDisruptionBudget,
     ResourceClaim,
 )
 from app.model.objects import (
-    POD_TERMINAL_PHASES,
     PREEMPT_NEVER,
 )
 from app.preemption.ceiling import UNBOUNDED, ceiling
@@ -91,8 +93,9 @@ from app.preemption.counting import (
     wanted_counts,
 )
 from app.preemption.fit import NodeFit
+from app.preemption.held import NO_POD, Held, held_index, held_of
 from app.preemption.importance import importance, pdb_violation_count, start_of
-from app.preemption.parts import held_positions
+from app.preemption.parts import held_positions, mask_of
 from app.preemption.problem import (
     Candidate,
     HeldClaim,
@@ -102,10 +105,8 @@ from app.preemption.problem import (
     Problem,
     Solved,
     Victim,
-    alone,
     match_layout,
     one_pod,
-    plain_positions,
     renamed,
 )
 from app.preemption.solve import (
@@ -298,10 +299,10 @@ class _Floor:
     counting: Counting | None = None
     check: Check | None = None
     # per releasable claim (its highest priority, the devices it frees for
-    # the pod, its reservers, the pods it needs gone (None: its one reserver),
-    # the positions of the devices it holds plainly), and the pods that may go
-    # (id -> priority)
-    released: Sequence[tuple[int, int, Sequence[Pod | None], Collection[int] | None, int]] = ()
+    # the pod, its reservers (slots of `Held`), the pods it needs gone (None:
+    # its one reserver), the positions of the devices it holds plainly), and
+    # the pods that may go (slot -> priority)
+    released: Sequence[tuple[int, int, Sequence[int], Collection[int] | None, int]] = ()
     eligible: Mapping[int, int] = field(default_factory=dict)
     _count: float | None = None
     # the search's `fewest_pods` answers, shared by nodes alike (`VictimSearch._fewest`)
@@ -318,8 +319,8 @@ class _Floor:
             reach: dict[int, int] = {}
             for _, mask, reservers, _, _ in self.released:
                 for reserver in reservers:
-                    if reserver is not None and id(reserver) in self.eligible:
-                        reach[id(reserver)] = reach.get(id(reserver), 0) | mask
+                    if reserver in self.eligible:
+                        reach[reserver] = reach.get(reserver, 0) | mask
             self._count = (self.fewest or fewest_pods)(self.counting, self.check, reach.values())
         return self._count
 
@@ -365,53 +366,73 @@ def _ties(floor: _Floor, best: tuple[float, ...]) -> bool:
 _Pdbs = dict[str, list[PodDisruptionBudget]]  # namespace -> its PDBs, filled per search
 
 
+# A pod's part in a node's problem (`_Holders.pattern`): it stays (never a
+# victim: priority not below the preemptor's, not offered, or holding nothing
+# there), it is going already (terminating or terminal), or it may go.
+_STAYS: Final = 0
+_GOING: Final = 1
+_MAY_GO: Final = 2
+
+
 @dataclass(slots=True)
 class _Holders:
     """Who holds what on a node, as the preemptor sees it (`VictimSearch._holders`):
-    the pods that may go, with their priorities and holdings (by identity:
-    the index hands out one object per pod), the pods already going, and
-    every claim held: by key the claim (`held`), the pods it is reserved for
-    (`reservers`) and its results' device ids (`devices`). Plain dicts, and
-    no object per claim: the floors read 500 nodes' worth."""
+    the node's holdings in canonical order (`held`), and per pod (slot of
+    `held`) its part (`pattern`, with `eligible`: slot -> priority, the
+    pods that may go). Nodes that hold alike with equal patterns share one
+    problem skeleton (`_Skeleton`)."""
 
+    held: Held
+    pattern: tuple[int, ...]
     eligible: dict[int, int]
-    holding: dict[int, Holder]
-    terminating: list[Pod]
-    held: dict[str, ResourceClaim]
-    reservers: dict[str, tuple[Pod | None, ...]]
-    devices: dict[str, tuple[str, ...]]
 
-    def needs(self, reservers: Sequence[Pod | None]) -> set[int] | None:
-        """The pods that may go that must all go to release a claim reserved
-        for `reservers` (empty: released once the pods going are gone), or
-        None when someone who stays holds it."""
+    @property
+    def terminating(self) -> tuple[Pod, ...]:
+        return self.held.terminating
+
+    def needs(self, reservers: Sequence[int]) -> set[int] | None:
+        """The pods that may go (slots) that must all go to release a claim
+        reserved for `reservers` (empty: released once the pods going are
+        gone), or None when someone who stays holds it."""
         out: set[int] = set()
+        pattern = self.pattern
         for reserver in reservers:
-            if reserver is not None and id(reserver) in self.eligible:
-                out.add(id(reserver))
-            elif reserver is None or not (reserver.deleting or reserver.terminal):
+            part = _STAYS if reserver == NO_POD else pattern[reserver]
+            if part == _MAY_GO:
+                out.add(reserver)
+            elif part == _STAYS:
                 return None
         return out
 
 
-def _spots(results: Sequence[DeviceRequestAllocationResult],
-           places: Sequence[int | None]) -> tuple[Hashable, ...]:
-    """Where a claim's devices are, in node-independent terms: their places
-    in the node's view (`places`, per result), plus what else a result takes
-    when it is not plain."""
-    if len(results) == 1:
-        r, at = results[0], places[0]
-        if at is not None and alone(r):
-            return (0, at)
-    if None not in places and all(alone(r) for r in results):
-        return (0, *sorted(places))  # type: ignore[type-var]
-    return (1, *sorted(repr((r.device_id if at is None else at, r.admin_access,
-                             r.share_id is not None,
-                             sorted((k, q.value) for k, q in r.consumed_capacity.items())))
-                        for r, at in zip(results, places, strict=True)))
+@dataclass(slots=True)
+class _Skeleton:
+    """What every node of one `Held.shape` and pattern (`_Holders`) shares in
+    its problem for one request, found once (`VictimSearch._skeleton`): per
+    claim whether it holds devices the pod's requests can use (`relevant`)
+    and the pods (slots) that must all go to release it (`needs`, None: one
+    that stays holds it); the pods some relevant releasable claim needs
+    (`useful`), by the first claim that needs them (`first`); and per order
+    of those pods (`order`: fixed by `first` unless several share a first
+    claim, when their priorities and names order them), the problem's
+    claims' needs in candidate indexes and its key (`_Frame`)."""
+
+    relevant: tuple[bool, ...]
+    needs: tuple[frozenset[int] | None, ...]
+    first: dict[int, int]
+    order: tuple[int, ...] | None
+    frames: dict[tuple[int, ...], _Frame] = field(default_factory=dict)
 
 
-_FIRST_TWO: Final = operator.itemgetter(0, 1)
+@dataclass(slots=True, frozen=True)
+class _Frame:
+    """A `_Skeleton` with its candidates in order (`order`, slots): per claim
+    the candidates it needs gone (`needed`), and the problem's key without
+    the node's signature and stuck devices (`canon`)."""
+
+    order: tuple[int, ...]
+    needed: tuple[frozenset[int] | None, ...]
+    canon: HashedKey
 
 
 class VictimSearch:
@@ -454,6 +475,12 @@ class VictimSearch:
         self._others_hold = True
         self.countings = 0  # nodes as they are read by counting for floors (for tests)
         self.left_out = 0  # nodes a best-only search left unsolved (for tests)
+        # every node's holdings, kept with the inventory for every search over it
+        self._held = held_index(inventory)
+        # per (request, `Held.shape`, pattern, matches): its `_Skeleton`, for one
+        # search (its requests are held by it, so their ids stay theirs)
+        self._skeletons: dict[Hashable, _Skeleton] = {}
+        self.skeletons = 0  # problem skeletons built (for tests)
 
     @property
     def inventory(self) -> Inventory:
@@ -519,6 +546,7 @@ class VictimSearch:
                 "the pod has no resource claims: whether it fits is the scheduler's "
                 "business, not drax's"))
         request = request_of(claims, pod=pod)
+        self._skeletons = {}
         names = self._inventory.node_names() if node_names is None else node_names
         self._others_hold = bool(self._inventory.nominations()
                                  or self._inventory.assumed_claims())
@@ -653,24 +681,22 @@ class VictimSearch:
         if holders.terminating:
             return None
         eligible = holders.eligible
-        latest = max((start_of(holder.pod) for holder in holders.holding.values()),
-                     default=-math.inf)
+        held = holders.held
+        pods = held.pods
+        latest = max((start_of(pods[slot]) for slot in eligible), default=-math.inf)
         # Per releasable claim: the highest priority among the pods it needs
         # gone, the devices its release frees for the pod, its reservers.
         released = []
-        position = facts.position
         # Devices another holder keeps taken are neither freed for the pod nor
         # released from the fill a ceiling reads (`_frees`).
-        kept = ~self._stuck(state, holders, position)
-        reserved, devices = holders.reservers, holders.devices
-        for claim_key, claim in holders.held.items():
-            reservers, ids = reserved[claim_key], devices[claim_key]
-            only = reservers[0] if len(reservers) == 1 else None
-            if only is not None and id(only) in eligible:
+        kept = ~self._stuck(state, held)
+        matched = layout.matched_mask
+        for reservers, alone_mask in zip(held.reservers, held.alone, strict=True):
+            if len(reservers) == 1 and reservers[0] in eligible:
                 # one reserver that may go: the common case, without `needs`
                 # (None: that reserver alone, without a collection per claim)
                 gone: Collection[int] | None = None
-                top = eligible[id(only)]
+                top = eligible[reservers[0]]
             else:
                 found = holders.needs(reservers)
                 if found is None:
@@ -678,15 +704,8 @@ class VictimSearch:
                 if not found:
                     return None  # released once the pods going are gone
                 gone, top = found, max(eligible[k] for k in found)
-            if len(ids) == 1:
-                # one device: `plain_positions` without its loop
-                at = position.get(ids[0])
-                result = claim.allocation.results[0]  # type: ignore[union-attr]
-                plain = (1 << at) & kept if at is not None and result.share_id is None \
-                    and not result.admin_access and not result.consumed_capacity else 0
-            else:
-                plain = plain_positions(claim, tuple(map(position.get, ids))) & kept
-            released.append((top, plain & layout.matched_mask, reservers, gone, plain))
+            plain = alone_mask & kept
+            released.append((top, plain & matched, reservers, gone, plain))
         # What counting reads of the node as it is: the same on nodes alike.
         counted_key = (facts.signature, facts.kinds, self._needs_key(needs_list))
         counted = self._countings.get(counted_key)
@@ -767,115 +786,103 @@ class VictimSearch:
         """Who may go (on this node, below p, running, offered), who is going
         already, and what they hold; the preemptor itself is none of them."""
         occupants = self._inventory.occupants
+        view = state.view
+        occupancy = occupants.occupancy(view.node.name)
+        held = self._held.of(view, occupancy)
+        if held.holds(pod):
+            occupancy = tuple(h for h in occupancy if not (
+                h.pod.uid == pod.uid and h.pod.name == pod.name
+                and h.pod.namespace == pod.namespace))
+            held = held_of(view, occupancy, self._held.devices(view)[1])
+        pattern = []
         eligible: dict[int, int] = {}
-        holding: dict[int, Holder] = {}
-        held: dict[str, ResourceClaim] = {}
-        reserved: dict[str, tuple[Pod | None, ...]] = {}
-        devices: dict[str, tuple[str, ...]] = {}
-        terminating: list[Pod] = []
-        for holder in occupants.occupancy(state.view.node.name):
-            other = holder.pod
-            if other.uid == pod.uid and other.name == pod.name \
-                    and other.namespace == pod.namespace:
+        for slot, (other, holder, going) in enumerate(zip(held.pods, held.holders, held.going,
+                                                          strict=True)):
+            if going:
+                pattern.append(_GOING)
                 continue
-            keys = holder.keys
-            if len(keys) == 1:  # most pods hold one claim
-                key = keys[0]
-                held[key] = holder.claims[0]
-                reserved[key] = holder.reservers[0]
-                devices[key] = holder.devices[0]
+            if holder is not None:
+                priority = priority_of(other, occupants)
+                if priority < p and (allow is None or other.uid in allow):
+                    eligible[slot] = priority
+                    pattern.append(_MAY_GO)
+                    continue
+            pattern.append(_STAYS)
+        return _Holders(held=held, pattern=tuple(pattern), eligible=eligible)
+
+    def _skeleton(self, request: CallState, facts: NodeFacts, holders: _Holders
+                  ) -> _Skeleton:
+        """The problem skeleton of nodes holding as this one does, with its
+        pattern, for `request` (kept for the search, `_skeletons`)."""
+        held = holders.held
+        key = (id(request), held.shape, holders.pattern, facts.kinds, id(facts.layout))
+        hit = self._skeletons.get(key)
+        if hit is not None:
+            return hit
+        self.skeletons += 1
+        relevant_mask = mask_of(facts.layout.relevant)
+        relevant = tuple(bool(span & relevant_mask) for span in held.spans)
+        needs = []
+        first: dict[int, int] = {}
+        useful: set[int] = set()
+        for i, reservers in enumerate(held.reservers):
+            found = holders.needs(reservers)
+            needs.append(None if found is None else frozenset(found))
+            if found:
+                for slot in found:
+                    first.setdefault(slot, i)
+                if relevant[i]:
+                    useful |= found
+        starts = [first[slot] for slot in useful]
+        ordered = None
+        if len(set(starts)) == len(starts):
+            ordered = tuple(sorted(useful, key=first.__getitem__))
+        skeleton = _Skeleton(relevant=relevant, needs=tuple(needs),
+                             first={slot: first[slot] for slot in useful}, order=ordered)
+        self._skeletons[key] = skeleton
+        return skeleton
+
+    def _frame(self, request: CallState, facts: NodeFacts, holders: _Holders,
+               skeleton: _Skeleton) -> _Frame:
+        """The skeleton with its candidates in this node's order: by the first
+        claim that needs them, then (sharing one) priority, name, slot."""
+        order = skeleton.order
+        if order is None:
+            eligible, pods, first = holders.eligible, holders.held.pods, skeleton.first
+            order = tuple(sorted(first, key=lambda slot: (
+                first[slot], eligible[slot], pods[slot].name, slot)))
+        hit = skeleton.frames.get(order)
+        if hit is not None:
+            return hit
+        index = {slot: i for i, slot in enumerate(order)}
+        needed: list[frozenset[int] | None] = []
+        for found in skeleton.needs:
+            if found is None:
+                needed.append(None)
+            elif len(found) == 1:
+                (slot,) = found
+                needed.append(one_pod(index[slot]) if slot in index else None)
             else:
-                for key, claim, reservers, ids in zip(keys, holder.claims, holder.reservers,
-                                                      holder.devices, strict=True):
-                    held[key] = claim
-                    reserved[key] = reservers
-                    devices[key] = ids
-            if other.deleting or other.phase in POD_TERMINAL_PHASES:
-                terminating.append(other)
-                continue
-            priority = priority_of(other, occupants)
-            if priority < p and (allow is None or other.uid in allow):
-                eligible[id(other)] = priority
-                holding[id(other)] = holder
-        return _Holders(eligible=eligible, holding=holding, terminating=terminating, held=held,
-                        reservers=reserved, devices=devices)
+                needed.append(frozenset(index[k] for k in found)
+                              if found <= index.keys() else None)
+        spots = holders.held.shape.value[0]  # type: ignore[index]
+        canon = HashedKey((request.claims.shape, facts.kinds, self._first_fit, len(order),
+                           tuple(zip(spots, needed, skeleton.relevant, strict=True))))
+        frame = skeleton.frames[order] = _Frame(order=order, needed=tuple(needed), canon=canon)
+        return frame
 
     def _problem(self, request: CallState, state: NodeState, holders: _Holders) -> Problem:
+        """The node's problem: its skeleton (`_skeleton`, `_frame`), shared by
+        the nodes that hold alike, with this node's pods and claims."""
         facts = self._facts(state, request)
-        terminating = holders.terminating
-        # Per claim, in the order of where its devices are: the eligible pods that
-        # must all go to release it, or None when someone who stays holds it.
-        entries = []
-        position = facts.position
-        relevant = facts.layout.relevant
-        eligible = holders.eligible
-        # whether no device is in two held claims, found on the way
-        seen: set[int | None] = set()
-        count = 0
-        reserved, devices = holders.reservers, holders.devices
-        for claim_key, claim in holders.held.items():
-            reservers, ids = reserved[claim_key], devices[claim_key]
-            # one reserver that may go: the common case, without `needs`
-            needs = {id(reservers[0])} if len(reservers) == 1 and id(reservers[0]) in eligible \
-                else holders.needs(reservers)
-            allocation = claim.allocation
-            assert allocation is not None
-            if len(ids) == 1:
-                # one device: `_spots` and the relevance test without their loops
-                at = position.get(ids[0])
-                places: tuple[int | None, ...] = (at,)
-                result = allocation.results[0]
-                spot = (0, at) if at is not None and result.share_id is None \
-                    and not result.admin_access and not result.consumed_capacity \
-                    else _spots(allocation.results, places)
-                is_relevant = at in relevant
-                seen.add(at)
-                count += 1
-            else:
-                places = tuple(map(position.get, ids))
-                spot = _spots(allocation.results, places)
-                is_relevant = not relevant.isdisjoint(places)
-                seen.update(places)
-                count += len(places)
-            entries.append((spot, claim_key, claim, needs, places, is_relevant))
-        entries.sort(key=_FIRST_TWO)
-        first_spot: dict[int, int] = {}
-        useful: set[int] = set()
-        for i, (_, _, _, needs, _, is_relevant) in enumerate(entries):
-            if needs:
-                for k in needs:
-                    first_spot.setdefault(k, i)
-                if is_relevant:
-                    useful |= needs
-        # Candidates: eligible pods that some releasable claim of use needs.
-        holding = holders.holding
-        # (the position in `useful` breaks full ties, as a stable sort would)
-        order = sorted((first_spot[k], eligible[k], holding[k].pod.name, i, k)
-                       for i, k in enumerate(useful))
-        candidates = [Candidate(holding[k].pod, eligible[k], holding[k].keys)
-                      for _, _, _, _, k in order]
-        index = {entry[4]: i for i, entry in enumerate(order)}
-        claims = []
-        shape = []
-        once = len(seen) == count
-        for spot, _, claim, needs, places, is_relevant in entries:
-            if needs is None:
-                needed: frozenset[int] | None = None
-            elif len(needs) == 1:
-                (k,) = needs
-                needed = one_pod(index[k]) if k in index else None
-            else:
-                needed = frozenset(index[k] for k in needs) if needs <= index.keys() else None
-            plain = None
-            if spot[0] == 0 and once:
-                if len(places) == 1:
-                    plain = 1 << places[0]  # type: ignore[operator]
-                else:
-                    plain = 0
-                    for place in places:
-                        plain |= 1 << place  # type: ignore[operator]
-            claims.append(HeldClaim(claim, needed, is_relevant, places, plain))
-            shape.append((spot, needed, is_relevant))
+        skeleton = self._skeleton(request, facts, holders)
+        frame = self._frame(request, facts, holders, skeleton)
+        held = holders.held
+        pods, slots, eligible = held.pods, held.holders, holders.eligible
+        candidates = [Candidate(pods[s], eligible[s], slots[s].keys)  # type: ignore[union-attr]
+                      for s in frame.order]
+        claims = [HeldClaim(*entry) for entry in zip(held.claims, frame.needed, skeleton.relevant,
+                                                  held.places, held.plain, strict=True)]
         # The key holds everything the search reads, in node-independent terms,
         # but not the candidates' priorities or PDBs: those only choose among the
         # smallest sets, which each node does for itself (`_choose`).
@@ -883,23 +890,22 @@ class VictimSearch:
         base: Hashable | None = None
         stuck = 0
         if request.special is None:
-            stuck = self._stuck(state, holders, position)
-            key = HashedKey((request.claims.shape, facts.signature, stuck, facts.kinds,
-                             self._first_fit, len(candidates), tuple(shape)))
+            stuck = self._stuck(state, held)
+            key = (frame.canon, facts.signature, stuck)
             base = (request.claims.shape, facts.kinds, facts.hardware, self._first_fit)
         return Problem(state=state, pending=request.pending, pods=candidates, claims=claims,
-                       terminating=tuple(terminating), facts=facts, kinds=request.kinds,
+                       terminating=held.terminating, facts=facts, kinds=request.kinds,
                        key=key, base=base, stuck=stuck)
 
-    def _stuck(self, state: NodeState, holders: _Holders, position: Mapping[str, int]) -> int:
+    def _stuck(self, state: NodeState, held: Held) -> int:
         """`Problem.stuck` of the node, as a mask of positions."""
-        if not holders.held or not self._others_hold:
+        if not held.claims or not self._others_hold:
             return 0
-        left = self._inventory.allocated_without(state, holders.held).devices
+        left = self._inventory.allocated_without(
+            state, (claim.key for claim in held.claims)).devices
         mask = 0
-        for ids in holders.devices.values():
-            for device in ids:
-                at = position.get(device)
+        for ids, places in zip(held.ids, held.places, strict=True):
+            for device, at in zip(ids, places, strict=True):
                 if at is not None and device in left:
                     mask |= 1 << at
         return mask
@@ -921,14 +927,14 @@ class VictimSearch:
         assert isinstance(kinds, HashedKey)
         kinds = self._kinds.intern(kinds)
         static = self._book.static.of(state)
-        devices = flat_devices(view)
+        devices, position = self._held.devices(view)
         layout_key = (static.hardware, kinds)
         layout = self._layouts.get(layout_key)
         if layout is None:
             layout = self._layouts.put(layout_key, match_layout(kinds, devices))
         facts = NodeFacts(view=view, kinds=kinds, signature=static.full,
-                           hardware=static.hardware, devices=devices,
-                           position={d.id: i for i, d in enumerate(devices)}, layout=layout)
+                          hardware=static.hardware, devices=devices, position=position,
+                          layout=layout)
         if hit is None:
             self._facts_kept += 1
             if self._facts_kept > NODE_FACTS:
@@ -1047,7 +1053,7 @@ def _frees(floor: _Floor) -> tuple[tuple[int, int], ...]:
     by_pods: dict[frozenset[int], int] = {}
     claims = []
     for _, _, reservers, gone, plain in floor.released:
-        pods = frozenset((id(reservers[0]),) if gone is None else gone)
+        pods = frozenset((reservers[0],) if gone is None else gone)
         by_pods[pods] = by_pods.get(pods, 0) | plain
         claims.append((pods, plain))
     out: dict[int, int] = {}

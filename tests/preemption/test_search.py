@@ -11,6 +11,7 @@ from app.model.parse import parse_resource_claim
 from app.preemption import Victim, VictimSearch, pdb_violations, priority_of
 from app.preemption.counting import Check, Counting, fewest_pods
 from app.preemption.fit import NodeFit
+from app.preemption.held import held_index
 from app.preemption.problem import freeable_positions, plain_positions
 from tests.extender.cluster import GPU_CLASS, NIC_CLASS, ROOT, gpu_node
 from tests.inventory.objects import (
@@ -670,3 +671,26 @@ def test_a_pool_over_its_counters_limit_is_freed_by_a_victim_of_any_root() -> No
         assert plan.best is not None and plan.best.exact
         assert sorted(r.device for ca in plan.best.allocation
                       for r in ca.allocation.results) == ["gpu-4", "gpu-5"]
+
+
+def test_nodes_holding_alike_share_one_skeleton_and_their_holdings_are_kept() -> None:
+    # n1..n3 hold alike (one pod per GPU) with their priorities in different
+    # orders: one problem skeleton, each node still picking its own lowest.
+    # n4's pod 0 outranks the preemptor, so its skeleton is another. A later
+    # search over the same inventory reads every node's holdings as kept;
+    # a pod changing on n2 rebuilds n2's alone.
+    inv = load(GPU_CLASS, want(1), preemptor(), gpus("n1", 3, 1, 2, 4), gpus("n2", 1, 2, 3, 4),
+               gpus("n3", 4, 3, 2, 1), gpus("n4", 5000, 2, 3, 4))
+    index = held_index(inv)
+    _, search = searcher(inv)
+    plan = search.search(inv.pod("default/p"))
+    assert [victims(plan, n) for n in ("n1", "n2", "n3", "n4")] == [
+        ["n1-1"], ["n2-0"], ["n3-3"], ["n4-1"]]
+    assert search.skeletons == 2 and index.built == 4
+    _, again = searcher(inv)
+    again.search(inv.pod("default/p"))
+    assert index.built == 4
+    for o in holder("n2-0", "n2", [f"{GPU}/n2/gpu-0"], priority=9):
+        inv.apply(o["kind"], "MODIFIED", o)
+    plan = again.search(inv.pod("default/p"))
+    assert index.built == 5 and victims(plan, "n2") == ["n2-1"]

@@ -1,0 +1,206 @@
+"""What a node's pods hold, in the victim search's canonical order.
+
+The victim search (`app.preemption.search`) reads every candidate node's
+holdings for every preemptor: which claims are held, where their devices sit
+in the node's view, and which pods each is reserved for. None of that depends
+on the preemptor, so it is found once per node and kept until the node's
+pods, their claims or its devices change (`HeldIndex`, one per inventory,
+beside the inventory's own index of who holds what, `Occupants.occupancy`).
+A search then reads a node's holdings without a pass over its claims, and
+nodes that hold alike (the same places taken, by claims reserved for pods in
+the same pattern) carry equal `Held.shape`s, so the search builds one problem
+skeleton for all of them (`VictimSearch._problem`).
+
+Canonical order: claims by where their devices are (`spot`), then by key;
+pods (slots) by the first claim reserved for them, then the node's other
+holders. Pure: reads the objects it is given, changes nothing.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from app.allocator.types import NodeView
+from app.bounded_cache import BoundedCache
+from app.extender.signature import HashedKey, flat_devices
+from app.inventory import Inventory
+from app.inventory.occupants import Holder
+from app.model import Device, DeviceRequestAllocationResult, Pod, ResourceClaim
+from app.preemption.problem import alone, plain_positions
+
+# Nodes whose holdings are kept per inventory (an every-node search at 16,384
+# nodes and beyond starts over, as the search's other per-node memos do).
+_NODES_KEPT: Final = 16384
+NO_POD: Final = -1  # a reserver slot for a consumer not known as a pod
+
+
+def spot(results: Sequence[DeviceRequestAllocationResult],
+         places: Sequence[int | None]) -> tuple[Hashable, ...]:
+    """Where a claim's devices are, in node-independent terms: their places
+    in the node's view (`places`, per result), plus what else a result takes
+    when it is not plain. `(0, ...)`: every result holds its placed device
+    alone."""
+    if len(results) == 1:
+        r, at = results[0], places[0]
+        if at is not None and alone(r):
+            return (0, at)
+    if None not in places and all(alone(r) for r in results):
+        return (0, *sorted(places))  # type: ignore[type-var]
+    return (1, *sorted(repr((r.device_id if at is None else at, r.admin_access,
+                             r.share_id is not None,
+                             sorted((k, q.value) for k, q in r.consumed_capacity.items())))
+                        for r, at in zip(results, places, strict=True)))
+
+
+@dataclass(slots=True, frozen=True)
+class Held:
+    """A node's holdings, per claim in canonical order and per pod (slot).
+
+    Per claim: the claim, its results' device ids (`ids`) and their positions
+    in the view (`places`, None for a device not in it), the positions of
+    all its placed devices (`spans`) and of those it holds alone (`alone`,
+    `app.preemption.problem.alone`), those positions again when it holds every device plainly
+    and no device is in two held claims (`plain`, else None), and the slots
+    of the pods it is reserved for (`reservers`, `NO_POD` for a consumer not
+    known as a pod). Per slot: the pod, its `Holder` on this node (None: a
+    reserver holding nothing here), whether it is going already
+    (terminating or terminal). `terminating`: the holders going, in the
+    inventory's order. `shape`: everything above in node-independent terms
+    (no pod, claim or device names), equal on nodes that hold alike."""
+
+    view: NodeView
+    occupancy: tuple[Holder, ...]
+    claims: tuple[ResourceClaim, ...]
+    ids: tuple[tuple[str, ...], ...]
+    places: tuple[tuple[int | None, ...], ...]
+    spans: tuple[int, ...]
+    alone: tuple[int, ...]
+    plain: tuple[int | None, ...]
+    reservers: tuple[tuple[int, ...], ...]
+    pods: tuple[Pod, ...]
+    holders: tuple[Holder | None, ...]
+    going: tuple[bool, ...]
+    terminating: tuple[Pod, ...]
+    shape: HashedKey
+    uids: frozenset[str]  # the holders' UIDs
+
+    def holds(self, pod: Pod) -> bool:
+        """Whether `pod` (by UID, name and namespace) is one of the holders."""
+        return pod.uid in self.uids and any(
+            h is not None and h.pod.uid == pod.uid and h.pod.name == pod.name
+            and h.pod.namespace == pod.namespace for h in self.holders)
+
+
+def held_of(view: NodeView, occupancy: tuple[Holder, ...], position: Mapping[str, int]
+            ) -> Held:
+    """`Held` of a node whose view is `view` (`position`: device id -> its
+    index in the view) and whose holders are `occupancy`."""
+    entries: dict[str, tuple[tuple[Hashable, ...], ResourceClaim, tuple[str, ...],
+                             tuple[int | None, ...], tuple[Pod | None, ...]]] = {}
+    seen: set[int | None] = set()
+    count = 0
+    for holder in occupancy:
+        for key, claim, reservers, ids in zip(holder.keys, holder.claims, holder.reservers,
+                                              holder.devices, strict=True):
+            if key in entries:
+                continue  # a claim shared by several holders
+            allocation = claim.allocation
+            assert allocation is not None
+            places = tuple(map(position.get, ids))
+            entries[key] = (spot(allocation.results, places), claim, ids, places, reservers)
+            seen.update(places)
+            count += len(places)
+    once = len(seen) == count
+    order = sorted(entries.items(), key=lambda item: (item[1][0], item[0]))
+    slot_of: dict[int, int] = {}
+    pods: list[Pod] = []
+    claims, all_ids, all_places, spans, alones, plains, reserved, spots = \
+        [], [], [], [], [], [], [], []
+    for _, (where, claim, ids, places, reservers) in order:
+        slots = []
+        for reserver in reservers:
+            if reserver is None:
+                slots.append(NO_POD)
+                continue
+            at = slot_of.get(id(reserver))
+            if at is None:
+                at = slot_of[id(reserver)] = len(pods)
+                pods.append(reserver)
+            slots.append(at)
+        span = 0
+        for place in places:
+            if place is not None:
+                span |= 1 << place
+        mask = plain_positions(claim, places)
+        claims.append(claim)
+        all_ids.append(ids)
+        all_places.append(places)
+        spans.append(span)
+        alones.append(mask)
+        plains.append(mask if where[0] == 0 and once else None)
+        reserved.append(tuple(slots))
+        spots.append(where)
+    holders: list[Holder | None] = [None] * len(pods)
+    for holder in occupancy:
+        at = slot_of.get(id(holder.pod))
+        if at is None:  # holds claims no reservation names it in (by identity)
+            at = slot_of[id(holder.pod)] = len(pods)
+            pods.append(holder.pod)
+            holders.append(holder)
+        else:
+            holders[at] = holder
+    going = tuple(p.deleting or p.terminal for p in pods)
+    terminating = tuple(h.pod for h in occupancy if h.pod.deleting or h.pod.terminal)
+    present = tuple(h is not None for h in holders)
+    return Held(view=view, occupancy=occupancy, claims=tuple(claims), ids=tuple(all_ids),
+                places=tuple(all_places), spans=tuple(spans), alone=tuple(alones),
+                plain=tuple(plains), reservers=tuple(reserved), pods=tuple(pods),
+                holders=tuple(holders), going=going, terminating=terminating,
+                shape=HashedKey((tuple(spots), tuple(reserved), present, once)),
+                uids=frozenset(h.pod.uid for h in occupancy))
+
+
+class HeldIndex:
+    """Per node of one inventory: its devices in view order with their
+    positions, and its `Held`, each kept until the node's view (its devices
+    or their use) or its holders change."""
+
+    __slots__ = ("_held", "_views", "built")
+
+    def __init__(self) -> None:
+        self._views: BoundedCache[str, tuple[NodeView, tuple[Device, ...], dict[str, int]]] = \
+            BoundedCache(_NODES_KEPT)
+        self._held: BoundedCache[str, Held] = BoundedCache(_NODES_KEPT)
+        self.built = 0  # `Held`s built (for tests)
+
+    def devices(self, view: NodeView) -> tuple[tuple[Device, ...], dict[str, int]]:
+        """The node's devices in view order, and device id -> index."""
+        hit = self._views.get(view.node.name)
+        if hit is None or hit[0] is not view:
+            devices = flat_devices(view)
+            hit = self._views.put(view.node.name, (
+                view, devices, {d.id: i for i, d in enumerate(devices)}))
+        return hit[1], hit[2]
+
+    def of(self, view: NodeView, occupancy: tuple[Holder, ...]) -> Held:
+        """The node's `Held` with `occupancy` as its holders."""
+        name = view.node.name
+        hit = self._held.get(name)
+        if hit is not None and hit.view is view and hit.occupancy is occupancy:
+            return hit
+        self.built += 1
+        return self._held.put(name, held_of(view, occupancy, self.devices(view)[1]))
+
+
+_INDEXES: weakref.WeakKeyDictionary[Inventory, HeldIndex] = weakref.WeakKeyDictionary()
+
+
+def held_index(inventory: Inventory) -> HeldIndex:
+    """The inventory's `HeldIndex`, shared by every search over it and gone with it."""
+    index = _INDEXES.get(inventory)
+    if index is None:
+        index = _INDEXES[inventory] = HeldIndex()
+    return index
