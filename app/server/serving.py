@@ -1,11 +1,11 @@
 """Run the verbs' listener (HTTP or HTTPS) and the optional probe listener in one loop.
 
 uvicorn's own `Server.run` installs its signal handlers per server and, after a
-graceful shutdown, re-raises the signal, so SIGTERM ended drax with -15 and a
-second listener never heard the signal. Here one handler stops every listener:
-each stops accepting, lets in-flight requests finish (up to
-`GRACE_SECONDS`, inside the pod's default 30 s termination grace), closes idle
-keep-alive connections, runs the app's shutdown, and the process exits 0.
+graceful shutdown, re-raises the signal: run that way, SIGTERM would end drax
+with -15 and a second listener would never hear it. Here one handler stops
+every listener: each stops accepting, lets in-flight requests finish (up to
+`GRACE_SECONDS`, inside the pod's default 30 s termination grace), closes
+idle keep-alive connections, runs the app's shutdown, and the process exits 0.
 """
 
 from __future__ import annotations
