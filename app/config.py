@@ -26,6 +26,8 @@ from app.features import GATE_NAMES, FeatureGates, parse_feature_gates
 MODES: Final = ("allocator", "advisor")
 LOG_LEVELS: Final = ("debug", "info", "warning", "error", "critical")
 ENV_PREFIX: Final = "DRAX_"
+# The kube-scheduler profile that calls drax when no setting names one.
+DEFAULT_SCHEDULER_NAMES: Final = ("drax",)
 
 
 class ConfigError(ValueError):
@@ -68,11 +70,11 @@ class Settings:
     # `<this>_<uuid>`; empty: the host name, which a sidecar shares with it.
     leader_election_identity: str = ""
     # Kube mode: preempt lower-priority pods for the devices of pending pods of
-    # `scheduler_name` (the kube-scheduler profile that calls drax), holding
-    # the devices chosen for a preemptor `preemption_hold_seconds` once its
-    # victims are gone (app.preemption).
+    # `scheduler_name` (the profiles of the kube-scheduler that calls drax: one
+    # name or several), holding the devices chosen for a preemptor
+    # `preemption_hold_seconds` once its victims are gone (app.preemption).
     preemption: bool = True
-    scheduler_name: str = "drax"
+    scheduler_name: tuple[str, ...] = DEFAULT_SCHEDULER_NAMES
     preemption_hold_seconds: float = 300.0
     # Serve only the Nodes with all these labels (a node pool of one scheduler
     # among several); empty: every node.
@@ -137,6 +139,19 @@ def _as_paths(value: Any, key: str) -> tuple[str, ...]:
     if isinstance(value, list | tuple) and all(isinstance(p, str) for p in value):
         return tuple(value)
     raise ConfigError(f"{key}: expected a list of paths, got {value!r}")
+
+
+def _as_names(value: Any, key: str) -> tuple[str, ...]:
+    # One name, several separated by commas (the environment's form), or a list.
+    if isinstance(value, str):
+        names = [n.strip() for n in value.split(",")]
+    elif isinstance(value, list | tuple) and all(isinstance(n, str) for n in value):
+        names = [n.strip() for n in value]
+    else:
+        raise ConfigError(f"{key}: expected a name or a list of names, got {value!r}")
+    if not names or not all(names):
+        raise ConfigError(f"{key}: expected non-empty names, got {value!r}")
+    return tuple(dict.fromkeys(names))
 
 
 def _as_gates(value: Any, key: str) -> dict[str, bool]:
@@ -217,7 +232,7 @@ FIELDS: Final[dict[str, Callable[[Any, str], Any]]] = {
     "leader_election_lease": _as_str,
     "leader_election_identity": _as_str,
     "preemption": _as_bool,
-    "scheduler_name": _as_str,
+    "scheduler_name": _as_names,
     "preemption_hold_seconds": _as_float,
     "node_selector": _as_labels,
 }

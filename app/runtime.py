@@ -324,7 +324,8 @@ def build_runtime(settings: Settings, *, registry: CollectorRegistry | None = No
                      mode=settings.mode, info={"source": source},
                      lifespan=_warming(extender, lifespan), on_request=extender.note_request,
                      metrics=server_metrics,
-                     before_filter=None if catchup is None else catchup.before_filter)
+                     before_filter=None if catchup is None else catchup.before_filter,
+                     schedulers=settings.scheduler_name)
     probes = create_probe_app(ready=lambda: inventory.synced, metrics=server_metrics,
                               mode=settings.mode, info={"source": source})
     return Runtime(settings=settings, source=source, inventory=inventory, app=app,
@@ -392,11 +393,10 @@ def _kube_lifespan(settings: Settings, inventory: Inventory, binder: DeferredBin
                             metrics=requeue_metrics)
         copies = ClaimCopies() if binder is not None else None
         driver = None if preemption_metrics is None else Driver(
-            inventory, search=VictimSearch.of(extender),
-            actor=Actor(api, inventory, scheduler_name=settings.scheduler_name,
-                        hold_seconds=settings.preemption_hold_seconds),
-            metrics=preemption_metrics, scheduler_name=settings.scheduler_name,
-            leadership=leadership, hold_seconds=settings.preemption_hold_seconds)
+            inventory, search=VictimSearch.of(extender, schedulers=settings.scheduler_name),
+            actor=Actor(api, inventory, hold_seconds=settings.preemption_hold_seconds),
+            metrics=preemption_metrics, leadership=leadership,
+            hold_seconds=settings.preemption_hold_seconds)
 
         def on_change(kind: str, event_type: str, obj: Mapping[str, Any] | None) -> None:
             requeuer.on_change(kind, event_type, obj)

@@ -51,6 +51,7 @@ from app.inventory import Inventory, Nomination
 from app.model import Pod
 from app.model.objects import DISRUPTION_TARGET, PREEMPTING_FOR, PREEMPTION_BY_SCHEDULER
 from app.model.times import format_micro_time, format_time
+from app.preemption.fit import scheduler_of
 
 log = logging.getLogger(__name__)
 
@@ -98,14 +99,13 @@ class Outcome:
 
 class Actor:
     def __init__(self, api_client: client.ApiClient, inventory: Inventory, *,
-                 scheduler_name: str = "drax", max_attempts: int = 5,
+                 max_attempts: int = 5,
                  request_timeout: float = 10.0, hold_seconds: float = DEFAULT_HOLD_SECONDS,
                  clock: Callable[[], float] = time.monotonic) -> None:
         # Typed as Any: the client's stubs demand model objects as bodies.
         self._core: Any = client.CoreV1Api(api_client)
         self._events: Any = client.EventsV1Api(api_client)
         self._inventory = inventory
-        self._scheduler = scheduler_name
         self._attempts = max_attempts
         self._timeout = aiohttp.ClientTimeout(total=request_timeout)
         self._hold_seconds = hold_seconds
@@ -229,7 +229,7 @@ class Actor:
         pod = p.preemptor
         condition = {
             "type": DISRUPTION_TARGET, "status": "True", "reason": PREEMPTION_BY_SCHEDULER,
-            "message": condition_message(self._scheduler, p, victim),
+            "message": condition_message(scheduler_of(pod), p, victim),
             "lastTransitionTime": format_time()}
         for _ in range(self._attempts):
             current = await self._read(victim)
@@ -324,7 +324,8 @@ class Actor:
 
 def condition_message(scheduler: str, p: Preemption, victim: Pod) -> str:
     """The DisruptionTarget condition's message on `victim`: P and what the
-    victim's going frees for it."""
+    victim's going frees for it, after P's `scheduler` name, as kube-scheduler's
+    own message opens."""
     if victim.uid in p.room_victims:
         frees = f"room on node {p.node}{_for(p.room)}"
     else:

@@ -4,11 +4,12 @@ kube-scheduler 1.37 never asks an extender to preempt for devices (in
 allocator mode the dry run ignores extender filters; in advisor mode the
 in-tree DynamicResources plugin rejects the pod before any extender is
 called). So drax drives preemption itself, from what the scheduler writes:
-a pod of drax's scheduler name, not bound, not deleting, whose PodScheduled
-condition is False with reason Unschedulable, with claims (a pod without
-claims is the scheduler's business) and a preemptionPolicy other than Never,
-and no bind of it under way (drax's bind assumed its devices, not yet
-confirmed by the watch).
+a pod of one of the scheduler names drax serves (the profiles of the
+kube-scheduler that calls it: `VictimSearch.schedulers`), not bound, not
+deleting, whose PodScheduled condition is False with reason Unschedulable,
+with claims (a pod without claims is the scheduler's business) and a
+preemptionPolicy other than Never, and no bind of it under way (drax's bind
+assumed its devices, not yet confirmed by the watch).
 
 Every `interval` seconds, while this replica leads (`leadership`: its
 kube-scheduler holds the leader-election Lease; always without one), the
@@ -49,7 +50,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
@@ -89,8 +90,7 @@ class _Tried:
 
 class Driver:
     def __init__(self, inventory: Inventory, *, search: VictimSearch, actor: Actor,
-                 metrics: PreemptionMetrics, scheduler_name: str = "drax",
-                 leadership: Leadership | None = None,
+                 metrics: PreemptionMetrics, leadership: Leadership | None = None,
                  interval: float = DEFAULT_INTERVAL_SECONDS,
                  hold_seconds: float = DEFAULT_HOLD_SECONDS,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -98,7 +98,6 @@ class Driver:
         self._search = search
         self._actor = actor
         self._metrics = metrics
-        self._scheduler = scheduler_name
         self._leadership = leadership or Leadership()
         self._interval = interval
         self._hold_seconds = hold_seconds
@@ -153,8 +152,8 @@ class Driver:
         return False
 
     def candidates(self) -> list[Pod]:
-        """Pending pods of drax's scheduler found unschedulable, with claims,
-        highest priority first."""
+        """Pending pods of the schedulers drax serves found unschedulable, with
+        claims, highest priority first."""
         found = [pod for pod in self._inventory.pods() if self._candidate(pod)]
         occupants = self._inventory.occupants
         found.sort(key=lambda p: (-priority_of(p, occupants), p.key))
@@ -165,7 +164,7 @@ class Driver:
         way is not, though its PodScheduled condition still says Unschedulable:
         the scheduler has placed it, and a search now would count the devices
         its own bind assumed as taken and preempt again."""
-        return (pod.scheduler_name == self._scheduler and not pod.node_name
+        return (pod.scheduler_name in self._search.schedulers and not pod.node_name
                 and not pod.deleting and not pod.terminal and pod.unschedulable
                 and bool(pod.resource_claims or pod.extended_resource_claim_status)
                 and not self._inventory.binding(pod.key))
@@ -256,7 +255,8 @@ class Driver:
         self._tried.pop(pod.key, None)
         term = self._leadership.term
         outcome = await self._actor.preempt(
-            preemption_of(pod, plan.priority, best, self._inventory),
+            preemption_of(pod, plan.priority, best, self._inventory,
+                          schedulers=self._search.schedulers),
             still_leading=lambda: self._leadership.still_leading(term))
         if outcome.refused is not None:
             self._metrics.refused.labels(reason=outcome.refused).inc()
@@ -361,14 +361,15 @@ class Driver:
         return "claims"
 
 
-def preemption_of(pod: Pod, priority: int, best: NodePreemption,
-                  inventory: Inventory) -> Preemption:
+def preemption_of(pod: Pod, priority: int, best: NodePreemption, inventory: Inventory, *,
+                  schedulers: Collection[str] = ()) -> Preemption:
     """What the actor carries out for `pod` on `best`'s node: its victims, those
-    among them that go for room, and what the pod lacks there without them."""
+    among them that go for room, and what the pod lacks there without them
+    (`schedulers`: as the search that chose them counted, `NodeFit`)."""
     room_victims = frozenset(v.pod.uid for v in best.victims if v.for_room)
     room: tuple[str, ...] = ()
     if room_victims:
-        room = NodeFit(pod, inventory).lacks(
+        room = NodeFit(pod, inventory, schedulers=schedulers).lacks(
             best.node, (v.pod for v in best.victims if not v.for_room))
     return Preemption(
         preemptor=pod, priority=priority, node=best.node,

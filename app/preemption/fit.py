@@ -11,12 +11,12 @@ counts their devices), and, for the preempt verb, of the offered pods the
 answer keeps; plus those of the pods nominated to the node
 (`status.nominatedNodeName`) with a priority no lower than the preemptor's,
 as kube-scheduler's `addNominatedPods` adds them (the preemptor itself
-aside). Only the pods of the preemptor's scheduler (`spec.schedulerName`)
-count: kube-scheduler's nominator holds only the pods of its own profiles,
-as only those enter its queue, so a pod another scheduler nominated there
-is invisible to it. The preemptor's scheduler name is the one sure name of
-the scheduler that asks (drax's configured `scheduler_name` for the pods it
-preempts for, the calling profile for the preempt verb). An extended
+aside). Only the pods of the preemptor's kube-scheduler count: one
+kube-scheduler keeps one queue and one nominator for all its profiles, and
+only the pods of its profiles (`spec.schedulerName`) enter it, so a pod
+another scheduler nominated there is invisible to it. Its profiles are the
+names drax serves (`schedulers`, drax's `scheduler_name` setting) when the
+preemptor's is one of them, else the preemptor's own name alone. An extended
 resource the node does not advertise and a DeviceClass serves is DRA's (the
 search judges it). A node that reports no allocatable is not judged.
 
@@ -72,8 +72,10 @@ class NodeFit:
     """The fit check of one preemptor over one inventory (one search)."""
 
     def __init__(self, pod: Pod, inventory: Inventory,
-                 allowed: Mapping[str, Collection[str] | None] | None = None) -> None:
+                 allowed: Mapping[str, Collection[str] | None] | None = None, *,
+                 schedulers: Collection[str] = ()) -> None:
         self._pod = pod
+        self._profiles = profiles_of(pod, schedulers)
         self._requests = pod.requests
         self._inventory = inventory
         self._allowed = allowed
@@ -206,9 +208,9 @@ class NodeFit:
         held = self._inventory.usage.on(node)
         staying = held.requested - held.going
         count = len(held.pods) - held.going_count
-        scheduler = _scheduler_of(self._pod)
+        profiles = self._profiles
         for usage in self._inventory.usage.nominated(node).values():
-            if (usage.uid != self._pod.uid and _scheduler_of(usage) == scheduler
+            if (usage.uid != self._pod.uid and scheduler_of(usage) in profiles
                     and self._priority_of(usage) >= self._priority):
                 staying = staying + usage.requests
                 count += 1
@@ -246,9 +248,16 @@ class NodeFit:
         return {h.pod.uid: h.keys for h in self._inventory.occupants.occupancy(node)}
 
 
-def _scheduler_of(usage: Usage) -> str:
+def scheduler_of(usage: Usage) -> str:
     """The pod's spec.schedulerName, defaulted as the API server defaults it."""
     return usage.scheduler_name or DEFAULT_SCHEDULER
+
+
+def profiles_of(pod: Usage, schedulers: Collection[str]) -> frozenset[str]:
+    """The scheduler names of `pod`'s kube-scheduler (see the module doc): the
+    names drax serves, `schedulers`, when `pod`'s is one, else its own."""
+    own = scheduler_of(pod)
+    return frozenset(schedulers) if own in schedulers else frozenset((own,))
 
 
 def _importance(entry: tuple[Usage, int]) -> tuple[int, float, str]:

@@ -58,6 +58,7 @@ from typing import Final
 from app import garbage_collector
 from app.allocator.types import AllocationOutcome, ClaimAllocation, NodeView
 from app.bounded_cache import BoundedCache
+from app.config import DEFAULT_SCHEDULER_NAMES
 from app.extender.answers import (
     AnswerBook,
     CallState,
@@ -437,11 +438,15 @@ class _Frame:
 
 class VictimSearch:
     """The victim search over one inventory, with the filter's allocator
-    (`book`) and claim lookup (`resolver`)."""
+    (`book`) and claim lookup (`resolver`); `schedulers`: the scheduler names
+    drax serves, the profiles of one kube-scheduler (`NodeFit`; the driver
+    preempts for their pods)."""
 
     def __init__(self, inventory: Inventory, *, book: AnswerBook, resolver: ClaimResolver,
-                 mode: str = "allocator", trial_budget: int = DEFAULT_TRIAL_BUDGET) -> None:
+                 mode: str = "allocator", trial_budget: int = DEFAULT_TRIAL_BUDGET,
+                 schedulers: Collection[str] = DEFAULT_SCHEDULER_NAMES) -> None:
         self._inventory = inventory
+        self._schedulers = frozenset(schedulers)
         self._book = book
         self._resolver = resolver
         self._first_fit = mode == "advisor"
@@ -502,11 +507,15 @@ class VictimSearch:
         return self._solver.states_read
 
     @classmethod
-    def of(cls, extender: Extender, *, trial_budget: int = DEFAULT_TRIAL_BUDGET
-           ) -> VictimSearch:
+    def of(cls, extender: Extender, *, trial_budget: int = DEFAULT_TRIAL_BUDGET,
+           schedulers: Collection[str] = DEFAULT_SCHEDULER_NAMES) -> VictimSearch:
         """The search over `extender`'s inventory, allocator and claim lookup."""
         return cls(extender.inventory, book=extender.book, resolver=extender.resolver,
-                   mode=extender.mode, trial_budget=trial_budget)
+                   mode=extender.mode, trial_budget=trial_budget, schedulers=schedulers)
+
+    @property
+    def schedulers(self) -> frozenset[str]:
+        return self._schedulers
 
     def search(self, pod: Pod, node_names: Sequence[str] | None = None, *,
                allowed: Mapping[str, Collection[str] | None] | None = None,
@@ -552,7 +561,7 @@ class VictimSearch:
                                  or self._inventory.assumed_claims())
         # None: no PDB anywhere, so no victim can violate one
         pdbs: _Pdbs | None = {} if self._inventory.occupants.pdb_table() else None
-        fit = NodeFit(pod, self._inventory, allowed)
+        fit = NodeFit(pod, self._inventory, allowed, schedulers=self._schedulers)
         found: list[NodePreemption] = []
         refused: dict[str, str] = {}
         # the nodes to search, and per node its state, request and allowed victims

@@ -24,7 +24,7 @@ import asyncio
 import collections
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Final, Protocol
 
@@ -36,6 +36,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app import __version__, garbage_collector
+from app.config import DEFAULT_SCHEDULER_NAMES
 from app.extender import BindCause, BindFailure, Extender, NodeScores
 from app.model import Pod
 from app.preemption import Offer, VictimSearch, choose_victims
@@ -156,7 +157,8 @@ class ExtenderEdge:
     def __init__(self, *, verbs: Verbs, ready: Callable[[], bool], max_body_bytes: int,
                  metrics: ServerMetrics, on_request: Callable[[], None] | None = None,
                  body_read_timeout: float = 10.0,
-                 before_filter: BeforeFilter | None = None) -> None:
+                 before_filter: BeforeFilter | None = None,
+                 schedulers: Collection[str] = DEFAULT_SCHEDULER_NAMES) -> None:
         self.verbs = verbs
         self.before_filter = before_filter
         self.metrics = metrics
@@ -173,7 +175,8 @@ class ExtenderEdge:
         self._stats = getattr(verbs, "stats", None)
         # The victim search runs on the extender's own allocator and answers; a
         # stand-in without them (the loadtest floor) forwards the scheduler's victims.
-        self._preemption = VictimSearch.of(verbs) if isinstance(verbs, Extender) else None
+        self._preemption = VictimSearch.of(verbs, schedulers=schedulers) \
+            if isinstance(verbs, Extender) else None
 
     def endpoint(self, verb: str) -> ASGIApp:
         """The verb as a plain ASGI app: the body read from `receive`, the answer
@@ -428,7 +431,8 @@ def create_app(*, verbs: Verbs, ready: Callable[[], bool], max_body_bytes: int,
                on_request: Callable[[], None] | None = None,
                body_read_timeout: float = 10.0,
                metrics: ServerMetrics | None = None,
-               before_filter: BeforeFilter | None = None) -> FastAPI:
+               before_filter: BeforeFilter | None = None,
+               schedulers: Collection[str] = DEFAULT_SCHEDULER_NAMES) -> FastAPI:
     """The ASGI app: verbs at `/<verb>` and `<url_prefix>/<verb>`, plus the probes.
 
     `lifespan` runs around serving (the kube source starts its watches there);
@@ -436,7 +440,9 @@ def create_app(*, verbs: Verbs, ready: Callable[[], bool], max_body_bytes: int,
     read (background work steps aside for it); `before_filter` is awaited
     before each filter is answered (kube mode reads a nominated preemptor's
     stale victim claims there), and what it returns is called with the nodes
-    the filter passed (kube mode counts the preemptor's attempts). The app
+    the filter passed (kube mode counts the preemptor's attempts);
+    `schedulers`: the scheduler names drax serves, for the preempt verb's
+    victim search (`VictimSearch`). The app
     counts on `metrics` (its own, when not given) and serves their registry at
     `/metrics`.
     """
@@ -445,7 +451,8 @@ def create_app(*, verbs: Verbs, ready: Callable[[], bool], max_body_bytes: int,
                       openapi_url=None, lifespan=lifespan)
     edge = ExtenderEdge(verbs=verbs, ready=ready, max_body_bytes=max_body_bytes,
                         metrics=metrics, on_request=on_request,
-                        body_read_timeout=body_read_timeout, before_filter=before_filter)
+                        body_read_timeout=body_read_timeout, before_filter=before_filter,
+                        schedulers=schedulers)
     metrics.ready.set_function(lambda: 1.0 if ready() else 0.0)
     prefixes = [""] + ([url_prefix.rstrip("/")] if url_prefix.strip("/") else [])
     for verb in VERBS:

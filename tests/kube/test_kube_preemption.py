@@ -140,13 +140,14 @@ def going(h: KubeHarness, name: str, priority: int | None = None, *,
     h.server.update("pods", pod)
 
 
-def driver_of(h: KubeHarness, registry: CollectorRegistry) -> Driver:
+def driver_of(h: KubeHarness, registry: CollectorRegistry,
+              schedulers: tuple[str, ...] = ("drax",)) -> Driver:
     assert h.client is not None
     ext = Extender(h.inventory, features=FeatureGates(), mode="allocator")
     metrics = PreemptionMetrics(registry)
     metrics.observe(h.inventory)
-    return Driver(h.inventory, search=VictimSearch.of(ext), actor=Actor(h.client, h.inventory),
-                  metrics=metrics)
+    return Driver(h.inventory, search=VictimSearch.of(ext, schedulers=schedulers),
+                  actor=Actor(h.client, h.inventory), metrics=metrics)
 
 
 async def preempted_for_p_by_the_driver(h: KubeHarness) -> None:
@@ -273,6 +274,26 @@ async def test_a_nomination_its_scheduler_clears_is_written_back_while_the_devic
         assert not await driver.run_once()
         assert h.server.get("pods", "p", "default")["status"]["nominatedNodeName"] == "node-b"
         assert pods_deleted(h.server) == ["v0", "v1"]
+
+
+async def test_the_pods_of_every_profile_drax_serves_are_preempted_for(
+        tmp_path: Path) -> None:
+    """One kube-scheduler with profiles drax and drax-gpu, both calling drax:
+    with both names served, a pending drax-gpu pod is preempted for, and its
+    victims' condition names its scheduler, as kube-scheduler's does. A
+    scheduler drax does not serve gets nothing."""
+    async with KubeHarness(tmp_path) as h:
+        full_cluster(h.server)
+        c, p = preemptor()
+        p["spec"]["schedulerName"] = "drax-gpu"
+        await start_with_preemptor(h, (c, p))
+        assert not await driver_of(h, CollectorRegistry()).run_once()
+        assert pods_deleted(h.server) == []
+        assert await driver_of(h, CollectorRegistry(), ("drax", "drax-gpu")).run_once()
+        assert pods_deleted(h.server) == ["v0", "v1"]
+        for name in ("v0", "v1"):
+            (cond,) = [c for c in conditions(h, name) if c["type"] == DISRUPTION_TARGET]
+            assert cond["message"].startswith("drax-gpu: preempting to accommodate"), cond
 
 
 async def test_never_and_pods_without_claims_preempt_nothing(tmp_path: Path) -> None:

@@ -245,6 +245,29 @@ def test_only_pods_nominated_by_the_preemptors_scheduler_count_against_the_room(
     assert plan_with(claimed).refused == refused
 
 
+def test_the_pods_nominated_by_every_profile_drax_serves_count_against_the_room() -> None:
+    # One kube-scheduler with profiles drax and drax-gpu keeps one nominator for
+    # both: a drax-gpu pod nominated to dear counts there for a drax
+    # preemptor when drax serves both names; a pod of a scheduler drax does
+    # not serve does not, nor, for a preemptor of another scheduler, a pod of
+    # drax's profiles.
+    def plan_with(nominated: dict[str, Any], *, scheduler: str = "drax") -> Any:
+        base = [o for o in cluster() if o.get("metadata", {}).get("name") != "web"]
+        p = with_cpu(preemptor(), "4")
+        p["spec"]["schedulerName"] = scheduler
+        inv = load(*base, nominated, p)
+        search = searcher(inv, schedulers=("drax", "drax-gpu"))[1]
+        return search.search(inv.pod("default/p"))
+
+    refused = {"dear": "node would lack cpu: requests 4, free after victims 3"}
+    gpu = busy("q", "", "5", priority=1000, nominated="dear", scheduler="drax-gpu")
+    assert plan_with(gpu).refused == refused
+    assert plan_with(gpu, scheduler="drax-gpu").refused == refused
+    assert [n.node for n in plan_with(gpu, scheduler="other").nodes] == ["cheap", "dear"]
+    other = busy("q", "", "5", priority=1000, nominated="dear", scheduler="other")
+    assert [n.node for n in plan_with(other).nodes] == ["cheap", "dear"]
+
+
 def test_a_node_reporting_no_allocatable_is_not_judged() -> None:
     objs: list[Any] = [GPU_CLASS, template("want", requests=[request("gpu", "gpu")]),
                        node("n1"), *gpu_node("n1", roots=("r0",)),

@@ -28,6 +28,22 @@ def test_documented_config_file_lists_every_key_with_its_default() -> None:
     assert from_file == Settings(feature_gates=from_file.feature_gates)
 
 
+def test_scheduler_name_is_one_profile_or_several(tmp_path: Path) -> None:
+    assert load_settings(environ={}).scheduler_name == ("drax",)
+    env = {"DRAX_SCHEDULER_NAME": "drax, drax-gpu"}
+    assert load_settings(environ=env).scheduler_name == ("drax", "drax-gpu")
+    cfg = tmp_path / "drax.yaml"
+    cfg.write_text("scheduler_name: [drax, drax-gpu, drax]\n")
+    assert load_settings(config_path=cfg, environ={}).scheduler_name == ("drax", "drax-gpu")
+    cfg.write_text("scheduler_name: drax-b\n")
+    assert load_settings(config_path=cfg, environ={}).scheduler_name == ("drax-b",)
+    for bad in ("scheduler_name: []\n", "scheduler_name: [drax, '']\n",
+                "scheduler_name: {a: b}\n"):
+        cfg.write_text(bad)
+        with pytest.raises(ConfigError, match="scheduler_name"):
+            load_settings(config_path=cfg, environ={})
+
+
 def test_precedence_file_env_flags(tmp_path: Path) -> None:
     cfg = tmp_path / "drax.yaml"
     cfg.write_text("port: 1000\nhost: 0.0.0.0\nmode: advisor\nlog_level: debug\n")
