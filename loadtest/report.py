@@ -8,7 +8,8 @@ benchmark re-run with `--json loadtest/results/<name>.json` refreshes its
 section. Targets are evaluated from the JSON alone, so a stored JSON can be
 re-rendered.
 
-A JSON file states where its figures come from: `command`, `commit`,
+A JSON file states where its figures come from: `command` (`commands` when
+several runs make it up), `commit` (`commits` when they ran at several),
 `machine` (cores, Python, platform) and `date`; `provenance()` gives the
 current ones. Figures that no benchmark run here can refresh cheaply (the
 100,000-node runs) are transcribed into the generic format below with the
@@ -328,10 +329,18 @@ def _machine(machine: Mapping[str, Any] | str | None) -> str:
     return f"{machine['cores']} cores, Python {machine['python']}, {machine['platform']}"
 
 
+def commits(doc: Mapping[str, Any]) -> str:
+    """The commit a JSON's figures were measured at, or each of them (`commits`, a
+    record whose runs were made at several) as Markdown."""
+    names = doc.get("commits") or [doc.get("commit")]
+    return ", ".join(f"`{c}`" for c in names if c) or "not recorded"
+
+
 def provenance_lines(doc: Mapping[str, Any]) -> list[str]:
     commands = doc.get("commands") or [doc.get("command", "")]
+    many = len(doc.get("commits") or ()) > 1
     lines = ["```sh", *commands, "```", "",
-             f"Commit `{doc.get('commit') or 'not recorded'}`; machine: "
+             f"{'Commits' if many else 'Commit'} {commits(doc)}; machine: "
              f"{_machine(doc.get('machine'))}"
              + (f"; measured {doc['date']}" if doc.get("date") else "") + "."]
     if doc.get("transcribed"):
@@ -670,7 +679,7 @@ def _summary(docs: Sequence[tuple[Section, Mapping[str, Any] | None]]) -> list[s
         targets = section.targets(doc)
         met = sum(t["met"] is True for t in targets)
         lines.append(_row([section.title, f"{met} of {len(targets)}" if targets else "–",
-                           f"`{doc.get('commit') or '–'}`", doc.get("date", "–"),
+                           commits(doc), doc.get("date", "–"),
                            f"`results/{section.name}.json`"]))
     return lines
 

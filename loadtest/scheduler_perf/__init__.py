@@ -803,6 +803,8 @@ def merge_record(path: Path, *, command: str, runs: Sequence[Mapping[str, Any]],
                                        *out["profiles"].values())}
     out["commands"] = [c for c in [*doc.get("commands", []), command]
                        if c in used and c != command] + [command]
+    kept = [e.get("commit") for e in (*out["runs"], *out["profiles"].values())]
+    out["commits"] = sorted({c for c in kept if c}, key=kept.index)
     path.write_text(json.dumps(out, indent=1) + "\n")
     return out
 

@@ -133,6 +133,12 @@ def test_every_stored_command_reproduces_its_section_once_without_scratch_paths(
             assert "/tmp/" not in command and not command.startswith("/"), (path, command)
 
 
+def test_a_result_measured_at_several_commits_names_each():
+    doc = {"command": "c", "commit": "b", "commits": ["a", "b"], "date": "2026-12-04"}
+    assert "Commits `a`, `b`; machine" in "\n".join(report.provenance_lines(doc))
+    assert report.commits({"commit": "b"}) == "`b`" and report.commits({}) == "not recorded"
+
+
 def test_a_missing_result_says_how_to_measure_it_and_an_unknown_one_is_refused(tmp_path):
     text = report.render_results(tmp_path)
     assert text.count("Not measured yet") == len(report.SECTIONS)

@@ -286,6 +286,7 @@ def test_the_record_lists_the_commands_its_figures_come_from(tmp_path) -> None:
     assert doc["commands"] == ["b", "c"]
     assert {r["workload"]: r["command"] for r in doc["runs"]} == {"Y/w": "b", KEY: "c"}
     assert all(r["commit"] == doc["commit"] for r in doc["runs"])
+    assert doc["commits"] == [doc["commit"]]
 
 
 def test_cpu_per_pod_is_read_off_between_the_first_and_last_pod_bound() -> None:
