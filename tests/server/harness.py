@@ -30,14 +30,15 @@ def sample_runtime(**settings: Any) -> Runtime:
 
 
 @contextmanager
-def running(app: Any, *, host: str = "127.0.0.1",
-            tls: ReloadingContext | None = None) -> Iterator[str]:
+def running(app: Any, *, host: str = "127.0.0.1", tls: ReloadingContext | None = None,
+            access_log: bool = False) -> Iterator[str]:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, 0))
     port = sock.getsockname()[1]
-    config = uvicorn.Config(app, log_level="warning", access_log=False, log_config=None,
-                            lifespan="on")
+    # uvicorn sets its access logger to `log_level`: at warning it would log nothing.
+    config = uvicorn.Config(app, log_level="info" if access_log else "warning",
+                            access_log=access_log, log_config=None, lifespan="on")
     if tls is not None:
         # As `drax serve` does: uvicorn's own context would never re-read the files.
         config.load()

@@ -586,6 +586,18 @@ async def test_an_instrumentor_that_rebuilds_the_middleware_stack_sees_the_verbs
     assert seen == [("POST", "/filter")]
 
 
+def test_uvicorns_access_log_names_every_verb_request(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="uvicorn.access")
+    with running(sample_runtime().app, access_log=True) as url, httpx.Client(base_url=url) as c:
+        assert c.post("/filter", json=names_args(pod("infer-0"), GPU_NODES)).status_code == 200
+        assert c.post("/scheduler/prioritize",
+                      json=names_args(pod("infer-0"), GPU_NODES)).status_code == 200
+        assert c.get("/healthz").status_code == 200
+    lines = [r.getMessage() for r in caplog.records if r.name == "uvicorn.access"]
+    assert [line.split('"')[1] for line in lines] == [
+        "POST /filter HTTP/1.1", "POST /scheduler/prioritize HTTP/1.1", "GET /healthz HTTP/1.1"]
+
+
 # ------------------------------------------------------------------ escaped failures
 
 
