@@ -241,6 +241,7 @@ def test_each_value_group_changes_what_it_names(
     settings = settings_from(build_parser().parse_args(drax["args"]))
     assert settings.verb_deadline == 3
     assert {"name": "DRAX_LOG_LEVEL", "value": "debug"} in drax["env"]
+    assert {"name": "DRAX_SCHEDULER_NAME", "value": "gpu-scheduler"} in drax["env"]
     scheduler = container(docs, "kube-scheduler")
     assert scheduler["image"] == "registry.example.com/kube-scheduler:v1.36.4"
     assert scheduler["command"][-2:] == ["--v=4", "--kube-api-qps=100"]
