@@ -54,8 +54,9 @@ from app.observability.inventory import InventoryObserver
 from app.observability.placement import PlacementMetrics, PlacementRecorder
 from app.observability.search import SearchMetrics
 from app.preemption import Actor, Catchup, CatchupMetrics, Driver, PreemptionMetrics, VictimSearch
-from app.server.app import Lifespan, create_app, create_probe_app
+from app.server.app import Lifespan, create_app
 from app.server.metrics import ServerMetrics
+from app.server.probes import create_probe_app
 from app.sources.files import ParsedSlice, RawSlice, Sourced, iter_sourced
 from app.sources.kube import (
     WATCHED_KINDS,

@@ -1,4 +1,4 @@
-"""The HTTP edge: kube-scheduler's extender verbs plus health, readiness, metrics.
+"""The HTTP edge: kube-scheduler's extender verbs (the probes beside them: `probes`).
 
 kube-scheduler calls `filter` synchronously for every pod it schedules, so the
 verbs are plain ASGI endpoints that a POST reaches without Starlette's
@@ -29,9 +29,7 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any, Final, Protocol
 
 from fastapi import FastAPI
-from starlette.exceptions import HTTPException
-from starlette.requests import ClientDisconnect, Request
-from starlette.responses import Response
+from starlette.requests import ClientDisconnect
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -42,13 +40,12 @@ from app.model import Pod
 from app.preemption import Offer, VictimSearch, choose_victims
 from app.server import wire
 from app.server.metrics import OUTCOMES, SCORES, ServerMetrics
+from app.server.probes import JSON, NOT_SYNCED, add_error_shape, add_probes
 from app.server.wire import BadRequest
 
 log = logging.getLogger(__name__)
 
-JSON: Final = "application/json"
 JSON_BYTES: Final = JSON.encode()
-NOT_SYNCED: Final = "drax is not ready: its inventory has not finished its initial sync"
 
 
 class FilterOutcome(Protocol):
@@ -83,10 +80,6 @@ class Verbs(Protocol):
 
 class InternalError(Exception):
     """A failure inside drax while answering a well-formed request."""
-
-
-def _json(value: Any, status: int = 200) -> Response:
-    return Response(content=wire.encode(value), status_code=status, media_type=JSON)
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
@@ -467,51 +460,3 @@ def create_app(*, verbs: Verbs, ready: Callable[[], bool], max_body_bytes: int,
                version={"version": __version__, "mode": mode, **(info or {})})
     add_error_shape(app)
     return app
-
-
-def create_probe_app(*, ready: Callable[[], bool], metrics: ServerMetrics,
-                     mode: str = "allocator", info: Mapping[str, Any] | None = None) -> FastAPI:
-    """Health, readiness, metrics and version alone, for the plain-HTTP `metrics_port`:
-    kubelet probes and Prometheus hold no client certificate."""
-    app = FastAPI(title="drax probes", version=__version__, docs_url=None, redoc_url=None,
-                  openapi_url=None)
-    add_probes(app, ready=ready, metrics=metrics,
-               version={"version": __version__, "mode": mode, **(info or {})})
-    add_error_shape(app)
-    return app
-
-
-def add_error_shape(app: FastAPI) -> None:
-    """Starlette's own answers (404 unknown path, 405 wrong method) as
-    `{"error": ...}`, the shape of every other error drax answers."""
-    async def http_error(request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, HTTPException)
-        response = _json({"error": f"{request.method} {request.url.path}: {exc.detail}"},
-                         exc.status_code)
-        response.headers.update(exc.headers or {})
-        return response
-
-    app.add_exception_handler(HTTPException, http_error)
-
-
-def add_probes(app: FastAPI, *, ready: Callable[[], bool], metrics: ServerMetrics,
-               version: Mapping[str, Any]) -> None:
-    async def healthz(request: Request) -> Response:
-        return _json({"status": "ok"})
-
-    async def readyz(request: Request) -> Response:
-        if ready():
-            return _json({"status": "ready"})
-        return _json({"status": "not ready", "reason": NOT_SYNCED}, 503)
-
-    async def metrics_endpoint(request: Request) -> Response:
-        body, content_type = metrics.exposition()
-        return Response(content=body, media_type=content_type)
-
-    async def version_endpoint(request: Request) -> Response:
-        return _json(dict(version))
-
-    app.router.add_route("/healthz", healthz, methods=["GET"])
-    app.router.add_route("/readyz", readyz, methods=["GET"])
-    app.router.add_route("/metrics", metrics_endpoint, methods=["GET"])
-    app.router.add_route("/version", version_endpoint, methods=["GET"])

@@ -20,8 +20,8 @@ from app.inventory import Inventory
 from app.model import Pod
 from app.runtime import SAMPLE_DIR
 from app.server import create_app, wire
-from app.server.app import create_probe_app
 from app.server.metrics import ServerMetrics
+from app.server.probes import create_probe_app
 from app.sources.files import load_objects
 from tests.server.conftest import TEST_BODY_LIMIT
 from tests.server.harness import running, sample_runtime
