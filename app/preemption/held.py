@@ -66,10 +66,13 @@ class Held:
     and no device is in two held claims (`plain`, else None), and the slots
     of the pods it is reserved for (`reservers`, `NO_POD` for a consumer not
     known as a pod). Per slot: the pod, its `Holder` on this node (None: a
-    reserver holding nothing here), whether it is going already
-    (terminating or terminal). `terminating`: the holders going, in the
-    inventory's order. `shape`: everything above in node-independent terms
-    (no pod, claim or device names), equal on nodes that hold alike."""
+    reserver holding nothing here); `going`: the slots going already
+    (terminating or terminal), as a mask; `staying`: the holders not going,
+    each as (slot, `spec.priority`, None when unset). `terminating`: the
+    holders going, in the inventory's order. `shape`: the claims' spots and
+    reservers, which slots hold here, and whether no device is in two held
+    claims, in node-independent terms (no pod, claim or device names): equal
+    on nodes that hold alike."""
 
     view: NodeView
     occupancy: tuple[Holder, ...]
@@ -82,7 +85,8 @@ class Held:
     reservers: tuple[tuple[int, ...], ...]
     pods: tuple[Pod, ...]
     holders: tuple[Holder | None, ...]
-    going: tuple[bool, ...]
+    going: int
+    staying: tuple[tuple[int, int | None], ...]
     terminating: tuple[Pod, ...]
     shape: HashedKey
     uids: frozenset[str]  # the holders' UIDs
@@ -152,13 +156,19 @@ def held_of(view: NodeView, occupancy: tuple[Holder, ...], position: Mapping[str
             holders.append(holder)
         else:
             holders[at] = holder
-    going = tuple(p.deleting or p.terminal for p in pods)
+    going = 0
+    for at, pod in enumerate(pods):
+        if pod.deleting or pod.terminal:
+            going |= 1 << at
     terminating = tuple(h.pod for h in occupancy if h.pod.deleting or h.pod.terminal)
     present = tuple(h is not None for h in holders)
     return Held(view=view, occupancy=occupancy, claims=tuple(claims), ids=tuple(all_ids),
                 places=tuple(all_places), spans=tuple(spans), alone=tuple(alones),
                 plain=tuple(plains), reservers=tuple(reserved), pods=tuple(pods),
-                holders=tuple(holders), going=going, terminating=terminating,
+                holders=tuple(holders), going=going,
+                staying=tuple((at, h.pod.priority) for at, h in enumerate(holders)
+                              if h is not None and not going >> at & 1),
+                terminating=terminating,
                 shape=HashedKey((tuple(spots), tuple(reserved), present, once)),
                 uids=frozenset(h.pod.uid for h in occupancy))
 

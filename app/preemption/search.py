@@ -367,25 +367,18 @@ def _ties(floor: _Floor, best: tuple[float, ...]) -> bool:
 _Pdbs = dict[str, list[PodDisruptionBudget]]  # namespace -> its PDBs, filled per search
 
 
-# A pod's part in a node's problem (`_Holders.pattern`): it stays (never a
-# victim: priority not below the preemptor's, not offered, or holding nothing
-# there), it is going already (terminating or terminal), or it may go.
-_STAYS: Final = 0
-_GOING: Final = 1
-_MAY_GO: Final = 2
-
-
 @dataclass(slots=True)
 class _Holders:
     """Who holds what on a node, as the preemptor sees it (`VictimSearch._holders`):
-    the node's holdings in canonical order (`held`), and per pod (slot of
-    `held`) its part (`pattern`, with `eligible`: slot -> priority, the
-    pods that may go). Nodes that hold alike with equal patterns share one
-    problem skeleton (`_Skeleton`)."""
+    the node's holdings in canonical order (`held`) and the pods (slots of
+    `held`) that may go, with their priorities (`eligible`) and as a mask
+    (`may_go`). A reserver stays unless it may go or is going already
+    (`Held.going`). Nodes that hold alike with equal masks share one problem
+    skeleton (`_Skeleton`)."""
 
     held: Held
-    pattern: tuple[int, ...]
     eligible: dict[int, int]
+    may_go: int
 
     @property
     def terminating(self) -> tuple[Pod, ...]:
@@ -396,19 +389,20 @@ class _Holders:
         reserved for `reservers` (empty: released once the pods going are
         gone), or None when someone who stays holds it."""
         out: set[int] = set()
-        pattern = self.pattern
+        may_go, going = self.may_go, self.held.going
         for reserver in reservers:
-            part = _STAYS if reserver == NO_POD else pattern[reserver]
-            if part == _MAY_GO:
+            if reserver == NO_POD:
+                return None
+            if may_go >> reserver & 1:
                 out.add(reserver)
-            elif part == _STAYS:
+            elif not going >> reserver & 1:
                 return None
         return out
 
 
 @dataclass(slots=True)
 class _Skeleton:
-    """What every node of one `Held.shape` and pattern (`_Holders`) shares in
+    """What every node of one `Held.shape` and parts (`_Holders`) shares in
     its problem for one request, found once (`VictimSearch._skeleton`): per
     claim whether it holds devices the pod's requests can use (`relevant`)
     and the pods (slots) that must all go to release it (`needs`, None: one
@@ -416,12 +410,13 @@ class _Skeleton:
     (`useful`), by the first claim that needs them (`first`); and per order
     of those pods (`order`: fixed by `first` unless several share a first
     claim, when their priorities and names order them), the problem's
-    claims' needs in candidate indexes and its key (`_Frame`)."""
+    claims' needs in candidate indexes and its key (`_Frame`; `frame`: the
+    one frame when `first` fixes the order)."""
 
     relevant: tuple[bool, ...]
     needs: tuple[frozenset[int] | None, ...]
     first: dict[int, int]
-    order: tuple[int, ...] | None
+    frame: _Frame | None = None
     frames: dict[tuple[int, ...], _Frame] = field(default_factory=dict)
 
 
@@ -482,10 +477,11 @@ class VictimSearch:
         self.left_out = 0  # nodes a best-only search left unsolved (for tests)
         # every node's holdings, kept with the inventory for every search over it
         self._held = held_index(inventory)
-        # per (request, `Held.shape`, pattern, matches): its `_Skeleton`, for one
+        # per (request, `Held.shape`, parts, matches): its `_Skeleton`, for one
         # search (its requests are held by it, so their ids stay theirs)
         self._skeletons: dict[Hashable, _Skeleton] = {}
         self.skeletons = 0  # problem skeletons built (for tests)
+        self.claims_read = 0  # problems whose claims were read, to be solved (for tests)
 
     @property
     def inventory(self) -> Inventory:
@@ -660,9 +656,19 @@ class VictimSearch:
               pdbs: _Pdbs | None, fit: NodeFit) -> tuple[NodePreemption | str, bool]:
         """The node's answer, and whether its pick found that the pod has room
         there once the victims are gone (`_choose`)."""
-        problem = self._problem(request, state, holders)
-        solved = self._solver.solve(problem)
-        return self._express(solved, problem, pdbs, fit)
+        problem, skeleton, frame = self._problem(request, state, holders)
+        # Most nodes share a problem solved already: they read none of its
+        # claims but those their victims release (`_express`).
+        solved = self._solver.known(problem.key)
+        if solved is None or solved.cut:
+            held = holders.held
+            self.claims_read += 1
+            problem.claims = [HeldClaim(*entry) for entry in zip(
+                held.claims, frame.needed, skeleton.relevant, held.places, held.plain,
+                strict=True)]
+            if solved is None:
+                solved = self._solver.solve(problem)
+        return self._express(solved, problem, holders.held, pdbs, fit)
 
     def _floor(self, request: CallState, state: NodeState, holders: _Holders,
                needs: tuple[list[Need], Check] | None) -> _Floor | None:
@@ -803,51 +809,53 @@ class VictimSearch:
                 h.pod.uid == pod.uid and h.pod.name == pod.name
                 and h.pod.namespace == pod.namespace))
             held = held_of(view, occupancy, self._held.devices(view)[1])
-        pattern = []
         eligible: dict[int, int] = {}
-        for slot, (other, holder, going) in enumerate(zip(held.pods, held.holders, held.going,
-                                                          strict=True)):
-            if going:
-                pattern.append(_GOING)
-                continue
-            if holder is not None:
+        may_go = 0
+        for slot, priority in held.staying:
+            if priority is None:
+                other = held.pods[slot]
                 priority = priority_of(other, occupants)
-                if priority < p and (allow is None or other.uid in allow):
-                    eligible[slot] = priority
-                    pattern.append(_MAY_GO)
-                    continue
-            pattern.append(_STAYS)
-        return _Holders(held=held, pattern=tuple(pattern), eligible=eligible)
+            if priority < p and (allow is None or held.pods[slot].uid in allow):
+                eligible[slot] = priority
+                may_go |= 1 << slot
+        return _Holders(held=held, eligible=eligible, may_go=may_go)
 
     def _skeleton(self, request: CallState, facts: NodeFacts, holders: _Holders
                   ) -> _Skeleton:
         """The problem skeleton of nodes holding as this one does, with its
-        pattern, for `request` (kept for the search, `_skeletons`)."""
+        pods' parts (may go, going already, stay), for `request` (kept for the
+        search, `_skeletons`)."""
         held = holders.held
-        key = (id(request), held.shape, holders.pattern, facts.kinds, id(facts.layout))
+        key = (id(request), held.shape, held.going, holders.may_go, facts.kinds,
+               id(facts.layout))
         hit = self._skeletons.get(key)
         if hit is not None:
             return hit
         self.skeletons += 1
         relevant_mask = mask_of(facts.layout.relevant)
         relevant = tuple(bool(span & relevant_mask) for span in held.spans)
-        needs = []
+        needs: list[frozenset[int] | None] = []
         first: dict[int, int] = {}
         useful: set[int] = set()
+        may_go = holders.may_go
         for i, reservers in enumerate(held.reservers):
-            found = holders.needs(reservers)
-            needs.append(None if found is None else frozenset(found))
+            if len(reservers) == 1 and reservers[0] != NO_POD and may_go >> reservers[0] & 1:
+                # one reserver that may go: the common case, one shared set
+                found: Collection[int] | None = one_pod(reservers[0])
+            else:
+                found = holders.needs(reservers)
+                found = None if found is None else frozenset(found)
+            needs.append(found)  # type: ignore[arg-type]
             if found:
                 for slot in found:
                     first.setdefault(slot, i)
                 if relevant[i]:
-                    useful |= found
-        starts = [first[slot] for slot in useful]
-        ordered = None
-        if len(set(starts)) == len(starts):
-            ordered = tuple(sorted(useful, key=first.__getitem__))
+                    useful.update(found)
         skeleton = _Skeleton(relevant=relevant, needs=tuple(needs),
-                             first={slot: first[slot] for slot in useful}, order=ordered)
+                             first={slot: first[slot] for slot in useful})
+        if len(set(skeleton.first.values())) == len(useful):
+            skeleton.frame = self._framed(request, facts, held, skeleton,
+                                          tuple(sorted(useful, key=first.__getitem__)))
         self._skeletons[key] = skeleton
         return skeleton
 
@@ -855,14 +863,20 @@ class VictimSearch:
                skeleton: _Skeleton) -> _Frame:
         """The skeleton with its candidates in this node's order: by the first
         claim that needs them, then (sharing one) priority, name, slot."""
-        order = skeleton.order
-        if order is None:
-            eligible, pods, first = holders.eligible, holders.held.pods, skeleton.first
-            order = tuple(sorted(first, key=lambda slot: (
-                first[slot], eligible[slot], pods[slot].name, slot)))
+        if skeleton.frame is not None:
+            return skeleton.frame
+        eligible, pods, first = holders.eligible, holders.held.pods, skeleton.first
+        order = tuple(sorted(first, key=lambda slot: (
+            first[slot], eligible[slot], pods[slot].name, slot)))
         hit = skeleton.frames.get(order)
-        if hit is not None:
-            return hit
+        if hit is None:
+            hit = skeleton.frames[order] = self._framed(request, facts, holders.held,
+                                                        skeleton, order)
+        return hit
+
+    def _framed(self, request: CallState, facts: NodeFacts, held: Held, skeleton: _Skeleton,
+                order: tuple[int, ...]) -> _Frame:
+        """`_Frame` of the skeleton with its candidates in `order`."""
         index = {slot: i for i, slot in enumerate(order)}
         needed: list[frozenset[int] | None] = []
         for found in skeleton.needs:
@@ -874,15 +888,17 @@ class VictimSearch:
             else:
                 needed.append(frozenset(index[k] for k in found)
                               if found <= index.keys() else None)
-        spots = holders.held.shape.value[0]  # type: ignore[index]
-        canon = HashedKey((request.claims.shape, facts.kinds, self._first_fit, len(order),
-                           tuple(zip(spots, needed, skeleton.relevant, strict=True))))
-        frame = skeleton.frames[order] = _Frame(order=order, needed=tuple(needed), canon=canon)
-        return frame
+        frozen = tuple(needed)
+        spots = held.shape.value[0]  # type: ignore[index]
+        return _Frame(order=order, needed=frozen, canon=HashedKey((
+            request.claims.shape, facts.kinds, self._first_fit, len(order), spots, frozen,
+            skeleton.relevant)))
 
-    def _problem(self, request: CallState, state: NodeState, holders: _Holders) -> Problem:
-        """The node's problem: its skeleton (`_skeleton`, `_frame`), shared by
-        the nodes that hold alike, with this node's pods and claims."""
+    def _problem(self, request: CallState, state: NodeState, holders: _Holders
+                 ) -> tuple[Problem, _Skeleton, _Frame]:
+        """The node's problem, its claims left out (`_node` adds them when the
+        problem is to be solved), and its skeleton (`_skeleton`, `_frame`),
+        shared by the nodes that hold alike."""
         facts = self._facts(state, request)
         skeleton = self._skeleton(request, facts, holders)
         frame = self._frame(request, facts, holders, skeleton)
@@ -890,8 +906,6 @@ class VictimSearch:
         pods, slots, eligible = held.pods, held.holders, holders.eligible
         candidates = [Candidate(pods[s], eligible[s], slots[s].keys)  # type: ignore[union-attr]
                       for s in frame.order]
-        claims = [HeldClaim(*entry) for entry in zip(held.claims, frame.needed, skeleton.relevant,
-                                                  held.places, held.plain, strict=True)]
         # The key holds everything the search reads, in node-independent terms,
         # but not the candidates' priorities or PDBs: those only choose among the
         # smallest sets, which each node does for itself (`_choose`).
@@ -902,9 +916,9 @@ class VictimSearch:
             stuck = self._stuck(state, held)
             key = (frame.canon, facts.signature, stuck)
             base = (request.claims.shape, facts.kinds, facts.hardware, self._first_fit)
-        return Problem(state=state, pending=request.pending, pods=candidates, claims=claims,
+        return Problem(state=state, pending=request.pending, pods=candidates, claims=[],
                        terminating=held.terminating, facts=facts, kinds=request.kinds,
-                       key=key, base=base, stuck=stuck)
+                       key=key, base=base, stuck=stuck), skeleton, frame
 
     def _stuck(self, state: NodeState, held: Held) -> int:
         """`Problem.stuck` of the node, as a mask of positions."""
@@ -1019,10 +1033,11 @@ class VictimSearch:
                 pdbs[namespace] = list(self._inventory.occupants.pdbs(namespace))
         return pdbs
 
-    def _express(self, solved: Solved, problem: Problem, pdbs: _Pdbs | None,
+    def _express(self, solved: Solved, problem: Problem, held: Held, pdbs: _Pdbs | None,
                  fit: NodeFit) -> tuple[NodePreemption | str, bool]:
-        """A (possibly shared) canonical answer in this node's names, and
-        whether the pick found that it leaves the pod room (`_choose`)."""
+        """A (possibly shared) canonical answer in this node's names (`held`:
+        the node's holdings), and whether the pick found that it leaves the
+        pod room (`_choose`)."""
         view = problem.state.view
         roomy = False
         if solved.cut:
@@ -1040,7 +1055,8 @@ class VictimSearch:
         outcome = option.outcome
         pods = problem.pods
         victims = tuple(sorted((pods[i].victim() for i in option.victims), key=_importance))
-        released = tuple(problem.claims[i].claim for i in option.released)
+        claims = held.claims
+        released = tuple([claims[i] for i in option.released])
         return NodePreemption(
             node=view.node.name, victims=victims,
             released_claims=tuple(c.key for c in released), released=released,

@@ -196,12 +196,18 @@ class Solver:
     def solve(self, problem: Problem) -> Solved:
         """The problem's solution, shared by problems with its key while the
         node it was found on is unchanged."""
-        solved = self._solved.get(problem.key) if problem.key is not None else None
-        if solved is None or not self.current(solved.view):
+        solved = self.known(problem.key)
+        if solved is None:
             solved = self._solve(problem)
             if problem.key is not None:
                 self._solved.put(problem.key, solved)
         return solved
+
+    def known(self, key: Hashable | None) -> Solved | None:
+        """The solution kept for problems with `key` (`solve`), or None: what
+        is read of a problem before its claims are (`Problem.claims`)."""
+        solved = self._solved.get(key) if key is not None else None
+        return solved if solved is not None and self.current(solved.view) else None
 
     def values_of(self, facts: NodeFacts, needs: Sequence[Need]
                  ) -> tuple[tuple[int, ...] | None, ...]:

@@ -675,8 +675,9 @@ def test_a_pool_over_its_counters_limit_is_freed_by_a_victim_of_any_root() -> No
 
 def test_nodes_holding_alike_share_one_skeleton_and_their_holdings_are_kept() -> None:
     # n1..n3 hold alike (one pod per GPU) with their priorities in different
-    # orders: one problem skeleton, each node still picking its own lowest.
-    # n4's pod 0 outranks the preemptor, so its skeleton is another. A later
+    # orders: one problem skeleton, its claims read once to solve it, each
+    # node still picking its own lowest. n4's pod 0 outranks the preemptor,
+    # so its skeleton is another. A later
     # search over the same inventory reads every node's holdings as kept;
     # a pod changing on n2 rebuilds n2's alone.
     inv = load(GPU_CLASS, want(1), preemptor(), gpus("n1", 3, 1, 2, 4), gpus("n2", 1, 2, 3, 4),
@@ -687,6 +688,7 @@ def test_nodes_holding_alike_share_one_skeleton_and_their_holdings_are_kept() ->
     assert [victims(plan, n) for n in ("n1", "n2", "n3", "n4")] == [
         ["n1-1"], ["n2-0"], ["n3-3"], ["n4-1"]]
     assert search.skeletons == 2 and index.built == 4
+    assert search.claims_read == search.problems == 2
     _, again = searcher(inv)
     again.search(inv.pod("default/p"))
     assert index.built == 4
