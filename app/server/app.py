@@ -40,7 +40,7 @@ from app.model import Pod
 from app.preemption import Offer, VictimSearch, choose_victims
 from app.server import wire
 from app.server.metrics import OUTCOMES, SCORES, ServerMetrics
-from app.server.probes import JSON, NOT_SYNCED, add_error_shape, add_probes
+from app.server.probes import JSON, NOT_SYNCED, add_probes
 from app.server.wire import BadRequest
 
 log = logging.getLogger(__name__)
@@ -456,7 +456,5 @@ def create_app(*, verbs: Verbs, ready: Callable[[], bool], max_body_bytes: int,
                                            methods=["POST"]))
             app.verb_endpoints[f"{prefix}/{verb}"] = endpoint
 
-    add_probes(app, ready=ready, metrics=metrics,
-               version={"version": __version__, "mode": mode, **(info or {})})
-    add_error_shape(app)
+    add_probes(app, ready=ready, metrics=metrics, mode=mode, info=info)
     return app

@@ -35,13 +35,11 @@ def create_probe_app(*, ready: Callable[[], bool], metrics: ServerMetrics,
     kubelet probes and Prometheus hold no client certificate."""
     app = FastAPI(title="drax probes", version=__version__, docs_url=None, redoc_url=None,
                   openapi_url=None)
-    add_probes(app, ready=ready, metrics=metrics,
-               version={"version": __version__, "mode": mode, **(info or {})})
-    add_error_shape(app)
+    add_probes(app, ready=ready, metrics=metrics, mode=mode, info=info)
     return app
 
 
-def add_error_shape(app: FastAPI) -> None:
+def _add_error_shape(app: FastAPI) -> None:
     """Starlette's own answers (404 unknown path, 405 wrong method) as
     `{"error": ...}`, the shape of every other error drax answers."""
     async def http_error(request: Request, exc: Exception) -> Response:
@@ -55,7 +53,11 @@ def add_error_shape(app: FastAPI) -> None:
 
 
 def add_probes(app: FastAPI, *, ready: Callable[[], bool], metrics: ServerMetrics,
-               version: Mapping[str, Any]) -> None:
+               mode: str = "allocator", info: Mapping[str, Any] | None = None) -> None:
+    """`/healthz`, `/readyz`, `/metrics` and `/version` (drax's version, its
+    `mode` and `info`) on `app`, and Starlette's own answers in drax's error shape."""
+    version = {"version": __version__, "mode": mode, **(info or {})}
+
     async def healthz(request: Request) -> Response:
         return _json({"status": "ok"})
 
@@ -75,3 +77,4 @@ def add_probes(app: FastAPI, *, ready: Callable[[], bool], metrics: ServerMetric
     app.router.add_route("/readyz", readyz, methods=["GET"])
     app.router.add_route("/metrics", metrics_endpoint, methods=["GET"])
     app.router.add_route("/version", version_endpoint, methods=["GET"])
+    _add_error_shape(app)
