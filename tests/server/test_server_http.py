@@ -51,6 +51,11 @@ def nodes_args(p: dict[str, Any], nodes: list[dict[str, Any]]) -> dict[str, Any]
     return {"Pod": p, "Nodes": {"metadata": {}, "items": nodes}, "NodeNames": None}
 
 
+def in_process(app: Any) -> httpx.AsyncClient:
+    """A client that calls `app` in this process, no socket between."""
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://drax")
+
+
 def metric(client: httpx.Client, name: str, **labels: str) -> float:
     text = client.get("/metrics").text
     want = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
@@ -506,8 +511,7 @@ async def test_a_middleware_added_to_the_app_sees_the_verbs_and_changes_no_answe
     args = names_args(pod("infer-0"), GPU_NODES)
     answers = []
     for app in (plain, wrapped):
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
-                                     base_url="http://drax") as c:
+        async with in_process(app) as c:
             answers.append([(r.status_code, r.content) for r in [
                 await c.post("/filter", json=args),
                 await c.post("/scheduler/prioritize", json=args),
@@ -519,8 +523,7 @@ async def test_a_middleware_added_to_the_app_sees_the_verbs_and_changes_no_answe
 
 async def test_without_middleware_a_verb_post_skips_starlettes_stack() -> None:
     app = sample_runtime().app
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
-                                 base_url="http://drax") as c:
+    async with in_process(app) as c:
         r = await c.post("/filter", json=names_args(pod("infer-0"), GPU_NODES))
         assert r.status_code == 200 and r.json()["NodeNames"]
         assert app.middleware_stack is None  # Starlette built nothing for the verb
@@ -556,8 +559,7 @@ async def test_fastapis_own_telemetry_sees_the_verbs_like_any_path_once_configur
     durations = Durations()
     # What FastAPI(telemetry={"meter_provider": ...}) sets; drax configures none itself.
     app._telemetry["meter_provider"] = durations  # type: ignore[attr-defined]
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
-                                 base_url="http://drax") as c:
+    async with in_process(app) as c:
         assert (await c.post("/filter", json=names_args(pod("infer-0"), GPU_NODES))
                 ).status_code == 200
         assert (await c.get("/healthz")).status_code == 200
@@ -579,8 +581,7 @@ async def test_an_instrumentor_that_rebuilds_the_middleware_stack_sees_the_verbs
     # What OpenTelemetry's FastAPIInstrumentor.instrument_app does to an app.
     app.build_middleware_stack = types.MethodType(  # type: ignore[method-assign]
         lambda self: Recorded(FastAPI.build_middleware_stack(self), seen), app)
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
-                                 base_url="http://drax") as c:
+    async with in_process(app) as c:
         r = await c.post("/filter", json=names_args(pod("infer-0"), GPU_NODES))
     assert r.status_code == 200 and r.json()["NodeNames"]
     assert seen == [("POST", "/filter")]
@@ -642,8 +643,7 @@ async def escaped(app: Any, metrics: ServerMetrics, verb: str, *, fail: Any,
                   caplog: pytest.LogCaptureFixture, error: str = "boom") -> None:
     """`verb` answered in its own error shape while `fail` is on, counted and
     logged, and the app answering normally afterwards."""
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
-                                 base_url="http://drax") as c:
+    async with in_process(app) as c:
         with fail():
             r = await c.post(f"/{verb}", json=VERB_REQUESTS[verb])
         assert (r.status_code, r.json()) == escaped_answer(verb, error)
