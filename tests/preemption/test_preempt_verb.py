@@ -15,6 +15,8 @@ from app.server import create_app
 from tests.extender.cluster import GPU_CLASS, gpu_node
 from tests.inventory.objects import exactly, node, template
 from tests.preemption.builders import holder, load, preemptor
+from tests.preemption.test_fit import busy, with_cpu
+from tests.preemption.test_fit import cluster as fit_cluster
 from tests.server.harness import running
 
 GPU = "gpu.example.com"
@@ -153,3 +155,22 @@ def test_an_unsynced_inventory_refuses_with_503() -> None:
         r = c.post("/preempt", json={"Pod": preemptor(), "NodeNameToMetaVictims": {
             "n1": meta("n1-0")}})
         assert r.status_code == 503 and "not ready" in r.json()["error"]
+
+
+def test_the_verb_counts_the_pods_nominated_by_every_profile_drax_serves() -> None:
+    """A pod of profile drax-gpu (priority 1000, 5 cpus) nominated to "dear"
+    leaves a drax preemptor short of cpu there when drax serves both names,
+    as their kube-scheduler's one nominator counts it; not otherwise."""
+    base = [o for o in fit_cluster() if o.get("metadata", {}).get("name") != "web"]
+    nominated = busy("q", "", "5", priority=1000, nominated="dear", scheduler="drax-gpu")
+    pod = with_cpu(preemptor(), "4")
+    inventory = load(*base, nominated, pod)
+    extender = Extender(inventory, features=FeatureGates(), file_mode=True)
+    body = {"Pod": pod, "NodeNameToVictims": None,
+            "NodeNameToMetaVictims": {"cheap": meta(), "dear": meta()}}
+    for schedulers, nodes in ((("drax", "drax-gpu"), ["cheap"]),
+                              (("drax",), ["cheap", "dear"])):
+        app = create_app(verbs=extender, ready=lambda: inventory.synced,
+                         max_body_bytes=1 << 20, schedulers=schedulers)
+        with running(app) as url, httpx.Client(base_url=url, timeout=30) as c:
+            assert sorted(ask(c, body)) == nodes, schedulers
