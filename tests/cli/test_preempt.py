@@ -152,3 +152,16 @@ def test_a_pod_that_goes_for_room_is_shown_as_such(tmp_path: Path) -> None:
                         str(path), "--node", "h100-node-1")
     assert [(v["pod"], v["forRoom"]) for v in doc["nodes"][0]["victims"]] == [
         ("default/batch-a", False), ("default/filler", True)]
+
+
+def test_readme_shows_the_real_output() -> None:
+    readme = (ROOT / "README.md").read_text()
+    command = (".venv/bin/drax preempt --objects app/sample app/sample-running "
+               "--pod default/prod-train-8gpu-0 -o table")
+    head = readme.index(command + "\n")
+    body = readme[readme.index("```", readme.index("```\n", head) + 4):]
+    block = body[body.index("\n") + 1: body.index("```", 3)]
+    code, out, err = drax("preempt", "--objects", *SAMPLE, "--pod", "default/prod-train-8gpu-0",
+                          "-o", "table")
+    assert code == 0, err
+    assert out == block
