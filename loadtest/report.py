@@ -34,6 +34,7 @@ This module also turns the scheduling benchmark's samples into its JSON
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import platform
 import subprocess
@@ -395,6 +396,14 @@ def soak_targets(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
                 f"{doc['p99_drift']:+.1%}")]
 
 
+def _of(module: str, function: str) -> Callable[[Mapping[str, Any]], Any]:
+    """`loadtest.<module>.<function>(doc)`, imported when a section renders: the
+    benchmarks import this module for `provenance`."""
+    def call(doc: Mapping[str, Any]) -> Any:
+        return getattr(importlib.import_module(f"loadtest.{module}"), function)(doc)
+    return call
+
+
 def _soak(doc: Mapping[str, Any]) -> str:
     from loadtest import soak
     return soak.markdown(dict(doc))
@@ -405,59 +414,9 @@ def _from_api(doc: Mapping[str, Any]) -> str:
     return kube_ready.markdown(doc["from_api"])
 
 
-def _real_cluster(doc: Mapping[str, Any]) -> str:
-    from loadtest import real_cluster
-    return real_cluster.comparison(doc)
-
-
-def _parse(doc: Mapping[str, Any]) -> str:
-    from loadtest import bench_parse
-    return bench_parse.render(doc)
-
-
-def _parse_targets(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
-    from loadtest import bench_parse
-    return bench_parse.targets(doc)
-
-
-def _freeze(doc: Mapping[str, Any]) -> str:
-    from loadtest import bench_freeze
-    return bench_freeze.markdown(doc)
-
-
-def _freeze_targets(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
-    from loadtest import bench_freeze
-    return bench_freeze.targets(doc)
-
-
 def _upstream(doc: Mapping[str, Any]) -> str:
     from loadtest import peer
     return peer.markdown([peer.PeerRow(**r) for r in doc["rows"]])
-
-
-def _scale(doc: Mapping[str, Any]) -> str:
-    from loadtest import bench_scale
-    return bench_scale.markdown(doc)
-
-
-def _node_pool(doc: Mapping[str, Any]) -> str:
-    from loadtest import bench_pool
-    return bench_pool.markdown(doc)
-
-
-def _node_pool_targets(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
-    from loadtest import bench_pool
-    return bench_pool.targets(doc)
-
-
-def _scheduler_perf_markdown(doc: Mapping[str, Any]) -> str:
-    from loadtest import scheduler_perf
-    return scheduler_perf.markdown(doc)
-
-
-def _scheduler_perf_targets(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
-    from loadtest import scheduler_perf
-    return scheduler_perf.targets(doc)
 
 
 def _by_format(native: Callable[[Mapping[str, Any]], str]) -> Callable[[Mapping[str, Any]], str]:
@@ -493,7 +452,7 @@ SECTIONS: Final = (
             "invariants as it goes."),
     Section("scale", "100,000 nodes",
             "python -m loadtest.bench_scale --nodes 100000 --settle-timeout 600 --json "
-            "loadtest/results/scale.json", _by_format(_scale)),
+            "loadtest/results/scale.json", _by_format(_of("bench_scale", "markdown"))),
     Section("from-api", "Start-up from the API server (paged lists)",
             "python -m loadtest --from-api --nodes 500 5000 --json "
             "loadtest/results/from-api.json", _from_api,
@@ -502,7 +461,7 @@ SECTIONS: Final = (
             "kind listed in pages of 500."),
     Section("parse", "Reading ResourceSlices: CPU per device",
             "python -m loadtest.bench_parse --nodes 5000 --json loadtest/results/parse.json",
-            _parse,
+            _of("bench_parse", "render"),
             "The slices of a generated cluster (8 GPUs + 8 RDMA NICs per node, a quarter of "
             "the nodes partitionable), encoded as the API server sends them, read in-process "
             "both ways in the same run: orjson's dict tree and the reference parse "
@@ -514,16 +473,16 @@ SECTIONS: Final = (
             "one watch event (MODIFIED, a new pool generation) of each partitionable node's "
             "largest slice, decoded and applied to an inventory holding the cluster, freezing "
             "what it built as the slice informer does.",
-            _parse_targets),
+            _of("bench_parse", "targets")),
     Section("node-pool", "One node pool (`--node-selector`) against the whole cluster",
             "python -m loadtest.bench_pool --nodes 100000 --json "
-            "loadtest/results/node-pool.json", _node_pool,
+            "loadtest/results/node-pool.json", _of("bench_pool", "markdown"),
             "The real `drax serve` on one generated cluster (8 GPUs + 8 RDMA NICs per node, "
             "a quarter of the nodes partitionable, no claims), started four times in one run: "
             "in kube mode from the API-server double (paged lists) and in file mode, each "
             "with the whole cluster and with `--node-selector` picking a quarter of the "
             "nodes. Start to `/readyz` 200, RSS then and at its peak, and what drax holds.",
-            _node_pool_targets),
+            _of("bench_pool", "targets")),
     Section("upstream-allocator", "drax against upstream's allocator",
             "python -m loadtest.peer --nodes 500 5000 --sample 20 --json "
             "loadtest/results/upstream-allocator.json", _by_format(_upstream),
@@ -552,7 +511,7 @@ SECTIONS: Final = (
             "(`tests/upstream/test_allocator_differential.py`)."),
     Section("real-cluster", "Real cluster: drax beside the in-tree DRA scheduler",
             "python -m loadtest --real-cluster --nodes 32 --pods 128 --json "
-            "loadtest/results/real-cluster.json", _by_format(_real_cluster),
+            "loadtest/results/real-cluster.json", _by_format(_of("real_cluster", "comparison")),
             "The real 1.37 control plane of `tests/e2e/cluster.py`: two identical pools, the "
             "same workload (the `topology` mix: mixed pods, then 8-GPU pods until the cluster "
             "runs out) to pool A through the `drax` scheduler (allocator mode) and then to "
@@ -561,7 +520,7 @@ SECTIONS: Final = (
     Section("scheduler-perf", "Upstream's scheduler_perf DRA workloads: drax against the "
             "in-tree plugin",
             "python -m loadtest.scheduler_perf --smallest --record "
-            "loadtest/results/scheduler-perf.json", _scheduler_perf_markdown,
+            "loadtest/results/scheduler-perf.json", _of("scheduler_perf", "markdown"),
             "SIG Scheduling's own benchmark (`test/integration/scheduler_perf` of "
             "k8s.io/kubernetes v1.37.2, its DRA test cases read from the Go module cache): "
             "upstream's objects, in-process API server and throughput measurement, each "
@@ -570,7 +529,7 @@ SECTIONS: Final = (
             "(the plugin on, drax filters and prioritizes), in one run on one machine. "
             "pods/s is upstream's SchedulingThroughput (sampled each second; none for "
             "workloads shorter than a second); the targets compare averages within the run.",
-            _scheduler_perf_targets),
+            _of("scheduler_perf", "targets")),
     Section("victim-search", "Victim search for device-aware preemption",
             "python -m loadtest.bench_preempt --nodes 500 --runs 30 --json "
             "loadtest/results/victim-search.json", figures,
@@ -630,7 +589,7 @@ SECTIONS: Final = (
             "bound (how: `loadtest/failover.py`)."),
     Section("freeze-soak", "Soak of slice events: what the informer freezes",
             "python -m loadtest.bench_freeze --nodes 2000 --events 20000 --json "
-            "loadtest/results/freeze-soak.json", _freeze,
+            "loadtest/results/freeze-soak.json", _of("bench_freeze", "markdown"),
             "The real kube source in-process against the API-server double (its own "
             "process) holding a generated cluster (8 GPUs + 8 RDMA NICs per node, a quarter "
             "of the nodes partitionable); the double republishes slices with a new pool "
@@ -639,7 +598,7 @@ SECTIONS: Final = (
             "slice informer freezes every few devices of slice events), the objects still "
             "tracked, the process's RSS and the devices held (how: "
             "`loadtest/bench_freeze.py`).",
-            _freeze_targets),
+            _of("bench_freeze", "targets")),
     Section("soak", "Soak", "python -m loadtest --soak 600 --json loadtest/results/soak.json",
             _soak,
             "`drax serve` in kube mode (allocator) against the API-server double: 100 nodes x "
