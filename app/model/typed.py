@@ -7,13 +7,15 @@ checking every type on the way, and the Python left per device is a few
 cache lookups and one `Device` built in C: an attribute value is a hashable
 structure looked up whole in a cache of shared `AttributeValue`s, and a
 capacity map or a counter consumption is looked up by its text, so identical
-ones (the same device kind on every node) are built once and shared. A slice
-is first decoded with the scalar attribute kinds only (what nearly every
-device publishes: a smaller structure to decode, hash and compare), and again
-with every kind when it holds a list attribute. Devices of one kind follow
-each other in a slice, so what a device repeats from the one before it (its
-attribute names, its capacity and consumption texts) is taken over without a
-lookup. Everything shared is immutable, so no device can change another's.
+ones (the same device kind on every node) are built once and shared. Devices
+of one kind follow each other in a slice, so what a device repeats from the
+one before it is taken over without a lookup: its attribute map whole when
+its text is the same (the partitions of one GPU by one profile), else its
+attribute names, and its capacity and consumption texts. An attribute map is
+decoded with the scalar kinds only (what nearly every device publishes: a
+smaller structure to decode, hash and compare), and again with every kind
+when it holds a list. Everything shared is immutable, so no device can change
+another's.
 
 The result is exactly what `app.model.parse` makes of the same object, which
 stays the one reference: anything this decoder does not take as written (a
@@ -84,7 +86,7 @@ class _Attribute(msgspec.Struct, frozen=True, gc=False):
 class _Scalar(msgspec.Struct, frozen=True, gc=False, forbid_unknown_fields=True):
     """`_Attribute` of the scalar kinds only, what nearly every device publishes:
     half the fields, so cheaper to decode, hash and compare. A list kind (or
-    any other key) is an unknown field here, and the slice is decoded again
+    any other key) is an unknown field here, and the map is decoded again
     with `_Attribute`."""
 
     int_: _Int64 | None = msgspec.field(default=None, name="int")
@@ -172,12 +174,16 @@ class _Slice(msgspec.Struct, gc=False):
     kind: Any = None  # read as written: only `decode_listed_slice` looks at it
 
 
-# From JSON bytes, a device's capacity and counter consumptions stay
-# undecoded: looked up by their text, they are decoded only the first time
-# (the same few repeat on every node), which spares building a dozen structs
-# per partitionable device. `msgspec.convert` (from dicts) has no text to
-# keep, so dicts go through the fully typed `_Slice`.
+# From JSON bytes, a device's attributes, capacity and counter consumptions
+# stay undecoded: a device's attribute map is decoded only where its text
+# differs from the device's before it (the partitions of one GPU by one
+# profile publish the same map, and then share one), and a capacity or a
+# consumption is looked up by its text and decoded only the first time (the
+# same few repeat on every node), which spares building a dozen structs per
+# partitionable device. `msgspec.convert` (from dicts) has no text to keep, so
+# dicts go through the fully typed `_Slice`.
 class _RawDevice(_Device, gc=False):
+    attributes: msgspec.Raw = msgspec.Raw()  # type: ignore[assignment]
     capacity: msgspec.Raw = msgspec.Raw()  # type: ignore[assignment]
     consumesCounters: msgspec.Raw = msgspec.Raw()  # type: ignore[assignment]
 
@@ -190,20 +196,9 @@ class _RawSlice(_Slice, gc=False):
     spec: _RawSpec
 
 
-class _ScalarDevice(_RawDevice, gc=False):
-    attributes: dict[str, _Scalar] = {}  # type: ignore[assignment]
-
-
-class _ScalarSpec(_RawSpec, gc=False):
-    devices: list[_ScalarDevice] | None = None  # type: ignore[assignment]
-
-
-class _ScalarSlice(_RawSlice, gc=False):
-    spec: _ScalarSpec
-
-
-_SCALAR_DECODER: Final = msgspec.json.Decoder(_ScalarSlice)
 _DECODER: Final = msgspec.json.Decoder(_RawSlice)
+_SCALAR_ATTRIBUTES: Final = msgspec.json.Decoder(dict[str, _Scalar])
+_ATTRIBUTES_JSON: Final = msgspec.json.Decoder(dict[str, _Attribute])
 _CAPACITY: Final = msgspec.json.Decoder(dict[str, _Capacity])
 _CONSUMPTIONS_JSON: Final = msgspec.json.Decoder(list[_Consumption] | None)
 
@@ -217,10 +212,7 @@ def decode_resource_slice(data: bytes | memoryview | msgspec.Raw) -> ResourceSli
     slice) like the reference parse for anything malformed, and
     `orjson.JSONDecodeError` for what is not JSON."""
     try:
-        try:
-            return _from_typed(_SCALAR_DECODER.decode(data))
-        except msgspec.ValidationError:  # a list attribute, or what `_DECODER` refuses too
-            return _from_typed(_DECODER.decode(data))
+        return _from_typed(_DECODER.decode(data))
     except (msgspec.DecodeError, NotTyped):  # DecodeError: ValidationError too
         return cast(ResourceSlice,
                     reference_parse("ResourceSlice", orjson.loads(memoryview(data))))
@@ -233,11 +225,7 @@ def decode_listed_slice(data: bytes | memoryview | msgspec.Raw,
     other kind, and for a slice the reference parse must read (which names
     what it refuses): the caller reads those items as before."""
     try:
-        s: _Slice
-        try:
-            s = _SCALAR_DECODER.decode(data)
-        except msgspec.ValidationError:
-            s = _DECODER.decode(data)
+        s = _DECODER.decode(data)
         if (s.kind or item_kind) != "ResourceSlice":
             return None
         return _from_typed(s)
@@ -320,10 +308,15 @@ class _AttributeCache(BoundedCache[_Attribute | _Scalar, AttributeValue]):
         if (type(a) is _Scalar and a.string is not None and a.int_ is None
                 and a.bool_ is None and a.version is None):
             return self.put(a, AttributeValue("string", a.string))
+        if (type(a) is _Attribute and a.ints is None and a.bools is None
+                and a.strings is None and a.versions is None):
+            # a scalar of a map that holds a list: the value a map of scalars shares
+            return self.put(a, self[_Scalar(a.int_, a.bool_, a.string, a.version)])
         return self.put(a, _attribute(a))
 
 
 _ATTRIBUTES: Final = _AttributeCache(SHARED_MAX)
+_attribute_of: Final = _ATTRIBUTES.__getitem__
 # (driver, decoded capacity items) -> shared capacity map
 _CAPACITIES: BoundedCache[tuple[str, tuple[tuple[str, _Capacity], ...]],
                           Mapping[str, DeviceCapacity]] = BoundedCache(SHARED_MAX)
@@ -335,10 +328,12 @@ _CONSUMPTIONS: BoundedCache[tuple[Any, ...], tuple[DeviceCounterConsumption, ...
 def _devices(raw: list[_Device], driver: str, pool: str,
              slice_name: str) -> tuple[Device, ...]:
     """The slice's devices. What a device repeats from the one before it (its
-    attribute names, its capacity and consumption texts, as devices of one kind
-    follow each other in a slice) is taken from that device's without a lookup."""
+    attribute map, its attribute names, its capacity and consumption texts, as
+    devices of one kind follow each other in a slice) is taken from that
+    device's without a lookup."""
     out = []
-    attribute = _ATTRIBUTES.__getitem__
+    attributes_raw: Any = None
+    attribute_map: Mapping[str, AttributeValue] = {}
     names: tuple[str, ...] | None = None
     layout: dict[str, int] = {}
     capacity_raw: Any = None
@@ -350,18 +345,22 @@ def _devices(raw: list[_Device], driver: str, pool: str,
         if not name:
             raise NotTyped
         name = sys.intern(name)
-        attributes = d.attributes
-        keys = tuple(attributes)
-        if keys != names:
-            names = keys
-            layout = _LAYOUTS.get((driver, keys)) or _attribute_layout(driver, keys)
-        attribute_map = _new(FieldMap)
-        _set_map_layout(attribute_map, layout)
-        _set_map_values(attribute_map, tuple(map(attribute, attributes.values())))
+        a = d.attributes
+        if type(a) is not msgspec.Raw or a != attributes_raw:  # compares the texts
+            if type(a) is msgspec.Raw:
+                attributes_raw = a
+                a = _decoded_attributes(a)
+            keys = tuple(a)
+            if keys != names:
+                names = keys
+                layout = _LAYOUTS.get((driver, keys)) or _attribute_layout(driver, keys)
+            attribute_map = _new(FieldMap)
+            _set_map_layout(attribute_map, layout)
+            _set_map_values(attribute_map, tuple(map(_attribute_of, a.values())))
         c = d.capacity
         if type(c) is not msgspec.Raw:
             capacity = _capacity(c, driver)
-        elif c != capacity_raw:  # compares the texts
+        elif c != capacity_raw:
             capacity_raw, capacity = c, _capacity_text(c, driver)
         u = d.consumesCounters
         if type(u) is not msgspec.Raw:
@@ -376,6 +375,20 @@ def _devices(raw: list[_Device], driver: str, pool: str,
             d.allNodes, () if d.taints is None else _taints(d.taints), d.bindsToNode,
             d.bindingConditions, d.bindingFailureConditions, d.allowMultipleAllocations))
     return tuple(out)
+
+
+def _decoded_attributes(raw: msgspec.Raw) -> dict[str, _Attribute | _Scalar]:
+    """A device's attribute map from its text: with the scalar kinds first
+    (nearly every map), with every kind when it holds a list."""
+    if not len(raw):
+        return {}
+    try:
+        return cast(dict[str, _Attribute | _Scalar], _SCALAR_ATTRIBUTES.decode(raw))
+    except msgspec.ValidationError:
+        try:
+            return cast(dict[str, _Attribute | _Scalar], _ATTRIBUTES_JSON.decode(raw))
+        except msgspec.ValidationError:
+            raise NotTyped from None
 
 
 _new: Final = object.__new__

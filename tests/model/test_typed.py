@@ -308,14 +308,33 @@ def test_a_run_of_alike_devices_reads_its_capacity_and_consumption_once(
         "1", "1", "1", "2", "2", "1"]
 
 
-def test_a_slice_of_scalar_attributes_is_decoded_once(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_map_of_scalar_attributes_is_decoded_once(monkeypatch: pytest.MonkeyPatch) -> None:
     class Refusing:
         def decode(self, data: Any) -> Any:
             raise AssertionError("decoded again with the list kinds")
 
-    monkeypatch.setattr(typed, "_DECODER", Refusing())
+    monkeypatch.setattr(typed, "_ATTRIBUTES_JSON", Refusing())
     for raw in _slices(list(generator.iter_cluster(nodes=4, partitionable_fraction=0.5))):
         decode_resource_slice(orjson.dumps(raw))
+
+
+def test_devices_publishing_the_same_attributes_share_one_map(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    decoded: list[bytes] = []
+    real = typed._decoded_attributes
+    monkeypatch.setattr(typed, "_decoded_attributes",
+                        lambda raw: decoded.append(bytes(raw)) or real(raw))
+    mig = {"profile": {"string": "1g.10gb"}, "parentUUID": {"string": "GPU-0"}}
+    other = {"profile": {"string": "2g.20gb"}, "parentUUID": {"string": "GPU-0"}}
+    s = decode_resource_slice(orjson.dumps(_slice(devices=[
+        _device(name=f"d{i}", attributes=kind)
+        for i, kind in enumerate([mig, mig, mig, other, other, mig])])))
+    maps = [d.attributes for d in s.devices]
+    assert maps[0] is maps[1] is maps[2] and maps[3] is maps[4]
+    assert maps[2] is not maps[3] and maps[5] is not maps[0] and maps[5] == maps[0]
+    assert len(decoded) == 3  # once per run of alike devices
+    assert [d.attributes["gpu.example.com/profile"].value for d in s.devices] == [
+        "1g.10gb", "1g.10gb", "1g.10gb", "2g.20gb", "2g.20gb", "1g.10gb"]
 
 
 def test_a_list_attribute_is_read_without_the_reference_parse(
