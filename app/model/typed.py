@@ -28,8 +28,10 @@ every other kind.
 
 from __future__ import annotations
 
+import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from operator import itemgetter
 from typing import Annotated, Any, Final, cast
 
 import msgspec
@@ -69,9 +71,10 @@ from app.model.versions import READ_AS_V1
 _Int64 = Annotated[int, msgspec.Meta(ge=-2**63, le=2**63 - 1)]
 
 
-class _Attribute(msgspec.Struct, frozen=True, gc=False):
+class _Attribute(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
     """One attribute value as published; frozen so it is its own cache key
-    (field by field, so `{"int": 1}` and `{"bool": true}` never meet)."""
+    (field by field, so `{"int": 1}` and `{"bool": true}` never meet), and
+    encoded as the API writes it (`_member`)."""
 
     int_: _Int64 | None = msgspec.field(default=None, name="int")
     bool_: bool | None = msgspec.field(default=None, name="bool")
@@ -83,7 +86,8 @@ class _Attribute(msgspec.Struct, frozen=True, gc=False):
     versions: tuple[str, ...] | None = None
 
 
-class _Scalar(msgspec.Struct, frozen=True, gc=False, forbid_unknown_fields=True):
+class _Scalar(msgspec.Struct, frozen=True, gc=False, forbid_unknown_fields=True,
+              omit_defaults=True):
     """`_Attribute` of the scalar kinds only, what nearly every device publishes:
     half the fields, so cheaper to decode, hash and compare. A list kind (or
     any other key) is an unknown field here, and the map is decoded again
@@ -328,14 +332,11 @@ _CONSUMPTIONS: BoundedCache[tuple[Any, ...], tuple[DeviceCounterConsumption, ...
 def _devices(raw: list[_Device], driver: str, pool: str,
              slice_name: str) -> tuple[Device, ...]:
     """The slice's devices. What a device repeats from the one before it (its
-    attribute map, its attribute names, its capacity and consumption texts, as
-    devices of one kind follow each other in a slice) is taken from that
-    device's without a lookup."""
+    attribute map, its capacity and consumption texts, as devices of one kind
+    follow each other in a slice) is taken from that device's without a lookup."""
     out = []
     attributes_raw: Any = None
     attribute_map: Mapping[str, AttributeValue] = {}
-    names: tuple[str, ...] | None = None
-    layout: dict[str, int] = {}
     capacity_raw: Any = None
     capacity: Mapping[str, DeviceCapacity] = {}
     consumes_raw: Any = None
@@ -346,17 +347,11 @@ def _devices(raw: list[_Device], driver: str, pool: str,
             raise NotTyped
         name = sys.intern(name)
         a = d.attributes
-        if type(a) is not msgspec.Raw or a != attributes_raw:  # compares the texts
-            if type(a) is msgspec.Raw:
-                attributes_raw = a
-                a = _decoded_attributes(a)
-            keys = tuple(a)
-            if keys != names:
-                names = keys
-                layout = _LAYOUTS.get((driver, keys)) or _attribute_layout(driver, keys)
-            attribute_map = _new(FieldMap)
-            _set_map_layout(attribute_map, layout)
-            _set_map_values(attribute_map, tuple(map(_attribute_of, a.values())))
+        if type(a) is not msgspec.Raw:
+            attribute_map = _attribute_map(a, driver)
+        elif a != attributes_raw:  # compares the texts
+            attributes_raw = a
+            attribute_map = _attribute_text(bytes(a), driver, name)
         c = d.capacity
         if type(c) is not msgspec.Raw:
             capacity = _capacity(c, driver)
@@ -377,18 +372,210 @@ def _devices(raw: list[_Device], driver: str, pool: str,
     return tuple(out)
 
 
-def _decoded_attributes(raw: msgspec.Raw) -> dict[str, _Attribute | _Scalar]:
+def _decoded_attributes(raw: msgspec.Raw) -> Mapping[str, _Attribute | _Scalar]:
     """A device's attribute map from its text: with the scalar kinds first
     (nearly every map), with every kind when it holds a list."""
     if not len(raw):
         return {}
     try:
-        return cast(dict[str, _Attribute | _Scalar], _SCALAR_ATTRIBUTES.decode(raw))
+        return _SCALAR_ATTRIBUTES.decode(raw)
     except msgspec.ValidationError:
         try:
-            return cast(dict[str, _Attribute | _Scalar], _ATTRIBUTES_JSON.decode(raw))
+            return _ATTRIBUTES_JSON.decode(raw)
         except msgspec.ValidationError:
             raise NotTyped from None
+
+
+def _attribute_map(decoded: Mapping[str, _Attribute | _Scalar],
+                   driver: str) -> FieldMap[AttributeValue]:
+    names = tuple(decoded)
+    layout = _LAYOUTS.get((driver, names)) or _attribute_layout(driver, names)
+    return _field_map(layout, tuple(map(_attribute_of, decoded.values())))
+
+
+def _field_map(layout: dict[str, int], values: tuple[AttributeValue, ...]
+               ) -> FieldMap[AttributeValue]:
+    m: FieldMap[AttributeValue] = _new(FieldMap)
+    _set_map_layout(m, layout)
+    _set_map_values(m, values)
+    return m
+
+
+# --------------------------------------------------------------------------- attribute texts
+#
+# A device's attribute map as the API writes it is `{"` P0 `},"` P1 ... `},"` Pn
+# `}}`: each piece P is one member, `"name":{"kind":value}`, less its opening
+# quote and its closing brace. A piece that reads as exactly one member and is
+# that member's own text (`_member`) is read once and kept (`_PIECES`); a map
+# split into such pieces is their members in order, which is what decoding the
+# whole map makes of it. So a map is read piece by piece from the cache, and a
+# device whose map is, byte for byte, its namesake's on another node but for a
+# few pieces (a uuid, a MAC) reads only those: the namesake's text is kept as a
+# template (`_Template`), the bytes around the pieces that vary are compared
+# whole, and the varying pieces are looked up. A text that does not split so
+# (spaces, escapes, a piece that is not one member) is decoded whole.
+
+_NOT_A_MEMBER: Final = (None, None)
+_ENCODE: Final = msgspec.json.encode
+# A piece of one scalar, its name and value written without escapes (so
+# without quotes or control characters, which a JSON string holds only escaped)
+_SCALAR_MEMBER: Final = re.compile(
+    rb'([^"\\\x00-\x1f]*)":\{"(?:(string|version)":"([^"\\\x00-\x1f]*)"'
+    rb'|int":(-?(?:0|[1-9][0-9]*))|bool":(true|false))')
+_STRING_KINDS: Final = {b"string": "string", b"version": "version"}
+_INT64: Final = range(-2**63, 2**63)
+
+
+def _member(piece: bytes) -> tuple[str, AttributeValue] | tuple[None, None]:
+    """(name, value) of a piece that is exactly one member's text."""
+    m = _SCALAR_MEMBER.fullmatch(piece)
+    if m is not None:  # nearly every piece, read without a decoder
+        name, kind, string, number, truth = m.groups()
+        try:
+            if kind is not None:
+                return (sys.intern(name.decode()),
+                        AttributeValue(_STRING_KINDS[kind], string.decode()))
+            if truth is not None:
+                return sys.intern(name.decode()), AttributeValue("bool", truth == b"true")
+            if int(number) in _INT64:
+                return sys.intern(name.decode()), AttributeValue("int", int(number))
+        except UnicodeDecodeError:
+            pass  # not UTF-8: the decoder refuses it
+    text = b'{"' + piece + b"}}"
+    decoded: Mapping[str, _Attribute | _Scalar]
+    try:
+        try:
+            decoded = _SCALAR_ATTRIBUTES.decode(text)
+        except msgspec.ValidationError:
+            decoded = _ATTRIBUTES_JSON.decode(text)
+    except msgspec.DecodeError:
+        return _NOT_A_MEMBER
+    if len(decoded) != 1:
+        return _NOT_A_MEMBER
+    ((name, a),) = decoded.items()
+    if _ENCODE(name)[1:] + b":" + _ENCODE(a)[:-1] != piece:
+        return _NOT_A_MEMBER  # not as the API writes it: perhaps not one member
+    return sys.intern(name), _ATTRIBUTES[a]
+
+
+class _PieceCache(BoundedCache[bytes, "tuple[str, AttributeValue] | tuple[None, None]"]):
+    """Piece text -> (name, value), or `_NOT_A_MEMBER`; filled by
+    `__missing__`, so a map's pieces are looked up by `map` in C."""
+
+    __slots__ = ()
+
+    def __missing__(self, piece: bytes) -> tuple[str, AttributeValue] | tuple[None, None]:
+        return self.put(piece, _member(piece))
+
+
+_PIECES: Final = _PieceCache(SHARED_MAX)
+_piece_of: Final = _PIECES.__getitem__
+
+
+class _Template:
+    """An attribute text of `size` bytes and the pieces of it that vary between
+    namesakes (`varying_at`). `fixed` cuts a text of that size into the bytes
+    around the varying pieces, compared whole with `around`; `varying` cuts
+    out those pieces, whose names must be `varying_names`; `order` puts the
+    other pieces' values (`shared`) and the varying ones' back in the map's
+    order. With one varying piece (a uuid, a MAC: the usual case) the text
+    around it is `head` and `tail`, and the values around its value
+    `head_values` and `tail_values`. A template whose varying pieces did not
+    explain a difference is retired (`around` matches nothing, `cut` is
+    None): its namesakes are read piece by piece."""
+
+    __slots__ = ("around", "cut", "fixed", "head", "head_values", "layout", "map", "names",
+                 "order", "pieces", "shared", "tail", "tail_values", "varying", "varying_at",
+                 "varying_names")
+
+    def __init__(self, text: bytes, pieces: tuple[bytes, ...], names: tuple[str, ...],
+                 values: tuple[AttributeValue, ...], layout: dict[str, int],
+                 attribute_map: FieldMap[AttributeValue], varying_at: tuple[int, ...]) -> None:
+        self.pieces, self.names, self.varying_at = pieces, names, varying_at
+        self.layout, self.map = layout, attribute_map
+        starts = [2]
+        for p in pieces[:-1]:
+            starts.append(starts[-1] + len(p) + 3)
+        cuts = [slice(starts[i], starts[i] + len(pieces[i])) for i in varying_at]
+        gaps, at = [], 0
+        for cut in cuts:
+            gaps.append(slice(at, cut.start))
+            at = cut.stop
+        gaps.append(slice(at, len(text)))
+        self.fixed: Callable[[bytes], object] = itemgetter(*gaps)
+        self.around: object = self.fixed(text)
+        self.varying: Callable[[bytes], tuple[bytes, ...]] = (
+            itemgetter(*cuts) if len(cuts) > 1 else lambda text: ())
+        self.varying_names = tuple(names[i] for i in varying_at)
+        kept = [i for i in range(len(names)) if i not in varying_at]
+        self.shared = tuple(values[i] for i in kept)
+        placed = kept + list(varying_at)  # the map's positions of `shared + varying values`
+        self.order: Callable[[tuple[AttributeValue, ...]], tuple[AttributeValue, ...]] = (
+            itemgetter(*map(placed.index, range(len(names)))) if len(names) > 1
+            else lambda values: values)
+        self.cut = cuts[0] if len(cuts) == 1 else None
+        (i,) = varying_at if self.cut is not None else (0,)
+        self.head, self.tail = text[:starts[i]], text[starts[i] + len(pieces[i]):]
+        self.head_values, self.tail_values = values[:i], values[i + 1:]
+
+    def retire(self) -> None:
+        self.around, self.cut = _RETIRED, None
+
+
+_RETIRED: Final = object()
+# (driver, device name, text length) -> the template of its namesakes' texts
+_TEMPLATES: BoundedCache[tuple[str, str, int], _Template] = BoundedCache(1 << 12)
+
+
+def _attribute_text(text: bytes, driver: str, device: str) -> Mapping[str, AttributeValue]:
+    """A device's attribute map from its text: the varying pieces of its
+    namesakes' template when the rest is the template's, else piece by piece."""
+    key = (driver, device, len(text))
+    t = _TEMPLATES.get(key)
+    if t is not None:
+        cut = t.cut
+        if cut is not None:
+            if text.startswith(t.head) and text.endswith(t.tail):
+                name, value = _piece_of(text[cut])
+                if name == t.varying_names[0]:
+                    m: FieldMap[AttributeValue] = _new(FieldMap)
+                    _set_map_layout(m, t.layout)
+                    _set_map_values(m, (*t.head_values, value, *t.tail_values))
+                    return m
+        elif t.fixed(text) == t.around:
+            if not t.varying_at:
+                return t.map
+            names, values = zip(*map(_piece_of, t.varying(text)), strict=True)
+            if names == t.varying_names:
+                return _field_map(t.layout, t.order(t.shared + values))
+    return _learned(text, driver, key, t)
+
+
+def _learned(text: bytes, driver: str, key: tuple[str, str, int],
+             template: _Template | None) -> Mapping[str, AttributeValue]:
+    """The map read piece by piece (or decoded whole), and the template of its
+    namesakes made, or widened by the pieces that differ from it."""
+    if text[:2] != b'{"' or text[-2:] != b"}}":
+        return _attribute_map(_decoded_attributes(msgspec.Raw(text)), driver)
+    pieces = tuple(text[2:-2].split(b'},"'))
+    names, values = zip(*map(_piece_of, pieces), strict=True)
+    if None in names:
+        return _attribute_map(_decoded_attributes(msgspec.Raw(text)), driver)
+    layout = _LAYOUTS.get((driver, names)) or _attribute_layout(driver, names)
+    attribute_map = _field_map(layout, values)
+    if template is None:
+        _TEMPLATES.put(key, _Template(text, pieces, names, values, layout, attribute_map, ()))
+    elif template.around is not _RETIRED:
+        varying = set(template.varying_at)
+        if template.names == names:
+            varying.update(i for i, (p, q) in enumerate(zip(pieces, template.pieces,
+                                                            strict=True)) if p != q)
+        if len(varying) > len(template.varying_at) and 2 * len(varying) <= len(names):
+            _TEMPLATES.put(key, _Template(text, pieces, names, values, layout, attribute_map,
+                                          tuple(sorted(varying))))
+        else:
+            template.retire()
+    return attribute_map
 
 
 _new: Final = object.__new__
@@ -513,8 +700,8 @@ def _consumptions(consumes: list[_Consumption]) -> tuple[DeviceCounterConsumptio
 def forget_shared() -> None:
     """Empty what the decoder shares between slices, as a process starts with
     it (a benchmark's cold read); what was built keeps its parts."""
-    for cache in (_ATTRIBUTES, _CAPACITIES, _CONSUMPTIONS, _CAPACITY_TEXTS,
-                  _CONSUMPTION_TEXTS, _LAYOUTS, QUALIFIED_LAYOUTS, QUALIFIED):
+    for cache in (_ATTRIBUTES, _PIECES, _TEMPLATES, _CAPACITIES, _CONSUMPTIONS,
+                  _CAPACITY_TEXTS, _CONSUMPTION_TEXTS, _LAYOUTS, QUALIFIED_LAYOUTS, QUALIFIED):
         cache.clear()
 
 
