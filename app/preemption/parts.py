@@ -69,6 +69,9 @@ class PartLayout:
     groups: tuple[tuple[int, ...], ...]
     one_root: tuple[bool, ...]
     units: tuple[int, ...]
+    # the positions of every unit when each unit is one device (so the units
+    # in use are counted by bits), else None
+    single: int | None = None
 
 
 def part_layout(devices: Sequence[Device], position: Mapping[str, int], matched: Iterable[int],
@@ -131,10 +134,18 @@ def part_layout(devices: Sequence[Device], position: Mapping[str, int], matched:
     relevant = 0
     for region in regions:
         relevant |= region
+    unit_positions = tuple(unit_masks[u] for u in topology.units if u in unit_masks)
+    single: int | None = None
+    every = 0
+    for unit_mask in unit_positions:
+        if unit_mask.bit_count() != 1:
+            break
+        every |= unit_mask
+    else:
+        single = every
     return PartLayout(regions=tuple(regions), exclusive=tuple(exclusive), relevant=relevant,
-                      groups=tuple(groups),
-                      one_root=tuple(one_root),
-                      units=tuple(unit_masks[u] for u in topology.units if u in unit_masks))
+                      groups=tuple(groups), one_root=tuple(one_root), units=unit_positions,
+                      single=single)
 
 
 def steps_bound(slots: Sequence[int], blocks: int) -> int:
@@ -181,15 +192,16 @@ class PartNode:
     def used(self, freed: int) -> int:
         """The units in use once the positions `freed` are free."""
         held = self.held & ~freed
+        single = self.layout.single
+        if single is not None:
+            return (held & single).bit_count()
         return sum(1 for unit in self.layout.units if unit & held)
 
 
-def part_node(layout: PartLayout, allocated: AllocatedState, position: Mapping[str, int],
-              view: NodeView) -> PartNode | None:
-    """`PartNode` of a node in state `allocated`; None when some pool's
-    counters are overcommitted (the allocator then refuses the whole pool)."""
-    if overcommitted(allocated, view):
-        return None
+def part_node(layout: PartLayout, allocated: AllocatedState, position: Mapping[str, int]
+              ) -> PartNode:
+    """`PartNode` of a node in state `allocated`, where no pool's counters are
+    overcommitted (the allocator would refuse the whole pool: `overcommitted`)."""
     held, shared = held_positions(allocated, position)
     taken = id_mask(allocated.devices, position)
     not_plain = shared | id_mask(allocated.consumed_capacity, position)
@@ -199,19 +211,18 @@ def part_node(layout: PartLayout, allocated: AllocatedState, position: Mapping[s
                                                       strict=True)))
 
 
-def part_members(layout: PartLayout,
-                 claims: Iterable[tuple[Iterable[int], Iterable[int | None]]]
+def part_members(layout: PartLayout, claims: Iterable[tuple[Iterable[int], int]]
                  ) -> list[set[int]]:
     """Per part of `layout`, the candidates that some releasable claim holding
-    devices of its region needs, from each such claim's candidates and its
-    devices' positions (None: not in the node's view) (`part_groups`)."""
+    devices of its region needs, from each such claim's candidates and the
+    positions of its devices in the node's view (a mask) (`part_groups`)."""
     regions = layout.regions
     members: list[set[int]] = [set() for _ in regions]
-    for needs, places in claims:
-        held = mask_of(at for at in places if at is not None)
-        for i, region in enumerate(regions):
-            if held & region:
-                members[i].update(needs)
+    for needs, held in claims:
+        if held & layout.relevant:
+            for i, region in enumerate(regions):
+                if held & region:
+                    members[i].update(needs)
     return members
 
 

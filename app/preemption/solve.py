@@ -51,6 +51,7 @@ from app.inventory import Inventory, NodeState
 from app.preemption.counting import (
     NO_CHECK,
     Check,
+    Counting,
     Need,
     check_of,
     counting_of,
@@ -71,7 +72,7 @@ from app.preemption.parts import (
     part_node,
     steps_bound,
 )
-from app.preemption.problem import NodeFacts, Option, Problem, Run, Solved
+from app.preemption.problem import HeldClaim, NodeFacts, Option, Problem, Run, Solved
 from app.topology.normalise import node_topology
 from app.topology.score import ONE_ROOT, make_objective, node_fill, one_root_score
 
@@ -185,7 +186,12 @@ class Solver:
         # (True: it found none)
         self._part_runs: BoundedCache[Hashable, tuple[Run, float | bool]] = BoundedCache(
             SHARED_RUNS)
+        # per node signature: `_over`, and per it and request kinds `_by_kind`
+        self._over_masks: BoundedCache[Hashable, tuple[bool, int]] = BoundedCache(NODE_FACTS)
+        self._by_kinds: BoundedCache[Hashable, tuple[tuple[int, int], ...]] = BoundedCache(
+            NODE_FACTS)
         self.trials = 0  # allocator runs so far (for benchmarks and tests)
+        self.limit_checks = 0  # node usages read for counters over their limit (for tests)
         self.states_read = 0  # node states read once claims are released (for tests)
 
     @property
@@ -237,9 +243,9 @@ class Solver:
         counting = None
         if needs is not None:
             layout = problem.facts.layout
-            counting = counting_of(problem.facts, problem.state.allocated.devices,
-                                   tuple(c.freeable(layout) for c in problem.claims),
-                                   self.values_of(problem.facts, needs))
+            counting = Counting(freeable=tuple([c.freeable(layout) for c in problem.claims]),
+                                by_kind=self._by_kind(problem),
+                                values=self.values_of(problem.facts, needs))
 
         def plausible(idx: tuple[int, ...]) -> bool:
             return counting is None or plausible_release(counting, idx, check)
@@ -274,13 +280,14 @@ class Solver:
                 return nothing_works(all_gone)
         budget = self._trial_budget
         split = self._part_layout(problem, needs)
-        if split is not None and self._over_limit(problem, split, released(())):
+        if split is not None and self._over_limit(problem, split, base):
             split = None
-        members = None if split is None else part_members(
-            split, ((c.needs, c.places) for c in problem.claims if c.needs and c.relevant))
+        members = None if split is None else part_members(split, [
+            (c.needs, mask_of(at for at in c.places if at is not None) if c.plain is None
+             else c.plain) for c in problem.claims if c.needs and c.relevant])
         sharing = None
         if split is not None and self._shares_parts(problem, needs):
-            sharing = self._sharing(problem, split, attempt, released)
+            sharing = self._sharing(problem, split, attempt, base)
         if sharing is not None:
             assert members is not None
             solved = self._by_parts(problem, sharing, members, released, plausible, budget)
@@ -360,12 +367,37 @@ class Solver:
         state = problem.state
         outcomes: dict[tuple[int, ...], Run] = {}
 
-        # per releasable claim, the pods it needs gone as a mask of candidates
-        needed = [(i, mask_of(c.needs)) for i, c in enumerate(claims) if c.needs is not None]
+        # The claims released already (needing no pod gone), and per candidate
+        # the other releasable claims needing it, with the pods each needs
+        # gone as a mask of candidates: a victim set releases those of its
+        # pods' claims whose pods all go.
+        always: list[int] = []
+        by_pod: dict[int, list[tuple[int, int]]] = {}
+        for i, claim in enumerate(claims):
+            needs = claim.needs
+            if needs is None:
+                continue
+            if not needs:
+                always.append(i)
+            elif len(needs) == 1:
+                (k,) = needs
+                by_pod.setdefault(k, []).append((i, 1 << k))
+            else:
+                mask = mask_of(needs)
+                for k in needs:
+                    by_pod.setdefault(k, []).append((i, mask))
+        base = tuple(always)
 
         def released(victims: Collection[int]) -> tuple[int, ...]:
+            if not victims:
+                return base
             gone = mask_of(victims)
-            return tuple(i for i, mask in needed if not mask & ~gone)
+            found = set(always)
+            for k in victims:
+                for i, mask in by_pod.get(k, ()):
+                    if not mask & ~gone:
+                        found.add(i)
+            return tuple(sorted(found))
 
         def attempt(idx: tuple[int, ...]) -> Run:
             hit = outcomes.get(idx)
@@ -402,11 +434,12 @@ class Solver:
         return attempt, released
 
     def _sharing(self, problem: Problem, layout: PartLayout,
-                 attempt: Callable[[tuple[int, ...]], Run], released: _Released
+                 attempt: Callable[[tuple[int, ...]], Run], released: tuple[int, ...]
                  ) -> _Sharing | None:
         """How the problem's parts share runs once nothing fits without victims
-        (`app.preemption.parts`); None where they cannot (the node's use of a
-        part's region, a hold that stays, a claim held otherwise than plainly)."""
+        (the claims `released` gone: `app.preemption.parts`); None where they
+        cannot (the node's use of a part's region, a hold that stays, a claim
+        held otherwise than plainly, a pool over its counters' limit)."""
         if problem.base is None or problem.stuck:
             return None
         facts = problem.facts
@@ -414,9 +447,9 @@ class Solver:
         if node_key in self._part_nodes:
             node = self._part_nodes[node_key]
         else:
-            node = self._part_nodes.put(node_key, part_node(
-                layout, problem.state.allocated, facts.position, problem.state.view))
-        base = _plain_release(problem, released(()))
+            node = self._part_nodes.put(node_key, None if self._over(problem)[0] else part_node(
+                layout, problem.state.allocated, facts.position))
+        base = _plain_release(problem, released)
         if node is None or base is None:
             return None
         return _Sharing(layout=layout, node=node, base=base, attempt=attempt)
@@ -476,15 +509,40 @@ class Solver:
         them (`_part_solution`), so nodes alike in a part share them too.
         None where a part's sets reach beyond it, or where the loop of
         `_solve` could run out of `budget` before the smallest size."""
-        # per releasable claim: the candidates it needs (a mask), and where it holds
-        claims = [(mask_of(c.needs), c.plain, c.needs) for c in problem.claims if c.needs]
-        found: list[tuple[int, tuple[int, ...], tuple[_PartOption, ...]]] = []
+        # the parts with candidates (index, candidates in order), and per
+        # candidate the parts it is in (a mask over that list)
+        parts: list[tuple[int, tuple[int, ...]]] = []
+        in_parts: dict[int, int] = {}
         for i, cands in enumerate(members):
-            if not cands:
+            if cands:
+                bit = 1 << len(parts)
+                local = tuple(sorted(cands))
+                parts.append((i, local))
+                for k in local:
+                    in_parts[k] = in_parts.get(k, 0) | bit
+        if not parts:
+            return None
+        # per part, the releasable claims whose candidates are all its own, in
+        # the problem's order (the order of where they hold)
+        claims_of: list[list[HeldClaim]] = [[] for _ in parts]
+        for claim in problem.claims:
+            needs = claim.needs
+            if not needs:
                 continue
-            local = tuple(sorted(cands))
-            solution = self._part_solution(problem, sharing, i, local, claims, released,
-                                           plausible)
+            within = -1
+            for k in needs:
+                within &= in_parts.get(k, 0)
+            while within:
+                low = within & -within
+                claims_of[low.bit_length() - 1].append(claim)
+                within ^= low
+        node = sharing.node
+        unshared = ~sharing.base
+        taken, held = node.taken & unshared, node.held & unshared
+        found: list[tuple[int, tuple[int, ...], tuple[_PartOption, ...]]] = []
+        for (i, local), claims in zip(parts, claims_of, strict=True):
+            solution = self._part_solution(problem, sharing, i, local, claims, taken, held,
+                                           released, plausible)
             if solution is None:
                 return None
             if solution.size is not None:
@@ -492,9 +550,12 @@ class Solver:
         if not found:
             return None
         smallest = min(size for size, _, _ in found)
-        groups = part_groups(members)
-        if sum(math.comb(len(g), size) for g in groups
-               for size in range(1, smallest + 1)) > budget:
+        # (the parts' candidates counted once per part bound the groups' count)
+        if (sum(len(local) for _, local in parts) if smallest == 1 else sum(
+                math.comb(len(local), size) for _, local in parts
+                for size in range(1, smallest + 1))) > budget and sum(
+                math.comb(len(g), size) for g in part_groups(members)
+                for size in range(1, smallest + 1)) > budget:
             return None
         options = []
         for size, local, solved in found:
@@ -505,46 +566,49 @@ class Solver:
                 idx = released(combo)
                 freed = _plain_release(problem, idx)
                 assert freed is not None
-                used = sharing.node.used(freed)
+                used = node.used(freed)
                 options.append(self._scored(sharing, run, intact, used).option(combo, idx))
         return Solved(view=problem.state.view, options=tuple(options))
 
     def _part_solution(self, problem: Problem, sharing: _Sharing, i: int,
-                       local: tuple[int, ...],
-                       claims: Sequence[tuple[int, int | None, frozenset[int]]],
-                       released: _Released,
+                       local: tuple[int, ...], claims: Sequence[HeldClaim], taken: int,
+                       held: int, released: _Released,
                        plausible: Callable[[tuple[int, ...]], bool]
                        ) -> _PartSolution | None:
         """Part `i`'s smallest victim sets among its candidates `local` that
         work (as positions in `local`), their shared runs and intact shares,
-        and their size (None: none works); None when a set could release a
-        claim beyond the part. Kept by the part's key and the claims its sets
-        can release (whom they need, in `local`'s order, and where they hold),
-        which fix every set's run key."""
-        layout = sharing.layout
-        cands = mask_of(local)
-        index = {c: j for j, c in enumerate(local)}
-        beyond = layout.relevant & ~sharing.base & ~layout.exclusive[i]
-        shape = []
-        reach = 0  # what the part's sets can free
-        for needed, plain, needs in claims:
-            if needed & ~cands:
-                continue
-            if plain is None or plain & beyond:
-                return None
-            reach |= plain
-            # claims come in the order of where they hold: the same on nodes alike
-            shape.append((tuple(sorted(index[k] for k in needs)), plain))
+        and their size (None: no set of the part's candidates works); None
+        when a set could release a claim beyond the part. `claims`: the
+        releasable claims whose candidates are all in `local`; `taken` and
+        `held`: the node's use beyond what the base release frees. Kept by the
+        part's key and the claims its sets can release (whom they need, in
+        `local`'s order, and where they hold), which fix every set's run key."""
         node = sharing.node
         if not node.open[i]:
             return None
-        taken = node.taken & ~sharing.base
-        held = node.held & ~sharing.base
+        layout = sharing.layout
+        index = {c: j for j, c in enumerate(local)}
+        beyond = layout.relevant & ~sharing.base & ~layout.exclusive[i]
+        shape: list[tuple[tuple[int, ...], int]] = []
+        reach = 0  # what the part's sets can free
+        for claim in claims:
+            plain = claim.plain
+            if plain is None or plain & beyond:
+                return None
+            reach |= plain
+            needs = claim.needs
+            assert needs
+            if len(needs) == 1:
+                (k,) = needs
+                shape.append(((index[k],), plain))
+            else:
+                # claims come in the order of where they hold: the same on nodes alike
+                shape.append((tuple(sorted(index[k] for k in needs)), plain))
         # Of a group the score reads, a set's run reads only whether any unit
         # in it stays in use: those the sets can free, and whether others are.
         key = (problem.base, i, len(local), taken & layout.regions[i],
-               tuple((held & group & reach, not held & group & ~reach)
-                     for group in layout.groups[i]), tuple(shape))
+               tuple([(held & group & reach, not held & group & ~reach)
+                      for group in layout.groups[i]]), tuple(shape))
         hit = self._part_solutions.get(key)
         if hit is not None and self.current(hit.view) and all(
                 self.current(run.source) for _, run, _ in hit.works):
@@ -594,17 +658,48 @@ class Solver:
         limit once the claims `base` are released: the allocator then refuses
         the pool's devices until enough of it is released, by pods of any
         part, so victim sets are not enumerated per part (`app.preemption.parts.part_groups`).
-        Releasing more only lowers a pool's use, so the base release decides."""
-        state = problem.state
-        pools = overcommitted(state.allocated, state.view)
-        if pools and base:
-            pools = overcommitted(self._inventory.allocated_without(
-                state, (problem.claims[i].claim.key for i in base)), state.view)
-        if not pools:
+        Releasing more only lowers a pool's use, so the base release decides,
+        and a node over no limit as it is stays so (`_over`)."""
+        if not self._over(problem)[1] & layout.relevant:
             return False
+        if not base:
+            return True
+        pools = overcommitted(self._inventory.allocated_without(
+            problem.state, (problem.claims[i].claim.key for i in base)), problem.state.view)
         devices = problem.facts.devices
         return any((devices[at].driver, devices[at].pool) in pools
                    for at in bits(layout.relevant))
+
+    def _over(self, problem: Problem) -> tuple[bool, int]:
+        """Whether a pool of the node is over its counters' limit as the node
+        is (`app.preemption.parts.overcommitted`), and the positions of the
+        devices of such pools. The
+        node's hardware and usage (its signature: the counters each pool
+        holds and uses, the devices of each pool) decide, so nodes alike read
+        their counters once."""
+        facts = problem.facts
+        hit = self._over_masks.get(facts.signature)
+        if hit is None:
+            self.limit_checks += 1
+            pools = overcommitted(problem.state.allocated, problem.state.view)
+            mask = 0
+            if pools:
+                for at, device in enumerate(facts.devices):
+                    if (device.driver, device.pool) in pools:
+                        mask |= 1 << at
+            hit = self._over_masks.put(facts.signature, (bool(pools), mask))
+        return hit
+
+    def _by_kind(self, problem: Problem) -> tuple[tuple[int, int], ...]:
+        """`Counting.by_kind` of the node as it is, the same on nodes of its
+        hardware, usage and request kinds."""
+        facts = problem.facts
+        key = (facts.signature, facts.kinds)
+        hit = self._by_kinds.get(key)
+        if hit is None:
+            hit = self._by_kinds.put(key, counting_of(
+                facts, problem.state.allocated.devices, (), ()).by_kind)
+        return hit
 
     def _shares_parts(self, problem: Problem, needs: Sequence[Need] | None) -> bool:
         """Whether the problem's parts may share runs (`app.preemption.parts`):

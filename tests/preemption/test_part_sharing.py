@@ -328,3 +328,26 @@ def partitions_cluster(spec: dict[str, Any], only: int | None = None) -> list[di
 def test_every_node_of_shared_counters_gets_the_answer_it_gets_alone(
         spec: dict[str, Any], mode: str) -> None:
     each_as_alone(lambda only: partitions_cluster(spec, only), len(spec["changes"]), mode)
+
+
+def test_nodes_alike_in_use_read_their_counters_once() -> None:
+    """Two nodes of one hardware with shared counters, used alike, whose pods
+    hold what they use differently (one pod holds two roots' claims on the
+    second): two problems, and one reading of whether a pool is over its
+    counters' limit, each node still getting the answer it gets alone."""
+    pods = [(1, False), (2, False), (100, False), (100, False), (100, False)]
+    owner = [0, 0, 1, 1, 2, 2, None, None, None]
+    spec = {"gpus": 1, "nic": False, "board": 4, "nodes": [
+        {"pods": pods, "owner": owner, "holders": [[0], [1], [2], [3], [4]]},
+        {"pods": pods, "owner": owner, "holders": [[0], [0], [2], [3], [4]]}]}
+    inv = load(*build(spec))
+    _, search = searcher(inv)
+    plan = search.search(inv.pod("default/p"))
+    found = {n.node: n for n in plan.nodes}
+    assert sorted(found) == ["n0", "n1"]
+    assert search.problems == 2
+    assert search._solver.limit_checks == 1
+    for n in range(2):
+        alone = plan_of(build(spec, only=n), "allocator").best
+        assert alone is not None
+        assert answer(found[f"n{n}"]) == answer(alone)

@@ -51,13 +51,17 @@ def test_a_part_node_counts_in_use_the_units_the_score_does() -> None:
         None if (value := lookup_attribute(devices[at], ROOT)) is None
         else (value.kind, value.value)), node_topology(view, CONFIG))
     assert layout is not None
-    node = part_node(layout, allocated, position, view)
-    assert node is not None
+    node = part_node(layout, allocated, position)
     quality = make_objective(node_view=view, allocated=allocated, config=CONFIG,
                              mode="allocator").evaluate([devices[position[f"{gpu}1"]]])
     assert quality.intact is not None
     assert one_root_score(CONFIG, intact=quality.intact,
                           fill=node_fill(node.used(0), len(layout.units))) == quality.score
+    # each unit here is one device: counted by bits, as the units are one by one
+    assert layout.single is not None
+    for freed in range(1 << len(devices)):
+        held = node.held & ~freed
+        assert node.used(freed) == sum(1 for unit in layout.units if unit & held)
 
 
 @contextmanager
