@@ -8,7 +8,8 @@
   sessions, and no figure told against an earlier run (history belongs in git
   and CHANGELOG.md);
 - every option of every `drax` command is described in a section of a
-  document that names that command, not only in `--help`.
+  document that names that command, not only in `--help`, and every option
+  of every benchmark in the section of loadtest/README.md that names it.
 """
 
 from __future__ import annotations
@@ -166,3 +167,23 @@ def test_the_readme_sizing_carries_the_node_pool_record() -> None:
     ]
     missing = [figure for figure in expected if figure not in section]
     assert not missing, f"README's sizing differs from node-pool.json: {missing}"
+
+
+BENCHMARKS = sorted([*REPO.glob("loadtest/*.py"), *REPO.glob("loadtest/scheduler_perf/*.py")])
+OPTION = re.compile(r'add_argument\((?:\s*"-\w",)?\s*"(--[a-z0-9-]+)"')
+
+
+def test_every_benchmark_option_is_documented() -> None:
+    """In a section of loadtest/README.md that names the benchmark (`python -m
+    loadtest.x` or `loadtest/x.py`), as the `drax` commands' options are."""
+    sections = _sections((REPO / "loadtest" / "README.md").read_text())
+    missing = []
+    for path in BENCHMARKS:
+        file = str(path.relative_to(REPO))
+        module = file.removesuffix(".py").replace("/", ".").removesuffix(".__main__")
+        names = re.compile(rf"python -m {re.escape(module)}(?![\w.])|{re.escape(file)}")
+        own = [s for s in sections if names.search(s)]
+        missing += [f"{module} {option}" for option in sorted(set(OPTION.findall(path.read_text())))
+                    if not any(re.search(rf"{re.escape(option)}(?![\w-])", s) for s in own)]
+    assert len(BENCHMARKS) > 15 and OPTION.findall('p.add_argument("-o", "--out")') == ["--out"]
+    assert not missing, f"benchmark options not described where the benchmark is: {missing}"
