@@ -8,6 +8,11 @@ violate, the allocation the pod would get, and the nodes ranked as
 kube-scheduler ranks preemption candidates. Nodes where nothing works say
 why. Nothing is deleted or written: it doubles as defragmentation advice
 ("to fit this 8-GPU pod, these three pods would have to go").
+
+`--scheduler-name` names the kube-scheduler profiles drax serves, as `drax
+serve`'s `scheduler_name` setting does: the pods nominated to a node by any
+of them count against its room for a pod of one of them, as they count in
+the search `drax serve` runs.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from app.cli.common import (
     source_inventory,
     write_output,
 )
+from app.config import DEFAULT_SCHEDULER_NAMES, FIELDS, ConfigError
 from app.extender import Extender
 from app.inventory import Inventory
 from app.model import Pod
@@ -55,6 +61,11 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--mode", choices=("allocator", "advisor"), default="allocator",
                         help="allocator: best allocation among the fewest victims; "
                              "advisor: upstream first fit")
+    parser.add_argument("--scheduler-name", default=",".join(DEFAULT_SCHEDULER_NAMES),
+                        metavar="NAME[,NAME]",
+                        help="the kube-scheduler profiles drax serves, as `drax serve`'s "
+                             "scheduler_name setting: the pods any of them nominated to a "
+                             "node count against its room (default: %(default)s)")
     add_feature_gates_argument(parser)
     add_output_argument(parser)
     parser.set_defaults(func=run)
@@ -63,6 +74,7 @@ def register(subparsers: Any) -> None:
 @command("preempt")
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     features = feature_gates(args.feature_gates)
+    schedulers = scheduler_names(args.scheduler_name)
     inventory = source_inventory(args)
     pod = _pod(args.pod, inventory)
     extender = Extender(inventory, features=features, mode=args.mode,
@@ -70,10 +82,20 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     unknown = [n for n in args.node if inventory.node_state(n) is None]
     if unknown:
         raise InputError(f"--node: unknown node(s) {', '.join(unknown)}")
-    plan = VictimSearch.of(extender).search(pod, list(args.node) or None)
+    plan = VictimSearch.of(extender, schedulers=schedulers).search(pod, list(args.node) or None)
     write_output(out, args.output, document=plan_document(plan),
                  table=lambda: render_table(plan, inventory))
     return 0 if plan.nodes else EXIT_NO_NODE
+
+
+def scheduler_names(text: str) -> tuple[str, ...]:
+    """`--scheduler-name`: one name or several separated by commas, read as
+    `drax serve` reads its scheduler_name setting."""
+    try:
+        names: tuple[str, ...] = FIELDS["scheduler_name"](text, "--scheduler-name")
+    except ConfigError as exc:
+        raise InputError(str(exc)) from None
+    return names
 
 
 def _pod(text: str, inventory: Inventory) -> Pod:

@@ -66,6 +66,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--leader-election-identity", metavar="NAME",
                    help="this replica's kube-scheduler holds the Lease as NAME_<uuid> "
                         "(default: the host name)")
+    p.add_argument("--scheduler-name", metavar="NAME[,NAME]",
+                   help="the kube-scheduler profiles that call drax (every profile of its "
+                        "kube-scheduler): drax preempts for their pods and counts their "
+                        "nominations together (default: drax)")
     p.add_argument("--node-selector", metavar="LABEL=VALUE[,...]",
                    help="serve only the Nodes with all these labels, their ResourceSlices "
                         "and the network-attached slices that can reach them; other nodes "
@@ -79,7 +83,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         "max_body_bytes", "body_read_timeout", "verb_deadline", "url_prefix", "mode",
         "feature_gates", "tls_cert_file", "tls_private_key_file", "client_ca_file",
         "metrics_port", "metrics_host", "leader_election_lease", "leader_election_identity",
-        "node_selector")}
+        "scheduler_name", "node_selector")}
     return load_settings(config_path=args.config, overrides=overrides)
 
 

@@ -154,6 +154,39 @@ def test_a_pod_that_goes_for_room_is_shown_as_such(tmp_path: Path) -> None:
         ("default/batch-a", False), ("default/filler", True)]
 
 
+def test_the_pods_nominated_by_every_profile_drax_serves_count_against_the_room(
+        tmp_path: Path) -> None:
+    # A pending drax pod of the preemptor's priority nominated to h100-node-1
+    # takes 190 of its 192 free cpus. One kube-scheduler serving profiles drax
+    # and drax-gpu counts it for a drax-gpu preemptor: freeing a GPU there
+    # leaves that pod short of cpu. Without the names, the drax pod belongs to
+    # another scheduler and does not count.
+    ahead = {"apiVersion": "v1", "kind": "Pod",
+             "metadata": {"name": "ahead", "namespace": "default", "uid": "u-4"},
+             "spec": {"schedulerName": "drax", "priority": 1000, "containers": [
+                 {"name": "main", "resources": {"requests": {"cpu": "190"}}}]},
+             "status": {"phase": "Pending", "nominatedNodeName": "h100-node-1"}}
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "wide", "namespace": "default", "uid": "u-2"},
+           "spec": {"schedulerName": "drax-gpu", "priorityClassName": "research",
+                    "containers": [{"name": "main", "resources": {"requests": {"cpu": "4"}}}],
+                    "resourceClaims": [{"name": "gpus",
+                                        "resourceClaimTemplateName": "1gpu"}]}}
+    (tmp_path / "ahead.json").write_text(json.dumps(ahead))
+    path = tmp_path / "pod.json"
+    path.write_text(json.dumps(pod))
+    argv = ("--objects", *SAMPLE, str(tmp_path / "ahead.json"), "--pod", str(path),
+            "--node", "h100-node-1")
+    code, doc = as_json(*argv)
+    assert code == 0 and [len(n["victims"]) for n in doc["nodes"]] == [1]
+    code, doc = as_json(*argv, "--scheduler-name", "drax,drax-gpu")
+    assert code == 1 and doc["nodes"] == []
+    assert doc["refused"] == {"h100-node-1": "node would lack cpu: requests 4, free with "
+                                             "every lower-priority pod gone 2"}
+    code, _, err = drax("preempt", *argv, "--scheduler-name", "drax,")
+    assert code == 2 and "--scheduler-name" in err
+
+
 def test_readme_shows_the_real_output() -> None:
     readme = (ROOT / "README.md").read_text()
     command = (".venv/bin/drax preempt --objects app/sample app/sample-running "

@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from app.cli import build_parser
+from app.cli.serve import settings_from
 from app.config import FIELDS, ConfigError, Settings, load_settings
 
 REPO = Path(__file__).resolve().parents[2]
@@ -42,6 +44,8 @@ def test_scheduler_name_is_one_profile_or_several(tmp_path: Path) -> None:
         cfg.write_text(bad)
         with pytest.raises(ConfigError, match="scheduler_name"):
             load_settings(config_path=cfg, environ={})
+    args = build_parser().parse_args(["serve", "--scheduler-name", "drax-a,drax-b"])
+    assert settings_from(args).scheduler_name == ("drax-a", "drax-b")
 
 
 def test_precedence_file_env_flags(tmp_path: Path) -> None:
