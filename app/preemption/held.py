@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final
 
 from app.allocator.types import NodeView
@@ -178,12 +178,15 @@ class HeldIndex:
     positions, and its `Held`, each kept until the node's view (its devices
     or their use) or its holders change."""
 
-    __slots__ = ("_held", "_views", "built")
+    __slots__ = ("_held", "_shapes", "_views", "built")
 
     def __init__(self) -> None:
         self._views: BoundedCache[str, tuple[NodeView, tuple[Device, ...], dict[str, int]]] = \
             BoundedCache(_NODES_KEPT)
         self._held: BoundedCache[str, Held] = BoundedCache(_NODES_KEPT)
+        # one object per `Held.shape`: nodes holding alike key their skeleton
+        # by it, and equal keys then compare by identity
+        self._shapes: BoundedCache[HashedKey, HashedKey] = BoundedCache(_NODES_KEPT)
         self.built = 0  # `Held`s built (for tests)
 
     def devices(self, view: NodeView) -> tuple[tuple[Device, ...], dict[str, int]]:
@@ -202,7 +205,8 @@ class HeldIndex:
         if hit is not None and hit.view is view and hit.occupancy is occupancy:
             return hit
         self.built += 1
-        return self._held.put(name, held_of(view, occupancy, self.devices(view)[1]))
+        held = held_of(view, occupancy, self.devices(view)[1])
+        return self._held.put(name, replace(held, shape=self._shapes.intern(held.shape)))
 
 
 _INDEXES: weakref.WeakKeyDictionary[Inventory, HeldIndex] = weakref.WeakKeyDictionary()

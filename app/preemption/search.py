@@ -482,6 +482,8 @@ class VictimSearch:
         self._skeletons: dict[Hashable, _Skeleton] = {}
         self.skeletons = 0  # problem skeletons built (for tests)
         self.claims_read = 0  # problems whose claims were read, to be solved (for tests)
+        # topology score -> its priority (`app.topology.priority`): nodes alike share scores
+        self._priorities: BoundedCache[float | None, int] = BoundedCache(SHARED_SEARCHES)
 
     @property
     def inventory(self) -> Inventory:
@@ -989,9 +991,16 @@ class VictimSearch:
 
         def preference(option: Option) -> tuple[float, int, int, int, tuple[int, ...]]:
             chosen = option.victims
+            score = option.outcome.score
+            # (-`_score`, inline: it is asked per option of every node)
+            fitness = 0.0 if first_fit else 1.0 if score is None or math.isnan(score) \
+                else -score
+            if len(chosen) == 1:  # most options: one victim, no list
+                top = pods[chosen[0]].priority
+                return (fitness, pdb_violations([pods[chosen[0]].victim()], pdbs)
+                        if covered and pdbs is not None else 0, top, top, chosen)
             priorities = [pods[i].priority for i in chosen]
-            return (0.0 if first_fit else -_score(option.outcome.score),
-                    pdb_violations([pods[i].victim() for i in chosen], pdbs)
+            return (fitness, pdb_violations([pods[i].victim() for i in chosen], pdbs)
                     if covered and pdbs is not None else 0,
                     max(priorities, default=0), sum(priorities), chosen)
 
@@ -1054,14 +1063,20 @@ class VictimSearch:
             exact = True
         outcome = option.outcome
         pods = problem.pods
-        victims = tuple(sorted((pods[i].victim() for i in option.victims), key=_importance))
+        chosen = option.victims
+        victims = (pods[chosen[0]].victim(),) if len(chosen) == 1 else tuple(
+            sorted((pods[i].victim() for i in chosen), key=_importance))
         claims = held.claims
         released = tuple([claims[i] for i in option.released])
+        score = outcome.score
+        priority = self._priorities.get(score)
+        if priority is None:
+            priority = self._priorities.put(score, topology_priority(score))
         return NodePreemption(
             node=view.node.name, victims=victims,
-            released_claims=tuple(c.key for c in released), released=released,
+            released_claims=tuple([c.key for c in released]), released=released,
             pdb_violations=self._violations(victims, pdbs),
-            score=outcome.score, priority=topology_priority(outcome.score),
+            score=score, priority=priority,
             terminating=problem.terminating, exact=exact,
             candidates=tuple([c.pod for c in pods]),
             outcome=outcome, source=option.source, target=view,

@@ -689,6 +689,9 @@ def test_nodes_holding_alike_share_one_skeleton_and_their_holdings_are_kept() ->
         ["n1-1"], ["n2-0"], ["n3-3"], ["n4-1"]]
     assert search.skeletons == 2 and index.built == 4
     assert search.claims_read == search.problems == 2
+    shapes = {n: index.of(inv.node_state(n).view, inv.occupants.occupancy(n)).shape
+              for n in ("n1", "n2", "n3", "n4")}
+    assert shapes["n1"] is shapes["n2"] is shapes["n3"] is shapes["n4"]
     _, again = searcher(inv)
     again.search(inv.pod("default/p"))
     assert index.built == 4
