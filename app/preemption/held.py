@@ -9,7 +9,9 @@ beside the inventory's own index of who holds what, `Occupants.occupancy`).
 A search then reads a node's holdings without a pass over its claims, and
 nodes that hold alike (the same places taken, by claims reserved for pods in
 the same pattern) carry equal `Held.shape`s, so the search builds one problem
-skeleton for all of them (`VictimSearch._problem`).
+skeleton for all of them (`VictimSearch._problem`). A node's candidates in a
+given order, and its victims as a victim set names them, are kept with its
+holdings too while their priorities are their spec's (`Held.candidates`).
 
 Canonical order: claims by where their devices are (`spot`), then by key;
 pods (slots) by the first claim reserved for them, then the node's other
@@ -20,8 +22,8 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import dataclass, replace
-from typing import Final
+from dataclasses import dataclass, field, replace
+from typing import Any, Final
 
 from app.allocator.types import NodeView
 from app.bounded_cache import BoundedCache
@@ -29,12 +31,14 @@ from app.extender.signature import HashedKey, flat_devices
 from app.inventory import Inventory
 from app.inventory.occupants import Holder
 from app.model import Device, DeviceRequestAllocationResult, Pod, ResourceClaim
-from app.preemption.problem import alone, plain_positions
+from app.preemption.importance import importance
+from app.preemption.problem import Candidate, Victim, alone, plain_positions
 
 # Nodes whose holdings are kept per inventory (an every-node search at 16,384
 # nodes and beyond starts over, as the search's other per-node memos do).
 _NODES_KEPT: Final = 16384
 NO_POD: Final = -1  # a reserver slot for a consumer not known as a pod
+_PICKS_KEPT: Final = 64  # per node, orders of its candidates and their victim sets
 
 
 def spot(results: Sequence[DeviceRequestAllocationResult],
@@ -62,8 +66,9 @@ class Held:
     Per claim: the claim, its results' device ids (`ids`) and their positions
     in the view (`places`, None for a device not in it), the positions of
     all its placed devices (`spans`) and of those it holds alone (`alone`,
-    `app.preemption.problem.alone`), those positions again when it holds every device plainly
-    and no device is in two held claims (`plain`, else None), and the slots
+    `app.preemption.problem.alone`), those positions again when it holds
+    every device plainly and no device is in two held claims (`plain`, else
+    None), and the slots
     of the pods it is reserved for (`reservers`, `NO_POD` for a consumer not
     known as a pod). Per slot: the pod, its `Holder` on this node (None: a
     reserver holding nothing here); `going`: the slots going already
@@ -72,7 +77,8 @@ class Held:
     holders going, in the inventory's order. `shape`: the claims' spots and
     reservers, which slots hold here, and whether no device is in two held
     claims, in node-independent terms (no pod, claim or device names): equal
-    on nodes that hold alike."""
+    on nodes that hold alike. `picks`: what `candidates` and `victims` keep
+    (a memo of theirs, as the holdings are the node's)."""
 
     view: NodeView
     occupancy: tuple[Holder, ...]
@@ -90,12 +96,49 @@ class Held:
     terminating: tuple[Pod, ...]
     shape: HashedKey
     uids: frozenset[str]  # the holders' UIDs
+    picks: dict[Hashable, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def holds(self, pod: Pod) -> bool:
         """Whether `pod` (by UID, name and namespace) is one of the holders."""
         return pod.uid in self.uids and any(
             h is not None and h.pod.uid == pod.uid and h.pod.name == pod.name
             and h.pod.namespace == pod.namespace for h in self.holders)
+
+
+    def candidates(self, order: tuple[int, ...], eligible: Mapping[int, int]
+                   ) -> tuple[list[Candidate], tuple[Pod, ...]]:
+        """The candidates at slots `order` with their priorities (`eligible`:
+        slot -> priority), and their pods; kept per order when each pod's
+        priority is its spec's (a PriorityClass's value may change)."""
+        hit = self.picks.get(order)
+        if hit is not None:
+            return hit
+        pods, holders = self.pods, self.holders
+        found = [Candidate(pods[s], eligible[s], holders[s].keys)  # type: ignore[union-attr]
+                 for s in order]
+        out = found, tuple([c.pod for c in found])
+        if all(pods[s].priority is not None for s in order):
+            if len(self.picks) >= _PICKS_KEPT:
+                self.picks.clear()
+            self.picks[order] = out
+        return out
+
+    def victims(self, order: tuple[int, ...], candidates: Sequence[Candidate],
+                chosen: tuple[int, ...]) -> tuple[Victim, ...]:
+        """The `chosen` of `candidates` (at slots `order`, `candidates`' own)
+        as victims, most important first; kept as `candidates` keeps them."""
+        key = (order, chosen)
+        hit = self.picks.get(key)
+        if hit is not None:
+            return hit
+        if len(chosen) == 1:
+            out: tuple[Victim, ...] = (candidates[chosen[0]].victim(),)
+        else:
+            out = tuple(sorted((candidates[i].victim() for i in chosen),
+                               key=lambda v: importance(v.pod, v.priority)))
+        if order in self.picks:
+            self.picks[key] = out
+        return out
 
 
 def held_of(view: NodeView, occupancy: tuple[Holder, ...], position: Mapping[str, int]

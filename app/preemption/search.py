@@ -98,7 +98,6 @@ from app.preemption.held import NO_POD, Held, held_index, held_of
 from app.preemption.importance import importance, pdb_violation_count, start_of
 from app.preemption.parts import held_positions, mask_of
 from app.preemption.problem import (
-    Candidate,
     HeldClaim,
     MatchLayout,
     NodeFacts,
@@ -658,7 +657,7 @@ class VictimSearch:
               pdbs: _Pdbs | None, fit: NodeFit) -> tuple[NodePreemption | str, bool]:
         """The node's answer, and whether its pick found that the pod has room
         there once the victims are gone (`_choose`)."""
-        problem, skeleton, frame = self._problem(request, state, holders)
+        problem, skeleton, frame, pods = self._problem(request, state, holders)
         # Most nodes share a problem solved already: they read none of its
         # claims but those their victims release (`_express`).
         solved = self._solver.known(problem.key)
@@ -670,7 +669,7 @@ class VictimSearch:
                 strict=True)]
             if solved is None:
                 solved = self._solver.solve(problem)
-        return self._express(solved, problem, holders.held, pdbs, fit)
+        return self._express(solved, problem, holders.held, frame.order, pods, pdbs, fit)
 
     def _floor(self, request: CallState, state: NodeState, holders: _Holders,
                needs: tuple[list[Need], Check] | None) -> _Floor | None:
@@ -897,17 +896,15 @@ class VictimSearch:
             skeleton.relevant)))
 
     def _problem(self, request: CallState, state: NodeState, holders: _Holders
-                 ) -> tuple[Problem, _Skeleton, _Frame]:
+                 ) -> tuple[Problem, _Skeleton, _Frame, tuple[Pod, ...]]:
         """The node's problem, its claims left out (`_node` adds them when the
-        problem is to be solved), and its skeleton (`_skeleton`, `_frame`),
-        shared by the nodes that hold alike."""
+        problem is to be solved), its skeleton (`_skeleton`, `_frame`),
+        shared by the nodes that hold alike, and its candidates' pods."""
         facts = self._facts(state, request)
         skeleton = self._skeleton(request, facts, holders)
         frame = self._frame(request, facts, holders, skeleton)
         held = holders.held
-        pods, slots, eligible = held.pods, held.holders, holders.eligible
-        candidates = [Candidate(pods[s], eligible[s], slots[s].keys)  # type: ignore[union-attr]
-                      for s in frame.order]
+        candidates, pods = held.candidates(frame.order, holders.eligible)
         # The key holds everything the search reads, in node-independent terms,
         # but not the candidates' priorities or PDBs: those only choose among the
         # smallest sets, which each node does for itself (`_choose`).
@@ -920,7 +917,7 @@ class VictimSearch:
             base = (request.claims.shape, facts.kinds, facts.hardware, self._first_fit)
         return Problem(state=state, pending=request.pending, pods=candidates, claims=[],
                        terminating=held.terminating, facts=facts, kinds=request.kinds,
-                       key=key, base=base, stuck=stuck), skeleton, frame
+                       key=key, base=base, stuck=stuck), skeleton, frame, pods
 
     def _stuck(self, state: NodeState, held: Held) -> int:
         """`Problem.stuck` of the node, as a mask of positions."""
@@ -1042,11 +1039,13 @@ class VictimSearch:
                 pdbs[namespace] = list(self._inventory.occupants.pdbs(namespace))
         return pdbs
 
-    def _express(self, solved: Solved, problem: Problem, held: Held, pdbs: _Pdbs | None,
-                 fit: NodeFit) -> tuple[NodePreemption | str, bool]:
+    def _express(self, solved: Solved, problem: Problem, held: Held, order: tuple[int, ...],
+                 candidates: tuple[Pod, ...], pdbs: _Pdbs | None, fit: NodeFit
+                 ) -> tuple[NodePreemption | str, bool]:
         """A (possibly shared) canonical answer in this node's names (`held`:
-        the node's holdings), and whether the pick found that it leaves the
-        pod room (`_choose`)."""
+        the node's holdings, `order`: its candidates' slots there,
+        `candidates`: their pods), and whether the pick found that it leaves
+        the pod room (`_choose`)."""
         view = problem.state.view
         roomy = False
         if solved.cut:
@@ -1063,9 +1062,7 @@ class VictimSearch:
             exact = True
         outcome = option.outcome
         pods = problem.pods
-        chosen = option.victims
-        victims = (pods[chosen[0]].victim(),) if len(chosen) == 1 else tuple(
-            sorted((pods[i].victim() for i in chosen), key=_importance))
+        victims = held.victims(order, pods, option.victims)
         claims = held.claims
         released = tuple([claims[i] for i in option.released])
         score = outcome.score
@@ -1078,7 +1075,7 @@ class VictimSearch:
             pdb_violations=self._violations(victims, pdbs),
             score=score, priority=priority,
             terminating=problem.terminating, exact=exact,
-            candidates=tuple([c.pod for c in pods]),
+            candidates=candidates,
             outcome=outcome, source=option.source, target=view,
             pending=problem.pending), roomy
 

@@ -693,9 +693,34 @@ def test_nodes_holding_alike_share_one_skeleton_and_their_holdings_are_kept() ->
               for n in ("n1", "n2", "n3", "n4")}
     assert shapes["n1"] is shapes["n2"] is shapes["n3"] is shapes["n4"]
     _, again = searcher(inv)
-    again.search(inv.pod("default/p"))
+    second = again.search(inv.pod("default/p"))
     assert index.built == 4
+    # each node's candidates and victims, with their spec's priorities, are kept too
+    assert all(a.victims[0] is b.victims[0] and a.candidates is b.candidates
+               for a, b in zip(plan.nodes, second.nodes, strict=True))
     for o in holder("n2-0", "n2", [f"{GPU}/n2/gpu-0"], priority=9):
         inv.apply(o["kind"], "MODIFIED", o)
     plan = again.search(inv.pod("default/p"))
     assert index.built == 5 and victims(plan, "n2") == ["n2-1"]
+
+
+def test_a_priority_class_changing_is_read_by_the_next_search() -> None:
+    # Pods without spec.priority take their class's value at every search:
+    # their candidates are not kept with the node's holdings.
+    def classed(name: str, index: int, cls: str) -> list[dict[str, Any]]:
+        objs = holder(name, "n1", [f"{GPU}/n1/gpu-{index}"])
+        del objs[-1]["spec"]["priority"]
+        objs[-1]["spec"]["priorityClassName"] = cls
+        return objs
+
+    def pc(name: str, value: int) -> dict[str, Any]:
+        return {"kind": "PriorityClass", "metadata": {"name": name}, "value": value}
+
+    inv = load(GPU_CLASS, want(1), preemptor(), node("n1"), *gpu_node("n1"), pc("a", 1),
+               pc("b", 2), classed("n1-0", 0, "a"), classed("n1-1", 1, "b"),
+               classed("n1-2", 2, "b"), classed("n1-3", 3, "b"))
+    _, search = searcher(inv)
+    assert victims(search.search(inv.pod("default/p"))) == ["n1-0"]
+    inv.apply("PriorityClass", "MODIFIED", pc("a", 5))
+    _, again = searcher(inv)
+    assert victims(again.search(inv.pod("default/p"))) == ["n1-1"]
