@@ -387,10 +387,15 @@ class Solver:
                 for k in needs:
                     by_pod.setdefault(k, []).append((i, mask))
         base = tuple(always)
+        # every candidate gone releases every releasable claim
+        every = tuple(i for i, claim in enumerate(claims) if claim.needs is not None)
+        candidates = len(problem.pods)
 
         def released(victims: Collection[int]) -> tuple[int, ...]:
             if not victims:
                 return base
+            if len(victims) == candidates:  # (distinct candidates: all of them)
+                return every
             gone = mask_of(victims)
             found = set(always)
             for k in victims:
@@ -524,8 +529,8 @@ class Solver:
             return None
         # per part, the releasable claims whose candidates are all its own, in
         # the problem's order (the order of where they hold)
-        claims_of: list[list[HeldClaim]] = [[] for _ in parts]
-        for claim in problem.claims:
+        claims_of: list[list[tuple[int, HeldClaim]]] = [[] for _ in parts]
+        for c, claim in enumerate(problem.claims):
             needs = claim.needs
             if not needs:
                 continue
@@ -534,22 +539,24 @@ class Solver:
                 within &= in_parts.get(k, 0)
             while within:
                 low = within & -within
-                claims_of[low.bit_length() - 1].append(claim)
+                claims_of[low.bit_length() - 1].append((c, claim))
                 within ^= low
         node = sharing.node
         unshared = ~sharing.base
         taken, held = node.taken & unshared, node.held & unshared
-        found: list[tuple[int, tuple[int, ...], tuple[_PartOption, ...]]] = []
+        found: list[tuple[int, tuple[int, ...], tuple[_PartOption, ...],
+                          list[tuple[int, int, int]]]] = []
         for (i, local), claims in zip(parts, claims_of, strict=True):
-            solution = self._part_solution(problem, sharing, i, local, claims, taken, held,
-                                           released, plausible)
-            if solution is None:
+            solved = self._part_solution(problem, sharing, i, local, claims, taken, held,
+                                         released, plausible)
+            if solved is None:
                 return None
+            solution, entries = solved
             if solution.size is not None:
-                found.append((solution.size, local, solution.works))
+                found.append((solution.size, local, solution.works, entries))
         if not found:
             return None
-        smallest = min(size for size, _, _ in found)
+        smallest = min(size for size, _, _, _ in found)
         # (the parts' candidates counted once per part bound the groups' count)
         if (sum(len(local) for _, local in parts) if smallest == 1 else sum(
                 math.comb(len(local), size) for _, local in parts
@@ -557,32 +564,44 @@ class Solver:
                 math.comb(len(g), size) for g in part_groups(members)
                 for size in range(1, smallest + 1)) > budget:
             return None
+        # A set of a part's candidates releases the claims released already and
+        # the part's claims whose candidates it holds all (`entries`): no other
+        # claim needs only its pods.
+        always = released(())
         options = []
-        for size, local, solved in found:
+        for size, local, works, entries in found:
             if size != smallest:
                 continue
-            for chosen, run, intact in solved:
-                combo = tuple(local[j] for j in chosen)
-                idx = released(combo)
-                freed = _plain_release(problem, idx)
-                assert freed is not None
-                used = node.used(freed)
-                options.append(self._scored(sharing, run, intact, used).option(combo, idx))
+            for chosen, run, intact in works:
+                gone = 0
+                for j in chosen:
+                    gone |= 1 << j
+                freed = sharing.base
+                own = []
+                for mask, c, plain in entries:
+                    if not mask & ~gone:
+                        own.append(c)
+                        freed |= plain
+                idx = tuple(sorted((*always, *own))) if always else tuple(own)
+                options.append(self._scored(sharing, run, intact, node.used(freed)).option(
+                    tuple([local[j] for j in chosen]), idx))
         return Solved(view=problem.state.view, options=tuple(options))
 
     def _part_solution(self, problem: Problem, sharing: _Sharing, i: int,
-                       local: tuple[int, ...], claims: Sequence[HeldClaim], taken: int,
-                       held: int, released: _Released,
+                       local: tuple[int, ...], claims: Sequence[tuple[int, HeldClaim]],
+                       taken: int, held: int, released: _Released,
                        plausible: Callable[[tuple[int, ...]], bool]
-                       ) -> _PartSolution | None:
+                       ) -> tuple[_PartSolution, list[tuple[int, int, int]]] | None:
         """Part `i`'s smallest victim sets among its candidates `local` that
         work (as positions in `local`), their shared runs and intact shares,
-        and their size (None: no set of the part's candidates works); None
-        when a set could release a claim beyond the part. `claims`: the
-        releasable claims whose candidates are all in `local`; `taken` and
-        `held`: the node's use beyond what the base release frees. Kept by the
-        part's key and the claims its sets can release (whom they need, in
-        `local`'s order, and where they hold), which fix every set's run key."""
+        and their size (None: no set of the part's candidates works), with
+        per claim the candidates it needs (as a mask of positions in `local`),
+        its index and its devices; None when a set could release a claim
+        beyond the part. `claims`: the releasable claims whose candidates are
+        all in `local`, with their indexes; `taken` and `held`: the node's use
+        beyond what the base release frees. Kept by the part's key and the
+        claims its sets can release (whom they need, in `local`'s order, and
+        where they hold), which fix every set's run key."""
         node = sharing.node
         if not node.open[i]:
             return None
@@ -590,8 +609,9 @@ class Solver:
         index = {c: j for j, c in enumerate(local)}
         beyond = layout.relevant & ~sharing.base & ~layout.exclusive[i]
         shape: list[tuple[tuple[int, ...], int]] = []
+        entries: list[tuple[int, int, int]] = []
         reach = 0  # what the part's sets can free
-        for claim in claims:
+        for c, claim in claims:
             plain = claim.plain
             if plain is None or plain & beyond:
                 return None
@@ -600,10 +620,14 @@ class Solver:
             assert needs
             if len(needs) == 1:
                 (k,) = needs
-                shape.append(((index[k],), plain))
+                j = index[k]
+                shape.append(((j,), plain))
+                entries.append((1 << j, c, plain))
             else:
                 # claims come in the order of where they hold: the same on nodes alike
-                shape.append((tuple(sorted(index[k] for k in needs)), plain))
+                positions = tuple(sorted(index[k] for k in needs))
+                shape.append((positions, plain))
+                entries.append((mask_of(positions), c, plain))
         # Of a group the score reads, a set's run reads only whether any unit
         # in it stays in use: those the sets can free, and whether others are.
         key = (problem.base, i, len(local), taken & layout.regions[i],
@@ -612,7 +636,7 @@ class Solver:
         hit = self._part_solutions.get(key)
         if hit is not None and self.current(hit.view) and all(
                 self.current(run.source) for _, run, _ in hit.works):
-            return hit
+            return hit, entries
         solution = _PartSolution(view=problem.state.view)
         for size in range(1, len(local) + 1):
             works = []
@@ -635,7 +659,7 @@ class Solver:
                 solution = _PartSolution(view=problem.state.view, size=size,
                                          works=tuple(works))
                 break
-        return self._part_solutions.put(key, solution)
+        return self._part_solutions.put(key, solution), entries
 
     def _part_layout(self, problem: Problem, needs: Sequence[Need] | None
                     ) -> PartLayout | None:
