@@ -86,14 +86,28 @@ _ENUMERATED_PER_TRIAL: Final = 16
 SHARED_SEARCHES: Final = 4096
 SHARED_RUNS: Final = 16384
 NODE_FACTS: Final = 16384
-_NOT_ENOUGH: Final = "too few devices the pod's requests match are free"
+_NOT_ENOUGH_OUTCOME: Final = AllocationOutcome(
+    feasible=False, reason="too few devices the pod's requests match are free")
 
 _Released = Callable[[Collection[int]], tuple[int, ...]]
 
 
 @dataclass(slots=True, frozen=True)
+class _Ground:
+    """What solving reads of a node before any victim goes (`Solver._ground`):
+    the allocator's run there (or counting's word that too few devices are
+    free), the part layout where victim sets are enumerated per part (None:
+    they are not), and the node's use of its parts where their runs are
+    shared (None: they are not)."""
+
+    run: Run
+    split: PartLayout | None
+    node: PartNode | None
+
+
+@dataclass(slots=True, frozen=True)
 class _Sharing:
-    """How one problem's parts share allocator runs (`Solver._sharing`):
+    """How one problem's parts share allocator runs (`Solver._ground`):
     its kind of node's parts, the node's use of them, the positions the base
     release frees, and the problem's own `attempt` for what is not shared."""
 
@@ -186,12 +200,15 @@ class Solver:
         # (True: it found none)
         self._part_runs: BoundedCache[Hashable, tuple[Run, float | bool]] = BoundedCache(
             SHARED_RUNS)
+        # per request's run key, node signature and holds: `_ground`
+        self._grounds: BoundedCache[Hashable, _Ground] = BoundedCache(NODE_FACTS)
         # per node signature: `_over`, and per it and request kinds `_by_kind`
         self._over_masks: BoundedCache[Hashable, tuple[bool, int]] = BoundedCache(NODE_FACTS)
         self._by_kinds: BoundedCache[Hashable, tuple[tuple[int, int], ...]] = BoundedCache(
             NODE_FACTS)
         self.trials = 0  # allocator runs so far (for benchmarks and tests)
         self.limit_checks = 0  # node usages read for counters over their limit (for tests)
+        self.grounds = 0  # nodes read before any victim goes (`_ground`, for tests)
         self.states_read = 0  # node states read once claims are released (for tests)
 
     @property
@@ -240,21 +257,22 @@ class Solver:
         needs, check = self._needs_of(problem)
         if problem.facts.layout.shared:
             needs, check = None, NO_CHECK
-        counting = None
-        if needs is not None:
-            layout = problem.facts.layout
-            counting = Counting(freeable=tuple([c.freeable(layout) for c in problem.claims]),
-                                by_kind=self._by_kind(problem),
-                                values=self.values_of(problem.facts, needs))
+        counting: Counting | None = None  # built when first asked
 
         def plausible(idx: tuple[int, ...]) -> bool:
-            return counting is None or plausible_release(counting, idx, check)
+            nonlocal counting
+            if needs is None:
+                return True
+            if counting is None:
+                layout = problem.facts.layout
+                counting = Counting(freeable=tuple([c.freeable(layout) for c in problem.claims]),
+                                    by_kind=self._by_kind(problem),
+                                    values=self.values_of(problem.facts, needs))
+            return plausible_release(counting, idx, check)
 
         base = released(())
-        if not plausible(base):
-            run = Run(AllocationOutcome(feasible=False, reason=_NOT_ENOUGH), view)
-        else:
-            run = attempt(base)
+        ground = self._ground(problem, needs, attempt, plausible, base)
+        run = ground.run
         if run.outcome.error is not None:
             return Solved(view=view, options=None,
                           reason=f"cannot allocate the pod's claims: {run.text(view)}")
@@ -274,20 +292,20 @@ class Solver:
 
         # With everyone gone is tried first only when counting cannot tell: a
         # smaller set that works proves it works, and saves that allocator run.
-        if counting is None or not plausible(released(everyone)):
+        if needs is None or not plausible(released(everyone)):
             all_gone = self._unplaceable(problem, needs) or attempt(released(everyone))
             if not all_gone.outcome.feasible:
                 return nothing_works(all_gone)
         budget = self._trial_budget
-        split = self._part_layout(problem, needs)
-        if split is not None and self._over_limit(problem, split, base):
-            split = None
+        split = ground.split
         members = None if split is None else part_members(split, [
             (c.needs, mask_of(at for at in c.places if at is not None) if c.plain is None
              else c.plain) for c in problem.claims if c.needs and c.relevant])
         sharing = None
-        if split is not None and self._shares_parts(problem, needs):
-            sharing = self._sharing(problem, split, attempt, base)
+        if split is not None and ground.node is not None:
+            freed = _plain_release(problem, base)
+            if freed is not None:
+                sharing = _Sharing(layout=split, node=ground.node, base=freed, attempt=attempt)
         if sharing is not None:
             assert members is not None
             solved = self._by_parts(problem, sharing, members, released, plausible, budget)
@@ -438,26 +456,44 @@ class Solver:
 
         return attempt, released
 
-    def _sharing(self, problem: Problem, layout: PartLayout,
-                 attempt: Callable[[tuple[int, ...]], Run], released: tuple[int, ...]
-                 ) -> _Sharing | None:
-        """How the problem's parts share runs once nothing fits without victims
-        (the claims `released` gone: `app.preemption.parts`); None where they
-        cannot (the node's use of a part's region, a hold that stays, a claim
-        held otherwise than plainly, a pool over its counters' limit)."""
+    def _ground(self, problem: Problem, needs: Sequence[Need] | None,
+                attempt: Callable[[tuple[int, ...]], Run],
+                plausible: Callable[[tuple[int, ...]], bool], base: tuple[int, ...]
+                ) -> _Ground:
+        """`_Ground` of the problem's node with the claims `base` released
+        (those released already), kept for nodes of its hardware, usage and
+        holds for one request where `base` is empty: they read the same."""
+        key = None if base or problem.base is None else (
+            problem.base, problem.facts.signature, problem.stuck)
+        if key is not None:
+            hit = self._grounds.get(key)
+            if hit is not None and self.current(hit.run.source):
+                return hit
+        self.grounds += 1
+        run = attempt(base) if plausible(base) else Run(_NOT_ENOUGH_OUTCOME, problem.state.view)
+        split = self._part_layout(problem, needs)
+        if split is not None and self._over_limit(problem, split, base):
+            split = None
+        node = None
+        if split is not None and self._shares_parts(problem, needs):
+            node = self._part_node(problem, split)
+        ground = _Ground(run=run, split=split, node=node)
+        if key is not None:
+            self._grounds.put(key, ground)
+        return ground
+
+    def _part_node(self, problem: Problem, layout: PartLayout) -> PartNode | None:
+        """The node's use of its parts as their shared runs read it
+        (`app.preemption.parts`); None where they cannot share (a hold that
+        stays, a pool over its counters' limit)."""
         if problem.base is None or problem.stuck:
             return None
         facts = problem.facts
-        node_key = (problem.base, layout, facts.signature)
-        if node_key in self._part_nodes:
-            node = self._part_nodes[node_key]
-        else:
-            node = self._part_nodes.put(node_key, None if self._over(problem)[0] else part_node(
-                layout, problem.state.allocated, facts.position))
-        base = _plain_release(problem, released)
-        if node is None or base is None:
-            return None
-        return _Sharing(layout=layout, node=node, base=base, attempt=attempt)
+        key = (problem.base, layout, facts.signature)
+        if key in self._part_nodes:
+            return self._part_nodes[key]
+        return self._part_nodes.put(key, None if self._over(problem)[0] else part_node(
+            layout, problem.state.allocated, facts.position))
 
     def _part_run(self, problem: Problem, sharing: _Sharing, idx: tuple[int, ...]) -> Run:
         """`attempt` for a victim set of one part: a release that changes one

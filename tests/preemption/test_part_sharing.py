@@ -330,11 +330,12 @@ def test_every_node_of_shared_counters_gets_the_answer_it_gets_alone(
     each_as_alone(lambda only: partitions_cluster(spec, only), len(spec["changes"]), mode)
 
 
-def test_nodes_alike_in_use_read_their_counters_once() -> None:
+def test_nodes_alike_in_use_read_their_counters_and_ground_once() -> None:
     """Two nodes of one hardware with shared counters, used alike, whose pods
     hold what they use differently (one pod holds two roots' claims on the
     second): two problems, and one reading of whether a pool is over its
-    counters' limit, each node still getting the answer it gets alone."""
+    counters' limit and of what the node is before any victim goes (its run,
+    its parts), each node still getting the answer it gets alone."""
     pods = [(1, False), (2, False), (100, False), (100, False), (100, False)]
     owner = [0, 0, 1, 1, 2, 2, None, None, None]
     spec = {"gpus": 1, "nic": False, "board": 4, "nodes": [
@@ -347,6 +348,7 @@ def test_nodes_alike_in_use_read_their_counters_once() -> None:
     assert sorted(found) == ["n0", "n1"]
     assert search.problems == 2
     assert search._solver.limit_checks == 1
+    assert search._solver.grounds == 1
     for n in range(2):
         alone = plan_of(build(spec, only=n), "allocator").best
         assert alone is not None
