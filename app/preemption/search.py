@@ -479,8 +479,18 @@ class VictimSearch:
         # per (request, `Held.shape`, parts, matches): its `_Skeleton`, for one
         # search (its requests are held by it, so their ids stay theirs)
         self._skeletons: dict[Hashable, _Skeleton] = {}
+        # per match layout (held, so its id stays its own): its relevant devices as a mask
+        self._relevant_masks: BoundedCache[int, tuple[MatchLayout, int]] = BoundedCache(
+            SHARED_SEARCHES)
         self.skeletons = 0  # problem skeletons built (for tests)
         self.claims_read = 0  # problems whose claims were read, to be solved (for tests)
+        self.weighed = 0  # options weighed by a node's pods to pick among (for tests)
+        self.renamings = 0  # reasons renamed for another node (for tests)
+        # per solution (held, so its id stays its own): whether its reason names
+        # anything of its node (`_names_in_reason`), its options best on score
+        self._reasons: BoundedCache[int, tuple[Solved, bool]] = BoundedCache(SHARED_SEARCHES)
+        self._leading: BoundedCache[int, tuple[Solved, list[Option]]] = BoundedCache(
+            SHARED_SEARCHES)
         # topology score -> its priority (`app.topology.priority`): nodes alike share scores
         self._priorities: BoundedCache[float | None, int] = BoundedCache(SHARED_SEARCHES)
 
@@ -833,7 +843,11 @@ class VictimSearch:
         if hit is not None:
             return hit
         self.skeletons += 1
-        relevant_mask = mask_of(facts.layout.relevant)
+        layout = facts.layout
+        masked = self._relevant_masks.get(id(layout))
+        if masked is None or masked[0] is not layout:
+            masked = self._relevant_masks.put(id(layout), (layout, mask_of(layout.relevant)))
+        relevant_mask = masked[1]
         relevant = tuple(bool(span & relevant_mask) for span in held.spans)
         needs: list[frozenset[int] | None] = []
         first: dict[int, int] = {}
@@ -1010,7 +1024,12 @@ class VictimSearch:
             found = fit.room(node, (pods[i].pod for i in option.victims), (v.pod for v in pods))
             return math.inf if isinstance(found, str) else len(found)
 
-        chosen = min(solved.options, key=preference)
+        # The preference's first term is the option's own: only the options
+        # best on it, kept per solution, are weighed by this node's pods.
+        leaders = self._leaders(solved)
+        if len(leaders) > 1:
+            self.weighed += len(leaders)
+        chosen = leaders[0] if len(leaders) == 1 else min(leaders, key=preference)
         if room(chosen):
             return chosen, True
         fitting = [option for option in solved.options if room(option)]
@@ -1026,6 +1045,33 @@ class VictimSearch:
             if count < fewest:
                 best, fewest = option, count
         return best, False
+
+    def _names_in_reason(self, solved: Solved) -> bool:
+        """Whether the reason of `solved` names its node, a pool or a device
+        there: only then is it renamed for another node (`rename_words`
+        replaces whole names and nothing else)."""
+        hit = self._reasons.get(id(solved))
+        if hit is None or hit[0] is not solved:
+            view, text = solved.view, solved.reason
+            devices, _ = self._held.devices(view)
+            named = view.node.name in text or any(p.name in text for p in view.pools) \
+                or any(d.name in text for d in devices)
+            hit = self._reasons.put(id(solved), (solved, named))
+        return hit[1]
+
+    def _leaders(self, solved: Solved) -> Sequence[Option]:
+        """The options of `solved` with the best topology score in allocator
+        mode (all of them in advisor mode, where the pick reads no score)."""
+        options = solved.options
+        assert options
+        if self._first_fit:
+            return options
+        hit = self._leading.get(id(solved))
+        if hit is None or hit[0] is not solved:
+            best = max(_score(o.outcome.score) for o in options)
+            hit = self._leading.put(id(solved), (solved, [
+                o for o in options if _score(o.outcome.score) == best]))
+        return hit[1]
 
     def _violations(self, victims: Sequence[Victim], pdbs: _Pdbs | None) -> int:
         if pdbs is None:
@@ -1054,8 +1100,9 @@ class VictimSearch:
                 return reprieved, False
             option, exact = reprieved
         elif solved.options is None:
-            if solved.view is view:
+            if solved.view is view or not self._names_in_reason(solved):
                 return solved.reason, False
+            self.renamings += 1
             return renamed(solved.reason, solved.view, view), False
         else:
             option, roomy = self._choose(solved, problem, pdbs, fit)

@@ -724,3 +724,19 @@ def test_a_priority_class_changing_is_read_by_the_next_search() -> None:
     inv.apply("PriorityClass", "MODIFIED", pc("a", 5))
     _, again = searcher(inv)
     assert victims(again.search(inv.pod("default/p"))) == ["n1-1"]
+
+
+def test_a_node_weighs_only_the_best_scoring_options_and_keeps_a_reason_naming_nothing() -> None:
+    # Two GPUs of four: six pairs work, the two on one root score best, and
+    # only those two are weighed by the pods' priorities (n1-0 + n1-2, the
+    # lowest pair, sit on two roots). n2 and n3 cannot be helped: the reason
+    # found on n2 names nothing of it, so n3 takes it as it is.
+    objs = [GPU_CLASS, want(2), preemptor(), *gpus("n1", 0, 5, 1, 7),
+            *gpus("n2", 2000, 1, 2000, 2000), *gpus("n3", 2000, 1, 2000, 2000)]
+    inv = load(*objs)
+    _, search = searcher(inv)
+    plan = search.search(inv.pod("default/p"))
+    assert victims(plan, "n1") == ["n1-0", "n1-1"]
+    assert search.weighed == 2
+    assert plan.refused["n2"] == plan.refused["n3"] and search.renamings == 0
+    assert "even with all 1 lower-priority pods" in plan.refused["n3"]
