@@ -32,12 +32,18 @@ Lease (`note_leader`), and its hostname until then (a standby's uuid is not
 visible anywhere). Replica 0's components keep the single-replica names
 (`drax`, `drax-scheduler`), replica i's are `drax-<i>`, `drax-scheduler-<i>`.
 
+`start(profiles=[...])` gives the drax kube-scheduler one profile per name,
+each a copy of the manifest's `drax` profile, and starts drax with
+`--scheduler-name` listing them all, as one kube-scheduler with several
+profiles calling drax is configured.
+
 Tests use the same `start`/`stop` in-process (tests/e2e/conftest.py).
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import signal
@@ -45,6 +51,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -78,6 +85,9 @@ class Cluster:
     # drax serves the verbs over HTTPS with client certificates (manifests/tls).
     drax_tls: bool = False
     replicas: int = 1
+    # The drax kube-scheduler's profiles (the manifest's `drax`, then copies of
+    # it under the other names), all calling drax, which serves every name.
+    profiles: list[str] = field(default_factory=lambda: ["drax"])
     # One entry per replica (see the module doc); rebuilt from `pids` on save.
     schedulers: list[dict[str, Any]] = field(default_factory=list)
 
@@ -272,7 +282,8 @@ def drax_url_of(cluster: Cluster, replica: int) -> str:
 def drax_scheduler_config(cluster: Cluster, kubeconfig: Path, replica: int = 0
                           ) -> dict[str, Any]:
     """manifests/kube-scheduler/scheduler-config.yaml (scheduler-config-https.yaml with TLS) with
-    only the extender URL (replica's own drax), the certificate files and the kubeconfig set."""
+    only the extender URL (replica's own drax), the certificate files and the kubeconfig set,
+    and the manifest's profile copied under each further name of `cluster.profiles`."""
     source = "scheduler-config-https.yaml" if cluster.drax_tls else "scheduler-config.yaml"
     config = yaml.safe_load((MANIFESTS / "kube-scheduler" / source).read_text())
     config["clientConnection"] = {"kubeconfig": str(kubeconfig)}
@@ -290,6 +301,9 @@ def drax_scheduler_config(cluster: Cluster, kubeconfig: Path, replica: int = 0
             profile.pop("percentageOfNodesToScore", None)
         for extender in config["extenders"]:
             extender.pop("bindVerb", None)
+    (profile,) = config["profiles"]
+    config["profiles"] = [{**copy.deepcopy(profile), "schedulerName": name}
+                          for name in cluster.profiles]
     return config
 
 
@@ -329,7 +343,8 @@ def drax_argv(cluster: Cluster, replica: int = 0) -> list[str]:
     argv = [sys.executable, "-m", "app", "serve", "--kubeconfig",
             str(cluster.path / "drax.kubeconfig"),
             "--port", str(cluster.ports[drax_name(replica)]),
-            "--mode", cluster.drax_mode, *drax_lease_flags()]
+            "--mode", cluster.drax_mode, "--scheduler-name", ",".join(cluster.profiles),
+            *drax_lease_flags()]
     if cluster.drax_tls:
         pki = cluster.path / "pki"
         argv += ["--tls-cert-file", str(pki / "drax.crt"),
@@ -368,8 +383,9 @@ def wait_apiserver_ready(cluster: Cluster, timeout: float = READY_TIMEOUT) -> No
 
 
 def start(directory: Path, *, drax_mode: str = "allocator", drax_tls: bool = False,
-          replicas: int = 1) -> Cluster:
-    """Start the whole control plane in `directory`; return once everything is ready."""
+          replicas: int = 1, profiles: Sequence[str] = ("drax",)) -> Cluster:
+    """Start the whole control plane in `directory`; return once everything is ready.
+    `profiles`: the drax kube-scheduler's profile names (`Cluster.profiles`)."""
     if replicas < 1:
         raise ValueError(f"replicas: expected at least 1, got {replicas}")
     bins = control_plane_bins()
@@ -387,7 +403,7 @@ def start(directory: Path, *, drax_mode: str = "allocator", drax_tls: bool = Fal
     cluster = Cluster(dir=str(directory), drax_mode=drax_mode,
                       server=f"https://127.0.0.1:{ports['apiserver']}",
                       drax_url=f"{scheme}://127.0.0.1:{ports['drax']}", ports=ports,
-                      drax_tls=drax_tls, replicas=replicas)
+                      drax_tls=drax_tls, replicas=replicas, profiles=list(profiles))
     try:
         _start_components(cluster, bins)
     except BaseException:

@@ -7,7 +7,7 @@ The suite skips, with one reason, only when `go` is not on PATH.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -20,11 +20,13 @@ from tests.e2e.kube import Kube
 
 @contextmanager
 def running_cluster(directory: Path, *, drax_mode: str = "allocator",
-                    drax_tls: bool = False, replicas: int = 1) -> Iterator[Cluster]:
+                    drax_tls: bool = False, replicas: int = 1,
+                    profiles: Sequence[str] = ("drax",)) -> Iterator[Cluster]:
     """A started control plane with the sample DeviceClasses, stopped on exit."""
     if not go_available():
         pytest.skip("e2e tests need `go` on PATH to build the upstream control plane")
-    running = start(directory, drax_mode=drax_mode, drax_tls=drax_tls, replicas=replicas)
+    running = start(directory, drax_mode=drax_mode, drax_tls=drax_tls, replicas=replicas,
+                    profiles=profiles)
     try:
         kube = running.kube()
         kube.apply_file(SAMPLE_CLASSES)

@@ -28,7 +28,10 @@ case and the 8-GPU pod with a low-priority pod behind it on a control plane of
 its own, with two drax replicas; there, last, and on a control plane of two
 allocator-mode replicas, a new leader holds a preemptor's devices after the
 old one is stopped (advisor: SIGTERM, allocator: SIGKILL) while the victims
-terminate.
+terminate. That control plane's kube-scheduler has two profiles, `drax` and
+`drax-gpu`, both calling drax: a drax-gpu pod preempts and binds, and while
+its victims terminate its nomination leaves a drax pod no room, for
+kube-scheduler (one nominator for both profiles) and drax alike.
 """
 
 from __future__ import annotations
@@ -61,6 +64,8 @@ from tests.e2e.preemption import (
     templates,
 )
 from tests.e2e.workload import add_pool, published_devices, wait_bound
+
+SCHEDULER, GPU_SCHEDULER = "drax", "drax-gpu"
 
 
 def check_pair_preemption(kube: Kube, cluster: Cluster, prefix: str) -> dict[str, Any]:
@@ -512,13 +517,16 @@ def test_a_pod_nominated_there_of_no_lower_priority_counts_against_the_room(
     kube.delete("Pod", "nom-other", "default", grace_period_seconds=0)
 
 
-# --------------------------------------------------------------------------- failover
+# --------------------------------------------------------------------------- two profiles, failover
 
 
 @pytest.fixture(scope="module")
 def two_replicas(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """Two replicas whose kube-scheduler has profiles `drax` and `drax-gpu`,
+    both calling drax, which serves both names. The failover test stops the
+    leader, so it runs last here."""
     with running_cluster(tmp_path_factory.mktemp("e2e-preempt-failover"),
-                         replicas=2) as running:
+                         replicas=2, profiles=(SCHEDULER, GPU_SCHEDULER)) as running:
         yield running
 
 
@@ -579,6 +587,84 @@ def check_failover(cluster: Cluster, prefix: str, *, nodes: int, sig: int) -> No
         assert bound_node(kube, f"{prefix}-thief") is None
         assert len(kubelet.removed) == 2, kubelet.removed
         cluster.note_leader(kube)
+    finally:
+        kube.close()
+
+
+def unschedulable(kube: Kube, name: str) -> str | None:
+    """The message of the pod's PodScheduled=False condition, if it has one."""
+    return next((c.get("message") or "" for c in kube.get("Pod", name, "default")
+                 .get("status", {}).get("conditions", [])
+                 if c["type"] == "PodScheduled" and c["status"] == "False"), None)
+
+
+def test_a_pod_of_a_second_profile_preempts_and_its_nomination_counts_for_the_first(
+        two_replicas: Cluster) -> None:
+    """One kube-scheduler with profiles drax and drax-gpu, both calling drax.
+    On a full 1-node pool (64 cpus), a high-priority drax-gpu pod asking 2
+    GPUs and 40 cpus gets exactly 2 victims and is nominated to the node.
+    While they terminate, a drax pod of the same priority asking 1 GPU and 40
+    cpus comes: kube-scheduler keeps one nominator for both profiles and
+    counts the drax-gpu pod there against it (24 cpus left), and so does
+    drax's search: no victim goes for it. Once the victims are gone, the
+    drax-gpu pod binds to their devices."""
+    cluster, prefix = two_replicas, "prof"
+    kube = cluster.kube()
+    try:
+        priority_classes(kube)
+        (node,) = add_pool(kube, prefix=prefix, nodes=1, seed=11)
+        templates(kube, prefix)
+        fill(kube, prefix, [node])
+        leader = lease_holder(cluster, kube)
+        assert leader is not None
+
+        def deleting() -> list[str]:
+            return sorted(p["metadata"]["name"] for p in kube.list(
+                "Pod", "default", selector=f"e2e/pool={prefix}")
+                if p["metadata"].get("deletionTimestamp"))
+
+        gpu = f"{prefix}-gpu"
+        body = pod(prefix, "gpu", "two", priority_class=HIGH, scheduler=GPU_SCHEDULER)
+        body["spec"]["containers"][0]["resources"]["requests"] = {"cpu": "40"}
+        kube.create(body)
+        # No kubelet yet: the victims stay terminating.
+        wait_for(f"{gpu} nominated, its 2 victims deleting", lambda: kube.get(
+            "Pod", gpu, "default").get("status", {}).get("nominatedNodeName") == node
+            and len(deleting()) == 2, timeout=120)
+        victims = deleting()
+
+        def searched() -> tuple[float, float]:
+            return (drax_metric(cluster, "drax_preemptions_attempted_total", replica=leader),
+                    drax_metric(cluster, "drax_preemptions_refused_total", replica=leader,
+                                reason="no-candidate"))
+
+        # The drax-gpu pod's hold waits for its victims: no search for it counts.
+        attempted, refused = searched()
+        ahead = f"{prefix}-cpu"
+        body = pod(prefix, "cpu", "one", priority_class=HIGH, scheduler=SCHEDULER)
+        body["spec"]["containers"][0]["resources"]["requests"] = {"cpu": "40"}
+        kube.create(body)
+        message = wait_for(f"{ahead} unschedulable", lambda: unschedulable(kube, ahead),
+                           timeout=90)
+        wait_for(f"drax searching victims for {ahead}",
+                 lambda: searched()[0] > attempted, timeout=60)
+        time.sleep(2)
+        print(f"two profiles: {ahead} unschedulable: {message}")
+        assert "Insufficient cpu" in message, message
+        assert deleting() == victims
+        assert searched()[1] > refused
+        kubelet = Kubelet(kube, prefix)
+        assert kubelet.until(f"{gpu} bound", lambda: bound_node(kube, gpu),
+                             timeout=120) == node
+        assert sorted(kubelet.removed) == victims, kubelet.removed
+        for v in kubelet.removed.values():
+            cond = v["condition"]
+            assert cond and cond["message"].startswith(f"{GPU_SCHEDULER}: "), v
+            assert gpu in cond["message"], cond
+        freed = sorted(d for v in kubelet.removed.values() for d in v["devices"])
+        assert sorted(devices_of(kube, gpu)) == freed
+        assert bound_node(kube, ahead) is None
+        kube.delete("Pod", ahead, "default", grace_period_seconds=0)
     finally:
         kube.close()
 
