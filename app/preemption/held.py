@@ -11,7 +11,10 @@ nodes that hold alike (the same places taken, by claims reserved for pods in
 the same pattern) carry equal `Held.shape`s, so the search builds one problem
 skeleton for all of them (`VictimSearch._problem`). A node's candidates in a
 given order, and its victims as a victim set names them, are kept with its
-holdings too while their priorities are their spec's (`Held.candidates`).
+holdings too while their priorities are their spec's (`Held.candidates`),
+and which claims need which pods gone once a given set of them may go is
+kept per shape (`HeldIndex.release`): it depends on the pods' parts, not on
+what the preemptor asks for.
 
 Canonical order: claims by where their devices are (`spot`), then by key;
 pods (slots) by the first claim reserved for them, then the node's other
@@ -32,7 +35,7 @@ from app.inventory import Inventory
 from app.inventory.occupants import Holder
 from app.model import Device, DeviceRequestAllocationResult, Pod, ResourceClaim
 from app.preemption.importance import importance
-from app.preemption.problem import Candidate, Victim, alone, plain_positions
+from app.preemption.problem import Candidate, Victim, alone, one_pod, plain_positions
 
 # Nodes whose holdings are kept per inventory (an every-node search at 16,384
 # nodes and beyond starts over, as the search's other per-node memos do).
@@ -141,6 +144,51 @@ class Held:
         return out
 
 
+def needed_gone(reservers: Sequence[int], may_go: int, going: int) -> set[int] | None:
+    """The slots among `may_go` (a mask) that must all go to release a claim
+    reserved for `reservers` (empty: released once the slots `going` are
+    gone), or None when a reserver that stays holds it."""
+    out: set[int] = set()
+    for reserver in reservers:
+        if reserver == NO_POD:
+            return None
+        if may_go >> reserver & 1:
+            out.add(reserver)
+        elif not going >> reserver & 1:
+            return None
+    return out
+
+
+@dataclass(slots=True, frozen=True)
+class Release:
+    """What releasing a node's claims takes when the pods (slots) of a mask
+    may go (`HeldIndex.release`): per claim the slots that must all go
+    (`needs`: `needed_gone` as a frozenset), and per slot the first claim
+    that needs it (`first`)."""
+
+    needs: tuple[frozenset[int] | None, ...]
+    first: Mapping[int, int]
+
+
+def release_of(held: Held, may_go: int) -> Release:
+    """`Release` of `held` when the slots of `may_go` may go."""
+    needs: list[frozenset[int] | None] = []
+    first: dict[int, int] = {}
+    going = held.going
+    for i, reservers in enumerate(held.reservers):
+        if len(reservers) == 1 and reservers[0] != NO_POD and may_go >> reservers[0] & 1:
+            # one reserver that may go: the common case, one shared set
+            found: frozenset[int] | None = one_pod(reservers[0])
+        else:
+            gone = needed_gone(reservers, may_go, going)
+            found = None if gone is None else frozenset(gone)
+        needs.append(found)
+        if found:
+            for slot in found:
+                first.setdefault(slot, i)
+    return Release(needs=tuple(needs), first=first)
+
+
 def held_of(view: NodeView, occupancy: tuple[Holder, ...], position: Mapping[str, int]
             ) -> Held:
     """`Held` of a node whose view is `view` (`position`: device id -> its
@@ -221,7 +269,7 @@ class HeldIndex:
     positions, and its `Held`, each kept until the node's view (its devices
     or their use) or its holders change."""
 
-    __slots__ = ("_held", "_shapes", "_views", "built")
+    __slots__ = ("_held", "_releases", "_shapes", "_views", "built", "releases")
 
     def __init__(self) -> None:
         self._views: BoundedCache[str, tuple[NodeView, tuple[Device, ...], dict[str, int]]] = \
@@ -230,7 +278,11 @@ class HeldIndex:
         # one object per `Held.shape`: nodes holding alike key their skeleton
         # by it, and equal keys then compare by identity
         self._shapes: BoundedCache[HashedKey, HashedKey] = BoundedCache(_NODES_KEPT)
+        # per (shape, slots going, slots that may go): its `Release`
+        self._releases: BoundedCache[tuple[HashedKey, int, int], Release] = BoundedCache(
+            _NODES_KEPT)
         self.built = 0  # `Held`s built (for tests)
+        self.releases = 0  # `Release`s built (for tests)
 
     def devices(self, view: NodeView) -> tuple[tuple[Device, ...], dict[str, int]]:
         """The node's devices in view order, and device id -> index."""
@@ -250,6 +302,16 @@ class HeldIndex:
         self.built += 1
         held = held_of(view, occupancy, self.devices(view)[1])
         return self._held.put(name, replace(held, shape=self._shapes.intern(held.shape)))
+
+
+    def release(self, held: Held, may_go: int) -> Release:
+        """`release_of(held, may_go)`, kept for every node holding alike."""
+        key = (held.shape, held.going, may_go)
+        hit = self._releases.get(key)
+        if hit is None:
+            self.releases += 1
+            hit = self._releases.put(key, release_of(held, may_go))
+        return hit
 
 
 _INDEXES: weakref.WeakKeyDictionary[Inventory, HeldIndex] = weakref.WeakKeyDictionary()

@@ -94,7 +94,7 @@ from app.preemption.counting import (
     wanted_counts,
 )
 from app.preemption.fit import NodeFit
-from app.preemption.held import NO_POD, Held, held_index, held_of
+from app.preemption.held import Held, held_index, held_of, needed_gone
 from app.preemption.importance import importance, pdb_violation_count, start_of
 from app.preemption.parts import held_positions, mask_of
 from app.preemption.problem import (
@@ -384,19 +384,8 @@ class _Holders:
         return self.held.terminating
 
     def needs(self, reservers: Sequence[int]) -> set[int] | None:
-        """The pods that may go (slots) that must all go to release a claim
-        reserved for `reservers` (empty: released once the pods going are
-        gone), or None when someone who stays holds it."""
-        out: set[int] = set()
-        may_go, going = self.may_go, self.held.going
-        for reserver in reservers:
-            if reserver == NO_POD:
-                return None
-            if may_go >> reserver & 1:
-                out.add(reserver)
-            elif not going >> reserver & 1:
-                return None
-        return out
+        """`needed_gone` of a claim reserved for `reservers` on this node."""
+        return needed_gone(reservers, self.may_go, self.held.going)
 
 
 @dataclass(slots=True)
@@ -849,24 +838,15 @@ class VictimSearch:
             masked = self._relevant_masks.put(id(layout), (layout, mask_of(layout.relevant)))
         relevant_mask = masked[1]
         relevant = tuple(bool(span & relevant_mask) for span in held.spans)
-        needs: list[frozenset[int] | None] = []
-        first: dict[int, int] = {}
+        # which claims need whom gone: the same for every search that lets
+        # the same pods go (`HeldIndex.release`)
+        release = self._held.release(held, holders.may_go)
         useful: set[int] = set()
-        may_go = holders.may_go
-        for i, reservers in enumerate(held.reservers):
-            if len(reservers) == 1 and reservers[0] != NO_POD and may_go >> reservers[0] & 1:
-                # one reserver that may go: the common case, one shared set
-                found: Collection[int] | None = one_pod(reservers[0])
-            else:
-                found = holders.needs(reservers)
-                found = None if found is None else frozenset(found)
-            needs.append(found)  # type: ignore[arg-type]
-            if found:
-                for slot in found:
-                    first.setdefault(slot, i)
-                if relevant[i]:
-                    useful.update(found)
-        skeleton = _Skeleton(relevant=relevant, needs=tuple(needs),
+        for found, is_relevant in zip(release.needs, relevant, strict=True):
+            if found and is_relevant:
+                useful.update(found)
+        first = release.first
+        skeleton = _Skeleton(relevant=relevant, needs=release.needs,
                              first={slot: first[slot] for slot in useful})
         if len(set(skeleton.first.values())) == len(useful):
             skeleton.frame = self._framed(request, facts, held, skeleton,

@@ -687,14 +687,14 @@ def test_nodes_holding_alike_share_one_skeleton_and_their_holdings_are_kept() ->
     plan = search.search(inv.pod("default/p"))
     assert [victims(plan, n) for n in ("n1", "n2", "n3", "n4")] == [
         ["n1-1"], ["n2-0"], ["n3-3"], ["n4-1"]]
-    assert search.skeletons == 2 and index.built == 4
+    assert search.skeletons == 2 and index.built == 4 and index.releases == 2
     assert search.claims_read == search.problems == 2
     shapes = {n: index.of(inv.node_state(n).view, inv.occupants.occupancy(n)).shape
               for n in ("n1", "n2", "n3", "n4")}
     assert shapes["n1"] is shapes["n2"] is shapes["n3"] is shapes["n4"]
     _, again = searcher(inv)
     second = again.search(inv.pod("default/p"))
-    assert index.built == 4
+    assert index.built == 4 and index.releases == 2
     # each node's candidates and victims, with their spec's priorities, are kept too
     assert all(a.victims[0] is b.victims[0] and a.candidates is b.candidates
                for a, b in zip(plan.nodes, second.nodes, strict=True))
