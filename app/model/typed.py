@@ -406,7 +406,7 @@ def _field_map(layout: dict[str, int], values: tuple[AttributeValue, ...]
 # A device's attribute map as the API writes it is `{"` P0 `},"` P1 ... `},"` Pn
 # `}}`: each piece P is one member, `"name":{"kind":value}`, less its opening
 # quote and its closing brace. A piece that reads as exactly one member and is
-# that member's own text (`_member`) is read once and kept (`_PIECES`); a map
+# that member's own text (`_member`) is read once and kept (`_SHARED`); a map
 # split into such pieces is their members in order, which is what decoding the
 # whole map makes of it. So a map is read piece by piece from the cache, and a
 # device whose map is, byte for byte, its namesake's on another node but for a
@@ -421,7 +421,7 @@ _ENCODE: Final = msgspec.json.encode
 # without quotes or control characters, which a JSON string holds only escaped)
 _SCALAR_MEMBER: Final = re.compile(
     rb'([^"\\\x00-\x1f]*)":\{"(?:(string|version)":"([^"\\\x00-\x1f]*)"'
-    rb'|int":(-?(?:0|[1-9][0-9]*))|bool":(true|false))')
+    rb'|int":(-?(?:0|[1-9][0-9]{0,18}))|bool":(true|false))')
 _STRING_KINDS: Final = {b"string": "string", b"version": "version"}
 _INT64: Final = range(-2**63, 2**63)
 
@@ -458,9 +458,10 @@ def _member(piece: bytes) -> tuple[str, AttributeValue] | tuple[None, None]:
     return sys.intern(name), _ATTRIBUTES[a]
 
 
-class _PieceCache(BoundedCache[bytes, "tuple[str, AttributeValue] | tuple[None, None]"]):
-    """Piece text -> (name, value), or `_NOT_A_MEMBER`; filled by
-    `__missing__`, so a map's pieces are looked up by `map` in C."""
+class _RecentPieces(BoundedCache[bytes, "tuple[str, AttributeValue] | tuple[None, None]"]):
+    """Piece text -> (name, value), or `_NOT_A_MEMBER`, for every piece read;
+    filled by `__missing__`. Unique pieces (a uuid) pass through, so it starts
+    over now and then."""
 
     __slots__ = ()
 
@@ -468,8 +469,22 @@ class _PieceCache(BoundedCache[bytes, "tuple[str, AttributeValue] | tuple[None, 
         return self.put(piece, _member(piece))
 
 
-_PIECES: Final = _PieceCache(SHARED_MAX)
-_piece_of: Final = _PIECES.__getitem__
+class _SharedPieces(BoundedCache[bytes, "tuple[str, AttributeValue] | tuple[None, None]"]):
+    """The pieces namesakes share (a template's fixed ones), looked up first,
+    then `_RECENT`: it holds only repeated pieces, so it does not start over,
+    and every device that reads "brand: Nvidia" from a template or a piece
+    keeps the one value object (node signatures summarise a column of one
+    shared object)."""
+
+    __slots__ = ()
+
+    def __missing__(self, piece: bytes) -> tuple[str, AttributeValue] | tuple[None, None]:
+        return _RECENT[piece]
+
+
+_RECENT: Final = _RecentPieces(SHARED_MAX)
+_SHARED: Final = _SharedPieces(1 << 16)
+_piece_of: Final = _SHARED.__getitem__
 
 
 class _Template:
@@ -486,7 +501,7 @@ class _Template:
 
     __slots__ = ("around", "cut", "fixed", "head", "head_values", "layout", "map", "names",
                  "order", "pieces", "shared", "tail", "tail_values", "varying", "varying_at",
-                 "varying_names")
+                 "varying_name", "varying_names")
 
     def __init__(self, text: bytes, pieces: tuple[bytes, ...], names: tuple[str, ...],
                  values: tuple[AttributeValue, ...], layout: dict[str, int],
@@ -508,12 +523,17 @@ class _Template:
             itemgetter(*cuts) if len(cuts) > 1 else lambda text: ())
         self.varying_names = tuple(names[i] for i in varying_at)
         kept = [i for i in range(len(names)) if i not in varying_at]
+        if varying_at:  # the others are now known to be shared between namesakes
+            for i in kept:
+                if pieces[i] not in _SHARED:
+                    _SHARED.put(pieces[i], (names[i], values[i]))
         self.shared = tuple(values[i] for i in kept)
         placed = kept + list(varying_at)  # the map's positions of `shared + varying values`
         self.order: Callable[[tuple[AttributeValue, ...]], tuple[AttributeValue, ...]] = (
             itemgetter(*map(placed.index, range(len(names)))) if len(names) > 1
             else lambda values: values)
         self.cut = cuts[0] if len(cuts) == 1 else None
+        self.varying_name = self.varying_names[0] if self.cut is not None else None
         (i,) = varying_at if self.cut is not None else (0,)
         self.head, self.tail = text[:starts[i]], text[starts[i] + len(pieces[i]):]
         self.head_values, self.tail_values = values[:i], values[i + 1:]
@@ -536,8 +556,9 @@ def _attribute_text(text: bytes, driver: str, device: str) -> Mapping[str, Attri
         cut = t.cut
         if cut is not None:
             if text.startswith(t.head) and text.endswith(t.tail):
-                name, value = _piece_of(text[cut])
-                if name == t.varying_names[0]:
+                piece = text[cut]
+                name, value = _SHARED.get(piece) or _RECENT[piece]  # `_piece_of`, inline
+                if name == t.varying_name:
                     m: FieldMap[AttributeValue] = _new(FieldMap)
                     _set_map_layout(m, t.layout)
                     _set_map_values(m, (*t.head_values, value, *t.tail_values))
@@ -700,7 +721,7 @@ def _consumptions(consumes: list[_Consumption]) -> tuple[DeviceCounterConsumptio
 def forget_shared() -> None:
     """Empty what the decoder shares between slices, as a process starts with
     it (a benchmark's cold read); what was built keeps its parts."""
-    for cache in (_ATTRIBUTES, _PIECES, _TEMPLATES, _CAPACITIES, _CONSUMPTIONS,
+    for cache in (_ATTRIBUTES, _SHARED, _RECENT, _TEMPLATES, _CAPACITIES, _CONSUMPTIONS,
                   _CAPACITY_TEXTS, _CONSUMPTION_TEXTS, _LAYOUTS, QUALIFIED_LAYOUTS, QUALIFIED):
         cache.clear()
 

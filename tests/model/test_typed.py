@@ -352,8 +352,13 @@ def test_a_namesake_differing_in_one_value_reads_only_that_value(
     first = decode_resource_slice(_gpu("n1", "GPU-1"))
     decode_resource_slice(_gpu("n2", "GPU-2"))  # tells which piece varies
     read: list[bytes] = []
-    real = typed._piece_of
-    monkeypatch.setattr(typed, "_piece_of", lambda piece: read.append(piece) or real(piece))
+    real = typed._member
+    monkeypatch.setattr(typed, "_member", lambda piece: read.append(piece) or real(piece))
+
+    def whole(text: bytes, *args: Any) -> Any:
+        raise AssertionError("read the whole text")
+
+    monkeypatch.setattr(typed, "_learned", whole)
 
     class Refusing:
         def decode(self, data: Any) -> Any:
@@ -373,6 +378,19 @@ def test_a_namesake_differing_in_one_value_reads_only_that_value(
     read.clear()
     decode_resource_slice(_gpu("n4", "GPU-4"))
     assert read == [b'uuid":{"string":"GPU-4"']
+
+
+def test_a_value_namesakes_share_stays_one_object_when_the_pieces_read_start_over() -> None:
+    typed.forget_shared()
+    first = decode_resource_slice(_gpu("n1", "GPU-1"))
+    decode_resource_slice(_gpu("n2", "GPU-2"))  # "model" is now known to be shared
+    typed._RECENT.clear()  # as unique pieces (uuids) fill it
+    other = decode_resource_slice(orjson.dumps(_slice(nodeName="n3", devices=[_device(
+        name="gpu-9", attributes={"model": {"string": "H100"}, "uuid": {"string": "GPU-9"}})])))
+    third = decode_resource_slice(_gpu("n3", "GPU-3"))
+    model = first.devices[0].attributes["gpu.example.com/model"]
+    assert other.devices[0].attributes["gpu.example.com/model"] is model
+    assert third.devices[0].attributes["gpu.example.com/model"] is model
 
 
 def test_a_namesake_differing_elsewhere_is_read_as_written() -> None:
