@@ -194,6 +194,7 @@ class _RawDevice(_Device, gc=False):
 
 class _RawSpec(_Spec, gc=False):
     devices: list[_RawDevice] | None = None  # type: ignore[assignment]
+    sharedCounters: msgspec.Raw = msgspec.Raw()  # type: ignore[assignment]
 
 
 class _RawSlice(_Slice, gc=False):
@@ -205,6 +206,7 @@ _SCALAR_ATTRIBUTES: Final = msgspec.json.Decoder(dict[str, _Scalar])
 _ATTRIBUTES_JSON: Final = msgspec.json.Decoder(dict[str, _Attribute])
 _CAPACITY: Final = msgspec.json.Decoder(dict[str, _Capacity])
 _CONSUMPTIONS_JSON: Final = msgspec.json.Decoder(list[_Consumption] | None)
+_COUNTER_SETS_JSON: Final = msgspec.json.Decoder(list[_CounterSet] | None)
 
 
 class NotTyped(Exception):
@@ -275,10 +277,9 @@ def _from_typed(s: _Slice) -> ResourceSlice:
         raise NotTyped
     driver = sys.intern(driver)
     devices = _devices(spec.devices, driver, pool_name, name) if spec.devices else ()
-    shared = tuple([CounterSet(name=c.name, counters=_counter_dict(c.counters))
-                    for c in spec.sharedCounters or ()])
-    if any(not c.name for c in shared):
-        raise NotTyped
+    counter_sets = spec.sharedCounters
+    shared = (_counter_sets(counter_sets or []) if type(counter_sets) is not msgspec.Raw
+              else _counter_sets_text(counter_sets) if len(counter_sets) else ())
     return ResourceSlice(
         name=name, driver=driver,
         pool=ResourcePool(name=pool_name, generation=spec.pool.generation or 0,
@@ -690,6 +691,29 @@ def _consumptions_text(raw: msgspec.Raw) -> tuple[DeviceCounterConsumption, ...]
     return hit
 
 
+def _counter_sets(sets: list[_CounterSet]) -> tuple[CounterSet, ...]:
+    if any(not c.name for c in sets):
+        raise NotTyped
+    return tuple([CounterSet(name=c.name, counters=_counter_dict(c.counters)) for c in sets])
+
+
+# sharedCounters JSON -> the shared tuple (a partitionable node's counter sets
+# are its GPUs', the same on every node of its kind)
+_COUNTER_SET_TEXTS: BoundedCache[bytes, tuple[CounterSet, ...]] = BoundedCache(SHARED_MAX)
+
+
+def _counter_sets_text(raw: msgspec.Raw) -> tuple[CounterSet, ...]:
+    key = bytes(raw)
+    hit = _COUNTER_SET_TEXTS.get(key)
+    if hit is None:
+        try:
+            sets = _COUNTER_SETS_JSON.decode(raw)
+        except msgspec.ValidationError:
+            raise NotTyped from None
+        hit = _COUNTER_SET_TEXTS.put(key, _counter_sets(sets or []))
+    return hit
+
+
 def _request_policy(p: _RequestPolicy | None) -> RequestPolicy | None:
     if p is None:
         return None
@@ -722,7 +746,8 @@ def forget_shared() -> None:
     """Empty what the decoder shares between slices, as a process starts with
     it (a benchmark's cold read); what was built keeps its parts."""
     for cache in (_ATTRIBUTES, _SHARED, _RECENT, _TEMPLATES, _CAPACITIES, _CONSUMPTIONS,
-                  _CAPACITY_TEXTS, _CONSUMPTION_TEXTS, _LAYOUTS, QUALIFIED_LAYOUTS, QUALIFIED):
+                  _CAPACITY_TEXTS, _CONSUMPTION_TEXTS, _COUNTER_SET_TEXTS, _LAYOUTS,
+                  QUALIFIED_LAYOUTS, QUALIFIED):
         cache.clear()
 
 

@@ -270,6 +270,28 @@ def test_capacity_and_consumption_texts_seen_before_are_not_decoded_again(
     assert len(decoded) == 2  # once each, for the first node
 
 
+def test_counter_sets_a_node_kind_repeats_are_read_once_and_shared(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    decoded: list[bytes] = []
+
+    class Counting:
+        def __init__(self, decoder: Any) -> None:
+            self._decoder = decoder
+
+        def decode(self, raw: Any) -> Any:
+            decoded.append(bytes(raw))
+            return self._decoder.decode(raw)
+
+    typed.forget_shared()
+    monkeypatch.setattr(typed, "_COUNTER_SETS_JSON", Counting(typed._COUNTER_SETS_JSON))
+    sets = [{"name": "gpu-0-counter-set", "counters": {"memory-slice-0": {"value": "1"},
+                                                       "multiprocessors": {"value": "132"}}}]
+    a, b = (decode_resource_slice(orjson.dumps(_slice(nodeName=node, sharedCounters=sets)))
+            for node in ("n1", "n2"))
+    assert a.shared_counters is b.shared_counters and len(decoded) == 1
+    assert a.shared_counters[0].counters["multiprocessors"].text == "132"
+
+
 def test_devices_and_attribute_values_are_frozen_and_left_out_of_the_collector() -> None:
     s = decode_resource_slice(orjson.dumps(_slice(devices=[_device(
         attributes={"uuid": {"string": "GPU-1"}}, capacity={"memory": {"value": "1Gi"}})])))
