@@ -567,7 +567,8 @@ def _attribute_text(text: bytes, driver: str, device: str) -> Mapping[str, Attri
         elif t.fixed(text) == t.around:
             if not t.varying_at:
                 return t.map
-            names, values = zip(*map(_piece_of, t.varying(text)), strict=True)
+            names, values = zip(*[_SHARED.get(p) or _RECENT[p] for p in t.varying(text)],
+                                strict=True)
             if names == t.varying_names:
                 return _field_map(t.layout, t.order(t.shared + values))
     return _learned(text, driver, key, t)
