@@ -80,8 +80,8 @@ class Held:
     holders going, in the inventory's order. `shape`: the claims' spots and
     reservers, which slots hold here, and whether no device is in two held
     claims, in node-independent terms (no pod, claim or device names): equal
-    on nodes that hold alike. `picks`: what `candidates` and `victims` keep
-    (a memo of theirs, as the holdings are the node's)."""
+    on nodes that hold alike. `picks`: what `below`, `candidates` and
+    `victims` keep (a memo of theirs, as the holdings are the node's)."""
 
     view: NodeView
     occupancy: tuple[Holder, ...]
@@ -108,6 +108,28 @@ class Held:
             and h.pod.namespace == pod.namespace for h in self.holders)
 
 
+    def below(self, p: int) -> tuple[dict[int, int], int] | None:
+        """The holders not going whose priority is below `p` (slot -> its
+        priority) and their slots as a mask, kept per `p`; None when some
+        holder's priority is its PriorityClass's (read at each search)."""
+        hit = self.picks.get(p)
+        if hit is None:
+            if any(priority is None for _, priority in self.staying):
+                return None
+            eligible = {slot: priority for slot, priority in self.staying
+                        if priority < p}  # type: ignore[operator]
+            mask = 0
+            for slot in eligible:
+                mask |= 1 << slot
+            hit = self._keep(p, (eligible, mask))
+        return hit
+
+    def _keep(self, key: Hashable, value: Any) -> Any:
+        if len(self.picks) >= _PICKS_KEPT:
+            self.picks.clear()
+        self.picks[key] = value
+        return value
+
     def candidates(self, order: tuple[int, ...], eligible: Mapping[int, int]
                    ) -> tuple[list[Candidate], tuple[Pod, ...]]:
         """The candidates at slots `order` with their priorities (`eligible`:
@@ -121,9 +143,7 @@ class Held:
                  for s in order]
         out = found, tuple([c.pod for c in found])
         if all(pods[s].priority is not None for s in order):
-            if len(self.picks) >= _PICKS_KEPT:
-                self.picks.clear()
-            self.picks[order] = out
+            self._keep(order, out)
         return out
 
     def victims(self, order: tuple[int, ...], candidates: Sequence[Candidate],

@@ -809,6 +809,10 @@ class VictimSearch:
                 h.pod.uid == pod.uid and h.pod.name == pod.name
                 and h.pod.namespace == pod.namespace))
             held = held_of(view, occupancy, self._held.devices(view)[1])
+        if allow is None:
+            kept = held.below(p)
+            if kept is not None:
+                return _Holders(held=held, eligible=kept[0], may_go=kept[1])
         eligible: dict[int, int] = {}
         may_go = 0
         for slot, priority in held.staying:

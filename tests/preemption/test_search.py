@@ -689,9 +689,11 @@ def test_nodes_holding_alike_share_one_skeleton_and_their_holdings_are_kept() ->
         ["n1-1"], ["n2-0"], ["n3-3"], ["n4-1"]]
     assert search.skeletons == 2 and index.built == 4 and index.releases == 2
     assert search.claims_read == search.problems == 2
-    shapes = {n: index.of(inv.node_state(n).view, inv.occupants.occupancy(n)).shape
-              for n in ("n1", "n2", "n3", "n4")}
-    assert shapes["n1"] is shapes["n2"] is shapes["n3"] is shapes["n4"]
+    helds = {n: index.of(inv.node_state(n).view, inv.occupants.occupancy(n))
+             for n in ("n1", "n2", "n3", "n4")}
+    assert helds["n1"].shape is helds["n2"].shape is helds["n3"].shape is helds["n4"].shape
+    # the pods below the preemptor's priority (1000) are kept per node too
+    assert helds["n4"].below(1000) is helds["n4"].picks[1000] == ({1: 2, 2: 3, 3: 4}, 0b1110)
     _, again = searcher(inv)
     second = again.search(inv.pod("default/p"))
     assert index.built == 4 and index.releases == 2
