@@ -3,19 +3,18 @@
 A 100,000-node cluster publishes millions of devices, and walking each one's
 raw dict tree in Python is most of drax's start-up and of a slice event's
 cost. Here msgspec decodes a slice's JSON into compact structures in C,
-checking every type on the way, and the Python left per device is a few
-cache lookups and one `Device` built in C: an attribute value is a hashable
-structure looked up whole in a cache of shared `AttributeValue`s, and a
-capacity map or a counter consumption is looked up by its text, so identical
-ones (the same device kind on every node) are built once and shared. Devices
-of one kind follow each other in a slice, so what a device repeats from the
-one before it is taken over without a lookup: its attribute map whole when
-its text is the same (the partitions of one GPU by one profile), else its
-attribute names, and its capacity and consumption texts. An attribute map is
-decoded with the scalar kinds only (what nearly every device publishes: a
-smaller structure to decode, hash and compare), and again with every kind
-when it holds a list. Everything shared is immutable, so no device can change
-another's.
+checking every type on the way, and leaves a device's attributes, capacity
+and counter consumptions (and the slice's counter sets) as text: the Python
+left per device is a few lookups by text and one `Device` built in C, and
+identical parts (the same device kind on every node) are built once and
+shared. Devices of one kind follow each other in a slice, so what a device
+repeats from the one before it (its whole attribute map when the text is the
+same, as for the partitions of one GPU by one profile; its capacity and
+consumption texts) is taken over without a lookup. Any other attribute text
+is read as its members, a piece of text each, every piece read once; and a
+device whose text is its namesake's on another node but for a few pieces (a
+uuid, a MAC) reads only those (see "attribute texts" below). Everything
+shared is immutable, so no device can change another's.
 
 The result is exactly what `app.model.parse` makes of the same object, which
 stays the one reference: anything this decoder does not take as written (a
@@ -489,9 +488,9 @@ _piece_of: Final = _SHARED.__getitem__
 
 
 class _Template:
-    """An attribute text of `size` bytes and the pieces of it that vary between
-    namesakes (`varying_at`). `fixed` cuts a text of that size into the bytes
-    around the varying pieces, compared whole with `around`; `varying` cuts
+    """An attribute text and the pieces of it that vary between namesakes
+    (`varying_at`). `fixed` cuts a text of its length (its key holds it) into
+    the bytes around the varying pieces, compared whole with `around`; `varying` cuts
     out those pieces, whose names must be `varying_names`; `order` puts the
     other pieces' values (`shared`) and the varying ones' back in the map's
     order. With one varying piece (a uuid, a MAC: the usual case) the text
