@@ -27,8 +27,10 @@ no bound (infinity), and the node is solved.
 
 Pure arithmetic over bit masks (positions in the node's view, units by
 index): the node's kind of hardware fixes its `Layout`, so nodes alike
-share it. The score's own formula is repeated for one-root allocations,
-term for term; tests pin it to `TopologyObjective.evaluate`'s.
+share it. A one-root allocation's intact share is read off the masks
+(`intact_share`, term for term as the objective reads it) and scored by
+the score's own `app.topology.score.one_root_score`; tests pin the two to
+`TopologyObjective.evaluate`'s score.
 """
 
 from __future__ import annotations
@@ -42,7 +44,15 @@ from typing import Final
 from app.model import Device
 from app.topology import TopologyConfig
 from app.topology.normalise import NodeTopology
-from app.topology.score import NODE_LEVEL, NUMA_LEVEL, ONE_NUMA, ONE_ROOT, ROOT_LEVEL, TIERS
+from app.topology.score import (
+    NODE_LEVEL,
+    NUMA_LEVEL,
+    ONE_NUMA,
+    ROOT_LEVEL,
+    TIERS,
+    node_fill,
+    one_root_score,
+)
 
 UNBOUNDED: Final = math.inf
 # Every allocation spanning PCIe roots scores (tier + within) / 3 with tier <= 1
@@ -55,7 +65,7 @@ _MIXED: Final = -1  # a root whose devices lie in several NUMA nodes (or some in
 
 @dataclass(slots=True, frozen=True)
 class Root:
-    """One PCIe root as `one_root_score` reads it: its units and its NUMA
+    """One PCIe root as `intact_share` reads it: its units and its NUMA
     node's (masks of unit indexes; `numa` 0: no NUMA node, `_MIXED`: several),
     and the positions behind it that the pod's requests match."""
 
@@ -155,7 +165,8 @@ def ceiling(shape: Layout | None, config: TopologyConfig, *, kinds: Sequence[int
                 # held): the allocation is then not one of new units
                 return UNBOUNDED
         if memo is None:
-            score = _root_ceiling(shape, root, kinds, wanted, total, held, used, taken, frees)
+            score = _root_ceiling(shape, config, root, kinds, wanted, total, held, used, taken,
+                                  frees)
         else:
             # what `_root_ceiling` reads: the node's holdings (`held`, `used`
             # follow from them) and what releasing this root's devices frees
@@ -164,15 +175,16 @@ def ceiling(shape: Layout | None, config: TopologyConfig, *, kinds: Sequence[int
             if key in memo:
                 score = memo[key]
             else:
-                score = memo[key] = _root_ceiling(shape, root, kinds, wanted, total, held,
-                                                  used, taken, frees)
+                score = memo[key] = _root_ceiling(shape, config, root, kinds, wanted, total,
+                                                  held, used, taken, frees)
         if score is None:
             return UNBOUNDED
         best = max(best, score)
     return best
 
 
-def _root_ceiling(shape: Layout, root: Root, kinds: Sequence[int], wanted: Sequence[int],
+def _root_ceiling(shape: Layout, config: TopologyConfig, root: Root, kinds: Sequence[int],
+                  wanted: Sequence[int],
                   total: int, held: Mapping[int, int], used: int, taken_now: int,
                   frees: Mapping[int, int]) -> float | None:
     """The most an allocation within `root` can score (-inf when none fits
@@ -240,7 +252,9 @@ def _root_ceiling(shape: Layout, root: Root, kinds: Sequence[int], wanted: Seque
                 after &= ~(1 << u)  # all its held devices go
         score = scores.get(after)
         if score is None:
-            score = scores[after] = one_root_score(shape, root, after, total)
+            score = scores[after] = one_root_score(
+                config, intact=intact_share(shape, root, after, total),
+                fill=node_fill(after.bit_count(), shape.units))
         if score > best:
             best = score
     return best
@@ -252,23 +266,19 @@ def _by_size(n: int) -> tuple[int, ...]:
     return tuple(sorted(range(1 << n), key=int.bit_count))
 
 
-def one_root_score(shape: Layout, root: Root, used: int, count: int) -> float:
-    """The binpack score of `count` free units, all behind `root` (and in its
-    NUMA node, unless it spans several), with the units `used` in use (a
-    mask): what `TopologyObjective.evaluate` computes for such an
+def intact_share(shape: Layout, root: Root, used: int, count: int) -> float:
+    """The intact share (`Quality.intact`) of `count` free units, all behind
+    `root` (and in its NUMA node, unless it spans several), with the units
+    `used` in use (a mask): what `TopologyObjective` computes for such an
     allocation, in the same order of operations. A root spanning NUMA nodes
     counts its blocks intact, the most they can be."""
-    fill = used.bit_count() / shape.units
     if root.numa == _MIXED:
-        intact = 1.0
-    else:
-        levels = [(_share(count, root.units, used), ROOT_LEVEL)]
-        if root.numa:
-            levels.append((_share(count, root.numa, used), NUMA_LEVEL))
-        levels.append((_share(count, shape.placed, used), NODE_LEVEL))
-        intact = sum(v * w for v, w in levels) / sum(w for _, w in levels)
-    packing = 0.5 * intact + 0.5 * fill
-    return (ONE_ROOT + packing) / TIERS
+        return 1.0
+    levels = [(_share(count, root.units, used), ROOT_LEVEL)]
+    if root.numa:
+        levels.append((_share(count, root.numa, used), NUMA_LEVEL))
+    levels.append((_share(count, shape.placed, used), NODE_LEVEL))
+    return sum(v * w for v, w in levels) / sum(w for _, w in levels)
 
 
 def _share(count: int, members: int, used: int) -> float:

@@ -11,9 +11,10 @@ from typing import Any
 from app.allocator.types import AllocatedState, ClaimAllocation
 from app.extender.signature import flat_devices
 from app.inventory import Nomination
-from app.preemption.ceiling import UNBOUNDED, ceiling, layout, one_root_score
+from app.preemption.ceiling import UNBOUNDED, ceiling, intact_share, layout
 from app.topology import TopologyConfig, make_objective
 from app.topology.normalise import node_topology
+from app.topology.score import node_fill, one_root_score
 from tests.extender.cluster import GPU_CLASS, NIC_CLASS, ROOT
 from tests.inventory.objects import device, exactly, node, resource_slice, template
 from tests.preemption.builders import answer, holder, load, preemptor, searcher
@@ -59,8 +60,9 @@ def test_one_root_scores_are_the_objectives_own() -> None:
                 for root in shape.roots:
                     free = [devices[at] for at in root.positions if devices[at] not in taken]
                     for count in range(1, len(free) + 1):
-                        assert one_root_score(shape, root, used, count) \
-                            == objective.score(free[:count])
+                        assert one_root_score(config, intact=intact_share(
+                            shape, root, used, count), fill=node_fill(
+                            used.bit_count(), shape.units)) == objective.score(free[:count])
 
 
 def test_spread_packing_gives_no_ceiling() -> None:
@@ -142,8 +144,9 @@ def test_a_device_held_for_another_stays_used_in_the_ceiling() -> None:
     assert best is not None and full.best is not None and answer(best) == answer(full.best)
 
 
-def _plain_root_ceiling(shape: Any, root: Any, kinds: Any, wanted: Any, total: int,
-                        held: Any, used: int, taken_now: int, frees: Any) -> float | None:
+def _plain_root_ceiling(shape: Any, config: TopologyConfig, root: Any, kinds: Any,
+                        wanted: Any, total: int, held: Any, used: int, taken_now: int,
+                        frees: Any) -> float | None:
     """`_root_ceiling` as its docstring reads: every set of takeable held devices
     that is enough, each scored with what it surely releases."""
     free = 0
@@ -174,7 +177,8 @@ def _plain_root_ceiling(shape: Any, root: Any, kinds: Any, wanted: Any, total: i
             for u, mask in held.items():
                 if mask != -1 and not mask & ~released:
                     after &= ~(1 << u)
-            best = max(best, one_root_score(shape, root, after, total))
+            best = max(best, one_root_score(config, intact=intact_share(
+                shape, root, after, total), fill=node_fill(after.bit_count(), shape.units)))
     return best
 
 
