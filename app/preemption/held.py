@@ -71,17 +71,17 @@ class Held:
     all its placed devices (`spans`) and of those it holds alone (`alone`,
     `app.preemption.problem.alone`), those positions again when it holds
     every device plainly and no device is in two held claims (`plain`, else
-    None), and the slots
-    of the pods it is reserved for (`reservers`, `NO_POD` for a consumer not
-    known as a pod). Per slot: the pod, its `Holder` on this node (None: a
-    reserver holding nothing here); `going`: the slots going already
-    (terminating or terminal), as a mask; `staying`: the holders not going,
-    each as (slot, `spec.priority`, None when unset). `terminating`: the
-    holders going, in the inventory's order. `shape`: the claims' spots and
-    reservers, which slots hold here, and whether no device is in two held
-    claims, in node-independent terms (no pod, claim or device names): equal
-    on nodes that hold alike. `picks`: what `below`, `candidates` and
-    `victims` keep (a memo of theirs, as the holdings are the node's)."""
+    None), and the slots of the pods it is reserved for (`reservers`,
+    `NO_POD` for a consumer not known as a pod). Per slot: the pod, its
+    `Holder` on this node (None: a reserver holding nothing here); `going`:
+    the slots going already (terminating or terminal), as a mask;
+    `staying`: the holders not going, each as (slot, `spec.priority`, None
+    when unset). `terminating`: the holders going, in the inventory's order.
+    `shape`: the claims' spots and reservers, which slots hold here, and
+    whether no device is in two held claims, in node-independent terms (no
+    pod, claim or device names): equal on nodes that hold alike. `picks`:
+    what `below`, `candidates` and `victims` keep (a memo of theirs, as the
+    holdings are the node's)."""
 
     view: NodeView
     occupancy: tuple[Holder, ...]
@@ -106,7 +106,6 @@ class Held:
         return pod.uid in self.uids and any(
             h is not None and h.pod.uid == pod.uid and h.pod.name == pod.name
             and h.pod.namespace == pod.namespace for h in self.holders)
-
 
     def below(self, p: int) -> tuple[dict[int, int], int] | None:
         """The holders not going whose priority is below `p` (slot -> its
@@ -322,7 +321,6 @@ class HeldIndex:
         self.built += 1
         held = held_of(view, occupancy, self.devices(view)[1])
         return self._held.put(name, replace(held, shape=self._shapes.intern(held.shape)))
-
 
     def release(self, held: Held, may_go: int) -> Release:
         """`release_of(held, may_go)`, kept for every node holding alike."""

@@ -394,12 +394,12 @@ class _Skeleton:
     its problem for one request, found once (`VictimSearch._skeleton`): per
     claim whether it holds devices the pod's requests can use (`relevant`)
     and the pods (slots) that must all go to release it (`needs`, None: one
-    that stays holds it); the pods some relevant releasable claim needs
-    (`useful`), by the first claim that needs them (`first`); and per order
-    of those pods (`order`: fixed by `first` unless several share a first
-    claim, when their priorities and names order them), the problem's
-    claims' needs in candidate indexes and its key (`_Frame`; `frame`: the
-    one frame when `first` fixes the order)."""
+    that stays holds it); the candidates, the pods some relevant releasable
+    claim needs, each with the first claim that needs them (`first`); and
+    per order of the candidates (by `first`, then, where several share a
+    first claim, by their priorities and names) the problem's claims' needs
+    in candidate indexes and its key (`frames`; `frame`: the one frame when
+    `first` alone orders them)."""
 
     relevant: tuple[bool, ...]
     needs: tuple[frozenset[int] | None, ...]
