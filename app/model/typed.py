@@ -576,8 +576,11 @@ def _attribute_text(text: bytes, driver: str, device: str) -> Mapping[str, Attri
 def _learned(text: bytes, driver: str, key: tuple[str, str, int],
              template: _Template | None) -> Mapping[str, AttributeValue]:
     """The map read piece by piece (or decoded whole), and the template of its
-    namesakes made, or widened by the pieces that differ from it."""
-    if text[:2] != b'{"' or text[-2:] != b"}}":
+    namesakes made, or widened by the pieces that differ from it. A text
+    written with spaces or across lines (a file from `kubectl -o json`) does
+    not split into members: it is decoded whole, and none of it kept."""
+    if (text[:2] != b'{"' or text[-2:] != b"}}" or b"\n" in text or b'": ' in text
+            or b'{ "' in text):
         return _attribute_map(_decoded_attributes(msgspec.Raw(text)), driver)
     pieces = tuple(text[2:-2].split(b'},"'))
     names, values = zip(*map(_piece_of, pieces), strict=True)

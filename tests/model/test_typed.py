@@ -402,6 +402,19 @@ def test_a_namesake_differing_in_one_value_reads_only_that_value(
     assert read == [b'uuid":{"string":"GPU-4"']
 
 
+@pytest.mark.parametrize("indent", [None, 2])
+def test_attribute_texts_written_with_spaces_are_decoded_whole_and_not_kept(
+        monkeypatch: pytest.MonkeyPatch, indent: int | None) -> None:
+    def refuse(piece: bytes) -> Any:
+        raise AssertionError(f"read {piece!r} as a piece")
+
+    monkeypatch.setattr(typed, "_member", refuse)
+    for node in ("n1", "n2", "n3"):
+        raw = orjson.loads(_gpu(node, f"GPU-{node}"))
+        text = json.dumps(raw, indent=indent).encode()
+        assert decode_resource_slice(text) == parse_object("ResourceSlice", raw)
+
+
 def test_a_value_namesakes_share_stays_one_object_when_the_pieces_read_start_over() -> None:
     typed.forget_shared()
     first = decode_resource_slice(_gpu("n1", "GPU-1"))
