@@ -98,6 +98,7 @@ from app.preemption.held import Held, held_index, held_of, needed_gone
 from app.preemption.importance import importance, pdb_violation_count, start_of
 from app.preemption.parts import held_positions, mask_of
 from app.preemption.problem import (
+    Candidate,
     HeldClaim,
     MatchLayout,
     NodeFacts,
@@ -964,14 +965,15 @@ class VictimSearch:
         per_node[name] = facts
         return facts
 
-    def _choose(self, solved: Solved, problem: Problem, pdbs: _Pdbs | None,
-                fit: NodeFit) -> tuple[Option, bool]:
+    def _choose(self, solved: Solved, problem: Problem, candidates: tuple[Pod, ...],
+                pdbs: _Pdbs | None, fit: NodeFit) -> tuple[Option, bool]:
         """This node's pick among the shared options: one that needs the fewest
         further victims for the pod's cpu, memory and pods (`NodeFit.room`;
         none when one leaves it room), then in allocator mode
         the best topology score, then (both modes) fewest PDB violations,
         lowest priorities, canonical order; and whether the pick leaves the
-        pod room (False: not asked, or it does not)."""
+        pod room (False: not asked, or it does not). `candidates`: the
+        problem's candidates' pods."""
         assert solved.options
         if len(solved.options) == 1:
             return solved.options[0], False
@@ -981,44 +983,27 @@ class VictimSearch:
             namespaces = {v.pod.namespace for v in pods}
             self._pdbs_in(namespaces, pdbs)
             covered = any(pdbs[ns] for ns in namespaces)
-
-        first_fit = self._first_fit
-
-        def preference(option: Option) -> tuple[float, int, int, int, tuple[int, ...]]:
-            chosen = option.victims
-            score = option.outcome.score
-            # (-`_score`, inline: it is asked per option of every node)
-            fitness = 0.0 if first_fit else 1.0 if score is None or math.isnan(score) \
-                else -score
-            if len(chosen) == 1:  # most options: one victim, no list
-                top = pods[chosen[0]].priority
-                return (fitness, pdb_violations([pods[chosen[0]].victim()], pdbs)
-                        if covered and pdbs is not None else 0, top, top, chosen)
-            priorities = [pods[i].priority for i in chosen]
-            return (fitness, pdb_violations([pods[i].victim() for i in chosen], pdbs)
-                    if covered and pdbs is not None else 0,
-                    max(priorities, default=0), sum(priorities), chosen)
-
-        node = problem.state.view.node.name
-
-        def room(option: Option) -> bool:
-            return fit.fits(node, (pods[i].pod for i in option.victims), (v.pod for v in pods))
-
-        def extra(option: Option) -> float:
-            found = fit.room(node, (pods[i].pod for i in option.victims), (v.pod for v in pods))
-            return math.inf if isinstance(found, str) else len(found)
-
+        preference = self._preference(pods, pdbs if covered else None)
         # The preference's first term is the option's own: only the options
         # best on it, kept per solution, are weighed by this node's pods.
         leaders = self._leaders(solved)
-        if len(leaders) > 1:
+        if len(leaders) == 1:
+            chosen = leaders[0]
+        else:
             self.weighed += len(leaders)
-        chosen = leaders[0] if len(leaders) == 1 else min(leaders, key=preference)
-        if room(chosen):
+            chosen = min(leaders, key=preference) if covered else _lowest(leaders, pods)
+        node = problem.state.view.node.name
+        if fit.fits(node, [pods[i].pod for i in chosen.victims], candidates):
             return chosen, True
-        fitting = [option for option in solved.options if room(option)]
+        fitting = [option for option in solved.options
+                   if fit.fits(node, [pods[i].pod for i in option.victims], candidates)]
         if fitting:
             return min(fitting, key=preference), True
+
+        def extra(option: Option) -> float:
+            found = fit.room(node, [pods[i].pod for i in option.victims], candidates)
+            return math.inf if isinstance(found, str) else len(found)
+
         # None leaves room: the fewest room victims, preferred first; one is
         # the fewest any can need.
         best, fewest = chosen, extra(chosen)
@@ -1029,6 +1014,27 @@ class VictimSearch:
             if count < fewest:
                 best, fewest = option, count
         return best, False
+
+    def _preference(self, pods: Sequence[Candidate], pdbs: _Pdbs | None
+                    ) -> Callable[[Option], tuple[float, int, int, int, tuple[int, ...]]]:
+        """The pick's order among options (smaller first) on a node whose
+        candidates are `pods`: in allocator mode the better topology score,
+        then the fewest PDB violations (`pdbs`: None when no PDB covers any of
+        them), the lowest highest priority, the lowest sum, canonical order."""
+        first_fit = self._first_fit
+
+        def preference(option: Option) -> tuple[float, int, int, int, tuple[int, ...]]:
+            chosen = option.victims
+            score = option.outcome.score
+            # (-`_score`, inline: it is asked per option of every node)
+            fitness = 0.0 if first_fit else 1.0 if score is None or math.isnan(score) \
+                else -score
+            priorities = [pods[i].priority for i in chosen]
+            return (fitness, 0 if pdbs is None else pdb_violations(
+                [pods[i].victim() for i in chosen], pdbs),
+                max(priorities, default=0), sum(priorities), chosen)
+
+        return preference
 
     def _names_in_reason(self, solved: Solved) -> bool:
         """Whether the reason of `solved` names its node, a pool or a device
@@ -1089,7 +1095,7 @@ class VictimSearch:
             self.renamings += 1
             return renamed(solved.reason, solved.view, view), False
         else:
-            option, roomy = self._choose(solved, problem, pdbs, fit)
+            option, roomy = self._choose(solved, problem, candidates, pdbs, fit)
             exact = True
         outcome = option.outcome
         pods = problem.pods
@@ -1109,6 +1115,26 @@ class VictimSearch:
             candidates=candidates,
             outcome=outcome, source=option.source, target=view,
             pending=problem.pending), roomy
+
+
+def _lowest(options: Sequence[Option], pods: Sequence[Candidate]) -> Option:
+    """The option whose victims (`pods` by index) have the lowest highest
+    priority, then the lowest sum, then come first in canonical order: the
+    pick's preference among options of one score and no PDB to count."""
+    best = options[0]
+    best_key: tuple[int, int, tuple[int, ...]] | None = None
+    for option in options:
+        chosen = option.victims
+        key: tuple[int, int, tuple[int, ...]]
+        if len(chosen) == 2:  # most sets: two victims, no list
+            a, b = pods[chosen[0]].priority, pods[chosen[1]].priority
+            key = (a if a > b else b, a + b, chosen)
+        else:
+            priorities = [pods[i].priority for i in chosen]
+            key = (max(priorities, default=0), sum(priorities), chosen)
+        if best_key is None or key < best_key:
+            best, best_key = option, key
+    return best
 
 
 def _frees(floor: _Floor) -> tuple[tuple[int, int], ...]:
