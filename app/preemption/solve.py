@@ -125,11 +125,14 @@ _PartOption = tuple[tuple[int, ...], Run, float | bool]
 @dataclass(slots=True, frozen=True)
 class _PartSolution:
     """A part's smallest victim sets that work, found on `view`: their size
-    (None: no set of the part's candidates works) and each with its run."""
+    (None: no set of the part's candidates works) and each with its run;
+    `views`: `view` and the nodes the runs ran on, each once (what must be
+    unchanged for it to hold)."""
 
     view: NodeView
     size: int | None = None
     works: tuple[_PartOption, ...] = ()
+    views: tuple[NodeView, ...] = ()
 
 
 def _part_attribute(problem: Problem, needs: Sequence[Need] | None) -> str | None:
@@ -670,10 +673,10 @@ class Solver:
                tuple([(held & group & reach, not held & group & ~reach)
                       for group in layout.groups[i]]), tuple(shape))
         hit = self._part_solutions.get(key)
-        if hit is not None and self.current(hit.view) and all(
-                self.current(run.source) for _, run, _ in hit.works):
+        if hit is not None and all(self.current(view) for view in hit.views):
             return hit, entries
-        solution = _PartSolution(view=problem.state.view)
+        view = problem.state.view
+        solution = _PartSolution(view=view, views=(view,))
         for size in range(1, len(local) + 1):
             works = []
             for chosen in itertools.combinations(range(len(local)), size):
@@ -692,8 +695,11 @@ class Solver:
                 if run.outcome.feasible:
                     works.append((chosen, run, intact))
             if works:
-                solution = _PartSolution(view=problem.state.view, size=size,
-                                         works=tuple(works))
+                views = {id(view): view}
+                for _, run, _ in works:
+                    views.setdefault(id(run.source), run.source)
+                solution = _PartSolution(view=view, size=size, works=tuple(works),
+                                         views=tuple(views.values()))
                 break
         return self._part_solutions.put(key, solution), entries
 
