@@ -66,7 +66,7 @@ def spot(results: Sequence[DeviceRequestAllocationResult],
 class Held:
     """A node's holdings, per claim in canonical order and per pod (slot).
 
-    Per claim: the claim, its results' device ids (`ids`) and their positions
+    Per claim: the claim and its key, its results' device ids (`ids`) and their positions
     in the view (`places`, None for a device not in it), the positions of
     all its placed devices (`spans`) and of those it holds alone (`alone`,
     `app.preemption.problem.alone`), those positions again when it holds
@@ -86,6 +86,7 @@ class Held:
     view: NodeView
     occupancy: tuple[Holder, ...]
     claims: tuple[ResourceClaim, ...]
+    keys: tuple[str, ...]
     ids: tuple[tuple[str, ...], ...]
     places: tuple[tuple[int | None, ...], ...]
     spans: tuple[int, ...]
@@ -231,9 +232,9 @@ def held_of(view: NodeView, occupancy: tuple[Holder, ...], position: Mapping[str
     order = sorted(entries.items(), key=lambda item: (item[1][0], item[0]))
     slot_of: dict[int, int] = {}
     pods: list[Pod] = []
-    claims, all_ids, all_places, spans, alones, plains, reserved, spots = \
-        [], [], [], [], [], [], [], []
-    for _, (where, claim, ids, places, reservers) in order:
+    claims, keys, all_ids, all_places, spans, alones, plains, reserved, spots = \
+        [], [], [], [], [], [], [], [], []
+    for key, (where, claim, ids, places, reservers) in order:
         slots = []
         for reserver in reservers:
             if reserver is None:
@@ -250,6 +251,7 @@ def held_of(view: NodeView, occupancy: tuple[Holder, ...], position: Mapping[str
                 span |= 1 << place
         mask = plain_positions(claim, places)
         claims.append(claim)
+        keys.append(key)
         all_ids.append(ids)
         all_places.append(places)
         spans.append(span)
@@ -272,7 +274,8 @@ def held_of(view: NodeView, occupancy: tuple[Holder, ...], position: Mapping[str
             going |= 1 << at
     terminating = tuple(h.pod for h in occupancy if h.pod.deleting or h.pod.terminal)
     present = tuple(h is not None for h in holders)
-    return Held(view=view, occupancy=occupancy, claims=tuple(claims), ids=tuple(all_ids),
+    return Held(view=view, occupancy=occupancy, claims=tuple(claims), keys=tuple(keys),
+                ids=tuple(all_ids),
                 places=tuple(all_places), spans=tuple(spans), alone=tuple(alones),
                 plain=tuple(plains), reservers=tuple(reserved), pods=tuple(pods),
                 holders=tuple(holders), going=going,

@@ -922,8 +922,7 @@ class VictimSearch:
         """`Problem.stuck` of the node, as a mask of positions."""
         if not held.claims or not self._others_hold:
             return 0
-        left = self._inventory.allocated_without(
-            state, (claim.key for claim in held.claims)).devices
+        left = self._inventory.allocated_without(state, held.keys).devices
         mask = 0
         for ids, places in zip(held.ids, held.places, strict=True):
             for device, at in zip(ids, places, strict=True):
@@ -1100,7 +1099,7 @@ class VictimSearch:
         outcome = option.outcome
         pods = problem.pods
         victims = held.victims(order, pods, option.victims)
-        claims = held.claims
+        claims, keys = held.claims, held.keys
         released = tuple([claims[i] for i in option.released])
         score = outcome.score
         priority = self._priorities.get(score)
@@ -1108,7 +1107,7 @@ class VictimSearch:
             priority = self._priorities.put(score, topology_priority(score))
         return NodePreemption(
             node=view.node.name, victims=victims,
-            released_claims=tuple([c.key for c in released]), released=released,
+            released_claims=tuple([keys[i] for i in option.released]), released=released,
             pdb_violations=self._violations(victims, pdbs),
             score=score, priority=priority,
             terminating=problem.terminating, exact=exact,
