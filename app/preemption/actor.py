@@ -18,14 +18,17 @@ Order, for preemptor P, node N and the chosen victims:
 4. an Event on P (`Preempting`) naming N, the victims and what they free.
 
 Only the pods chosen are ever deleted, each at most once, and only while it is
-the pod chosen (its uid) and P's hold lasts (the watch ends it when P is
-deleted, replaced or bound meanwhile: P then needs no more victims). A
-request failing for a passing reason is sent again (`call_with_retries`);
-past the retries, the preemption stops where it is: victims not yet reached
-stay, the hold keeps the victims actually deleted and the claims only they
-release (the driver waits for those and may then search again), and the
-outcome says so. Events are best effort: a failed Event never stops a
-preemption.
+the pod chosen (its uid) and P still waits for it as the watch sees P: once P
+is deleted, replaced (another uid), bound or deleting, it needs no more
+victims, and the watch ends its hold. The hold does not lapse while the actor
+works: a slow API server can outlast its time-to-live, and P still needs
+every device a victim already deleted frees; the time-to-live counts from
+the end. A request failing for a passing reason is sent again
+(`call_with_retries`); past the retries, the preemption stops where it is:
+victims not yet reached stay, the hold keeps the victims actually deleted and
+the claims only they release (the driver waits for those and may then search
+again), and the outcome says so. Events are best effort: a failed Event never
+stops a preemption.
 
 RBAC (manifests/rbac.yaml): `get`, `delete` pods; `patch` pods/status;
 `create` events (events.k8s.io).
@@ -35,11 +38,12 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import os
 import socket
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 import aiohttp
@@ -66,6 +70,20 @@ DEFAULT_HOLD_SECONDS: Final = 300.0
 
 class _GiveUp(Exception):
     """The API server failed past the retries."""
+
+
+@dataclass(slots=True)
+class _Progress:
+    """How far a preemption got: P's nomination written, the victims deleted
+    and those skipped (gone, replaced or already deleting), in order."""
+
+    nominated: bool = False
+    deleted: list[Pod] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+    @property
+    def reached(self) -> int:
+        return len(self.deleted) + len(self.skipped)
 
 
 @dataclass(slots=True, frozen=True)
@@ -117,69 +135,99 @@ class Actor:
         """Carry out `p`; `still_leading` is asked before each write (a replica
         that lost the leader-election Lease meanwhile stops where it is)."""
         pod = p.preemptor
-        now = self._clock()
         nomination = Nomination(
             pod_key=pod.key, pod_uid=pod.uid, priority=p.priority, node=p.node,
             allocations=p.allocations, victims=tuple((v.key, v.uid) for v in p.victims),
-            victim_claims=p.released_claims, started_at=now,
-            expires_at=now + self._hold_seconds)
+            victim_claims=p.released_claims, started_at=self._clock(), expires_at=math.inf)
         self._inventory.nominate(nomination)
+        done = _Progress()
+        try:
+            return await self._carry_out(p, done, still_leading)
+        finally:
+            self._settle(nomination, p, done)
+
+    async def _carry_out(self, p: Preemption, done: _Progress,
+                         still_leading: Callable[[], bool]) -> Outcome:
+        pod = p.preemptor
         if not still_leading():
-            self._inventory.end_nomination(pod.key)
             return Outcome(refused="not-leading", message="this replica no longer leads")
         try:
-            nominated = await self._nominate(pod, p.node)
+            done.nominated = await self._nominate(pod, p.node)
         except _GiveUp as exc:
-            self._inventory.end_nomination(pod.key)
             return Outcome(refused="api-error", message=str(exc))
-        if not nominated:
-            self._inventory.end_nomination(pod.key)
+        if not done.nominated:
             return Outcome(refused="preemptor-gone",
                            message=f"pod {pod.key} (uid {pod.uid}) is gone or replaced")
-        deleted: list[Pod] = []
-        skipped: list[str] = []
         failure = ""
         refused = "api-error"
         for victim in p.victims:
-            if not still_leading():
-                failure, refused = "this replica no longer leads", "not-leading"
-                break
-            if self._inventory.nomination(pod.key) is not nomination:
-                # The watch ended the hold: P was deleted, replaced or bound
-                # meanwhile, and needs no more victims.
-                failure = f"pod {pod.key} (uid {pod.uid}) is gone, replaced or bound"
-                refused = "preemptor-gone"
+            stop = self._stop(pod, still_leading)
+            if stop is not None:
+                refused, failure = stop
                 break
             try:
                 if await self._evict(victim, p):
-                    deleted.append(victim)
+                    done.deleted.append(victim)
                 else:
-                    skipped.append(victim.key)
+                    done.skipped.append(victim.key)
             except _GiveUp as exc:
                 failure = str(exc)
                 break
-        reached = len(deleted) + len(skipped)
-        if reached < len(p.victims):
-            # Stopped half-way: the hold stays for the victims that did go, so the
-            # driver does not preempt again before they are gone, and waits for
-            # their claims alone: a claim a victim not reached holds stays
-            # allocated, and waiting for it would stop every later preemption.
-            if self._inventory.nomination(pod.key) is nomination:
-                self._inventory.nominate(replace(
-                    nomination, victims=tuple((v.key, v.uid) for v in deleted),
-                    victim_claims=self._released_by_those_reached(p, p.victims[reached:])))
+        deleted = tuple(v.key for v in done.deleted)
+        if done.reached < len(p.victims):
             log.warning("preemption for pod %s on node %s stopped after %d of %d victims: %s",
                         pod.key, p.node, len(deleted), len(p.victims), failure)
             if refused == "api-error" and not still_leading():
                 refused = "not-leading"
-            return Outcome(refused=refused, deleted=tuple(v.key for v in deleted),
-                           skipped=tuple(skipped), message=failure)
-        note = preempting_note(p, deleted)
+            return Outcome(refused=refused, deleted=deleted, skipped=tuple(done.skipped),
+                           message=failure)
+        note = preempting_note(p, done.deleted)
         await self._event(pod, related=None, reason="Preempting", action="Preempting",
                           note=note)
         log.info("preempted for pod %s: %s", pod.key, note)
-        return Outcome(refused=None, deleted=tuple(v.key for v in deleted),
-                       skipped=tuple(skipped))
+        return Outcome(refused=None, deleted=deleted, skipped=tuple(done.skipped))
+
+    def _stop(self, pod: Pod, still_leading: Callable[[], bool]) -> tuple[str, str] | None:
+        """Why to touch no more victims for `pod` (a refusal reason and a
+        message), or None to go on."""
+        if not still_leading():
+            return "not-leading", "this replica no longer leads"
+        gone = self._gone(pod)
+        if gone:
+            return "preemptor-gone", f"pod {pod.key} (uid {pod.uid}) {gone}"
+        return None
+
+    def _gone(self, pod: Pod) -> str:
+        """How preemptor `pod` no longer waits for its victims as the watch sees
+        it, the rule that ends its hold in the inventory; "" while it waits."""
+        seen = self._inventory.pod(pod.key)
+        if seen is None or seen.uid != pod.uid:
+            return "is gone or replaced"
+        if seen.node_name:
+            return f"is bound to node {seen.node_name}"
+        if seen.deleting:
+            return "is being deleted"
+        return ""
+
+    def _settle(self, nomination: Nomination, p: Preemption, done: _Progress) -> None:
+        """Leave P's hold as the preemption ended, its time-to-live counting from
+        now. None when P no longer waits or its nomination was never written.
+        Stopped half-way, it keeps the victims that did go, so the driver does
+        not preempt again before they are gone, and waits for their claims
+        alone: a claim a victim not reached holds stays allocated, and waiting
+        for it would stop every later preemption."""
+        pod = p.preemptor
+        if not done.nominated or self._gone(pod):
+            held = self._inventory.nomination(pod.key)
+            if held is not None and held.pod_uid == pod.uid:
+                self._inventory.end_nomination(pod.key)
+            return
+        if done.reached < len(p.victims):
+            nomination = replace(
+                nomination, victims=tuple((v.key, v.uid) for v in done.deleted),
+                victim_claims=self._released_by_those_reached(p, p.victims[done.reached:]))
+        self._inventory.nominate(replace(nomination,
+                                         expires_at=self._clock() + self._hold_seconds))
 
     def _released_by_those_reached(self, p: Preemption, not_reached: Sequence[Pod]
                                    ) -> tuple[str, ...]:

@@ -8,6 +8,7 @@ client sessions, then the server) even when a test fails half-way.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -35,13 +36,15 @@ FAST = WatchSettings(watch_timeout=30.0, backoff_initial=0.02, backoff_max=0.1, 
 
 class KubeHarness:
     def __init__(self, tmp_path: Path, *, settings: WatchSettings = FAST,
-                 bookmark_interval: float = 0.1, pool: NodePool | None = None) -> None:
+                 bookmark_interval: float = 0.1, pool: NodePool | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.server = FakeApiServer(bookmark_interval=bookmark_interval)
         self.kubeconfig = tmp_path / "kubeconfig"
         self.settings = settings
         self.registry = CollectorRegistry()
         self.pool = pool
-        self.inventory = Inventory(expected_kinds=[w.kind for w in WATCHED_KINDS], pool=pool)
+        self.inventory = Inventory(expected_kinds=[w.kind for w in WATCHED_KINDS], pool=pool,
+                                   clock=clock)
         self.metrics = WatchMetrics(self.registry, kinds=[w.kind for w in WATCHED_KINDS])
         self.registry.register(InventorySizes(self.inventory))
         self.client: client.ApiClient | None = None

@@ -7,6 +7,8 @@ server failing half-way, the preemptor gone).
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +20,11 @@ from app.features import FeatureGates
 from app.inventory import Inventory
 from app.model import Pod, parse_object
 from app.preemption import Actor, Catchup, Driver, Preemption, PreemptionMetrics, VictimSearch
-from app.preemption.actor import DISRUPTION_TARGET, PREEMPTION_BY_SCHEDULER
+from app.preemption.actor import (
+    DEFAULT_HOLD_SECONDS,
+    DISRUPTION_TARGET,
+    PREEMPTION_BY_SCHEDULER,
+)
 from app.preemption.catchup import newer
 from app.preemption.driver import RETRY_SECONDS
 from tests.kube.apiserver import FakeApiServer
@@ -331,13 +337,26 @@ def plan(p: dict[str, Any], *victims: dict[str, Any]) -> Preemption:
                       released_claims=(), freed_devices=(f"{DRIVER}/node-a/gpu-0",))
 
 
-async def staged(h: KubeHarness) -> tuple[Actor, dict[str, Any], list[dict[str, Any]]]:
+async def staged(h: KubeHarness, clock: Callable[[], float] = time.monotonic
+                 ) -> tuple[Actor, dict[str, Any], list[dict[str, Any]]]:
+    """`full_cluster` with p pending, watched, and an actor for it; v0 and v1
+    as the API server has them."""
     full_cluster(h.server)
     _, p = preemptor()
     h.server.create("pods", p)
+    h.watch()
+    await h.synced()
     assert h.client is not None
     victims = [h.server.get("pods", f"v{i}", "default") for i in range(2)]
-    return Actor(h.client, h.inventory, max_attempts=3), p, victims
+    return Actor(h.client, h.inventory, max_attempts=3, clock=clock), p, victims
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
 
 
 async def test_a_victim_already_gone_is_skipped(tmp_path: Path) -> None:
@@ -435,6 +454,37 @@ async def test_a_preemptor_deleted_half_way_gets_no_more_victims_and_no_hold(
         await h.caught_up()
         assert not await driver.run_once()
         assert len(pods_deleted(h.server)) == 1
+
+
+@pytest.mark.parametrize("then", ["carries-on", "api-down"])
+async def test_a_preemption_outlasting_the_hold_s_time_to_live_keeps_holding_for_p(
+        tmp_path: Path, then: str) -> None:
+    """Deleting v0 takes longer than the hold's time-to-live (a slow API
+    server). p still waits, so the actor goes on to v1, or, the API server down
+    after v0, stops for that reason; either way p's devices stay held for the
+    victims that went, counting down from the end."""
+    clock = Clock()
+    async with KubeHarness(tmp_path, clock=clock) as h:
+        actor, p, (v0, v1) = await staged(h, clock)
+        send = actor._core.delete_namespaced_pod
+
+        async def slow(name: str, namespace: str, *args: Any, **kwargs: Any) -> Any:
+            clock.now += DEFAULT_HOLD_SECONDS + 1
+            return await send(name, namespace, *args, **kwargs)
+
+        actor._core.delete_namespaced_pod = slow
+        if then == "api-down":
+            # Writes: p's nomination, v0's condition, v0's deletion, v0's Event.
+            h.server.faults.fail_writes_after = 4
+        outcome = await actor.preempt(plan(p, v0, v1))
+        held = h.inventory.nomination("default/p")
+        assert held is not None and held.expires_at == clock.now + DEFAULT_HOLD_SECONDS
+        if then == "carries-on":
+            assert outcome.refused is None and pods_deleted(h.server) == ["v0", "v1"]
+            assert held.victims == (("default/v0", "uid-v0"), ("default/v1", "uid-v1"))
+        else:
+            assert outcome.refused == "api-error" and pods_deleted(h.server) == ["v0"]
+            assert held.victims == (("default/v0", "uid-v0"),)
 
 
 async def test_the_api_server_down_from_the_start_touches_nothing_and_holds_nothing(
