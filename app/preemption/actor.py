@@ -12,9 +12,9 @@ Order, for preemptor P, node N and the chosen victims:
    (reason `PreemptionByScheduler`, a message naming P and what the victim's
    going frees: devices, or room on N for P's cpu, memory or pods) with a
    strategic-merge patch guarded by the victim's uid and resourceVersion (a
-   409 re-reads and retries), then delete it with its uid as precondition and
-   its own grace period (no `gracePeriodSeconds`), then record an Event
-   (`Preempted`, regarding the victim, related to P);
+   409 re-reads and retries), then, P still waiting, delete it with its uid as
+   precondition and its own grace period (no `gracePeriodSeconds`), then
+   record an Event (`Preempted`, regarding the victim, related to P);
 4. an Event on P (`Preempting`) naming N, the victims and what they free.
 
 Only the pods chosen are ever deleted, each at most once, and only while it is
@@ -70,6 +70,14 @@ DEFAULT_HOLD_SECONDS: Final = 300.0
 
 class _GiveUp(Exception):
     """The API server failed past the retries."""
+
+
+class _Stopped(Exception):
+    """No more victims: P no longer waits, or this replica no longer leads."""
+
+    def __init__(self, refused: str, message: str) -> None:
+        super().__init__(message)
+        self.refused = refused
 
 
 @dataclass(slots=True)
@@ -166,10 +174,13 @@ class Actor:
                 refused, failure = stop
                 break
             try:
-                if await self._evict(victim, p):
+                if await self._evict(victim, p, stop=lambda: self._stop(pod, still_leading)):
                     done.deleted.append(victim)
                 else:
                     done.skipped.append(victim.key)
+            except _Stopped as exc:
+                refused, failure = exc.refused, str(exc)
+                break
             except _GiveUp as exc:
                 failure = str(exc)
                 break
@@ -271,9 +282,14 @@ class Actor:
 
     # ------------------------------------------------------------------ victims
 
-    async def _evict(self, victim: Pod, p: Preemption) -> bool:
+    async def _evict(self, victim: Pod, p: Preemption, *,
+                     stop: Callable[[], tuple[str, str] | None]) -> bool:
         """Mark and delete `victim` of `p`; False when it is no longer the pod
-        chosen (gone, replaced, already deleting)."""
+        chosen (gone, replaced, already deleting). `stop` is asked again right
+        before the delete, since the reads and status writes before it can take
+        long: when it answers, `_Stopped` leaves the victim running (the
+        condition written stays; the disruption controller sets a stale one
+        False)."""
         pod = p.preemptor
         condition = {
             "type": DISRUPTION_TARGET, "status": "True", "reason": PREEMPTION_BY_SCHEDULER,
@@ -301,6 +317,12 @@ class Actor:
             break
         else:
             raise _GiveUp(f"pod {victim.key}: still conflicting after {self._attempts} attempts")
+        # The watch's view of P, with no read of P: a read could not close the
+        # window between it and the delete either, and would cost a request per
+        # victim of a server that may be slow already.
+        why = stop()
+        if why is not None:
+            raise _Stopped(*why)
         code, answer = await self._send(
             lambda: self._core.delete_namespaced_pod(
                 victim.name, victim.namespace, body={"preconditions": {"uid": victim.uid}},

@@ -487,6 +487,41 @@ async def test_a_preemption_outlasting_the_hold_s_time_to_live_keeps_holding_for
             assert held.victims == (("default/v0", "uid-v0"),)
 
 
+@pytest.mark.parametrize("then", ["deleted", "bound", "replaced"])
+async def test_a_preemptor_gone_while_its_victim_is_marked_gets_that_victim_spared(
+        tmp_path: Path, then: str) -> None:
+    """p is deleted, bound elsewhere or replaced while v0's DisruptionTarget
+    condition is written: v0 is not deleted (its condition stays), nor v1, and
+    p keeps no hold."""
+    async with KubeHarness(tmp_path) as h:
+        actor, p, (v0, v1) = await staged(h)
+        send = actor._core.patch_namespaced_pod_status
+
+        async def then_p_goes(name: str, namespace: str, *args: Any, **kwargs: Any) -> Any:
+            answer = await send(name, namespace, *args, **kwargs)
+            if name == "v0":
+                if then == "bound":
+                    bound = h.server.get("pods", "p", "default")
+                    bound["spec"]["nodeName"] = "node-b"
+                    h.server.update("pods", bound)
+                else:
+                    h.server.delete("pods", "p", "default")
+                if then == "replaced":
+                    _, again = preemptor()
+                    again["metadata"]["uid"] = "uid-p-second"
+                    h.server.create("pods", again)
+                await h.caught_up()
+            return answer
+
+        actor._core.patch_namespaced_pod_status = then_p_goes
+        outcome = await actor.preempt(plan(p, v0, v1))
+        assert outcome.refused == "preemptor-gone" and outcome.deleted == ()
+        assert pods_deleted(h.server) == []
+        assert any(c["type"] == DISRUPTION_TARGET for c in conditions(h, "v0"))
+        assert not conditions(h, "v1")
+        assert h.inventory.nominations() == []
+
+
 async def test_the_api_server_down_from_the_start_touches_nothing_and_holds_nothing(
         tmp_path: Path) -> None:
     async with KubeHarness(tmp_path) as h:
