@@ -227,10 +227,15 @@ class Run:
     def option(self, victims: tuple[int, ...], released: tuple[int, ...]) -> Option:
         return Option(victims, released, self.outcome, self.source)
 
+    @property
+    def own_text(self) -> str:
+        """Why it failed, in the names of the node it ran on."""
+        outcome = self.outcome
+        return outcome.error or outcome.reason or "cannot allocate all claims"
+
     def text(self, view: NodeView) -> str:
         """Why it failed, in `view`'s names."""
-        outcome = self.outcome
-        text = outcome.error or outcome.reason or "cannot allocate all claims"
+        text = self.own_text
         return text if self.source is view else renamed(text, self.source, view)
 
 

@@ -276,22 +276,24 @@ class Solver:
         base = released(())
         ground = self._ground(problem, needs, attempt, plausible, base)
         run = ground.run
+        # A reason is kept in the words of the node its run was found on (the
+        # solution's `view`), renamed only for a node it names something of.
         if run.outcome.error is not None:
-            return Solved(view=view, options=None,
-                          reason=f"cannot allocate the pod's claims: {run.text(view)}")
+            return Solved(view=run.source, options=None,
+                          reason=f"cannot allocate the pod's claims: {run.own_text}")
         if run.outcome.feasible:
             return Solved(view=view, options=(run.option((), base),))
         everyone = tuple(range(len(problem.pods)))
         if not everyone:
             # for the allocator's own words on why
             run = self._unplaceable(problem, needs) or attempt(base)
-            return Solved(view=view, options=None, reason=(
+            return Solved(view=run.source, options=None, reason=(
                 "preempting cannot help: no lower-priority pod holds devices the pod could "
-                f"use ({run.text(view)})"))
+                f"use ({run.own_text})"))
         def nothing_works(run: Run) -> Solved:
-            return Solved(view=view, options=None, reason=(
+            return Solved(view=run.source, options=None, reason=(
                 f"even with all {len(everyone)} lower-priority pods holding devices the pod "
-                f"could use gone: {run.text(view)}"))
+                f"could use gone: {run.own_text}"))
 
         # With everyone gone is tried first only when counting cannot tell: a
         # smaller set that works proves it works, and saves that allocator run.

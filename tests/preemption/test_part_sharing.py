@@ -353,3 +353,34 @@ def test_nodes_alike_in_use_read_their_counters_and_ground_once() -> None:
         alone = plan_of(build(spec, only=n), "allocator").best
         assert alone is not None
         assert answer(found[f"n{n}"]) == answer(alone)
+
+
+def test_a_reason_found_on_a_node_alike_is_renamed_only_where_it_names_something(
+        monkeypatch: Any) -> None:
+    """Two nodes of one hardware, used alike, whose pods hold what they use
+    differently: two problems, where even every lower-priority pod going is
+    not enough (three GPUs on one root, of two). The second problem reads the
+    first's allocator run; its reason names nothing of either node, so it is
+    not renamed, and each node's reason is the one it gets searched alone."""
+    from app.preemption import problem as module
+    renamings: list[str] = []
+    rename = module.renamed
+
+    def counted(text: str, *args: Any) -> str:
+        renamings.append(text)
+        return rename(text, *args)
+
+    monkeypatch.setattr(module, "renamed", counted)
+    pods = [(1, False), (2, False), (100, False), (100, False), (100, False)]
+    owner = [0, 0, 1, 1, 2, 2, None, None, None]
+    spec = {"gpus": 3, "nic": False, "nodes": [
+        {"pods": pods, "owner": owner, "holders": [[0], [1], [2], [3], [4]]},
+        {"pods": pods, "owner": owner, "holders": [[0], [0], [2], [3], [4]]}]}
+    inv = load(*build(spec))
+    _, search = searcher(inv)
+    plan = search.search(inv.pod("default/p"))
+    assert not plan.nodes and search.problems == 2 and search.trials == 1
+    assert renamings == []
+    for n in range(2):
+        alone = plan_of(build(spec, only=n), "allocator")
+        assert plan.refused[f"n{n}"] == alone.refused[f"n{n}"]
