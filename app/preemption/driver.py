@@ -55,17 +55,13 @@ from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from app.inventory import Inventory, Nomination
+from app.inventory.occupants import preemption_policy_of, priority_of
 from app.model import Pod
 from app.model.objects import PREEMPT_NEVER
 from app.preemption.actor import DEFAULT_HOLD_SECONDS, Actor, Preemption
 from app.preemption.fit import NodeFit, short_of_room
 from app.preemption.metrics import PreemptionMetrics
-from app.preemption.search import (
-    NodePreemption,
-    VictimSearch,
-    preemption_policy_of,
-    priority_of,
-)
+from app.preemption.search import NodePreemption, VictimSearch
 from app.sources.kube.lease import Leadership
 
 log = logging.getLogger(__name__)

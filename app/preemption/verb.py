@@ -25,16 +25,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from app.inventory.occupants import preemption_policy_of, priority_of
 from app.model import Pod, PodDisruptionBudget
 from app.model.objects import PREEMPT_NEVER
-from app.preemption.search import (
-    NodePreemption,
-    Victim,
-    VictimSearch,
-    pdb_violations,
-    preemption_policy_of,
-    priority_of,
-)
+from app.preemption.search import NodePreemption, Victim, VictimSearch, pdb_violations
 
 
 @dataclass(slots=True, frozen=True)

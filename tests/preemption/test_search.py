@@ -6,9 +6,10 @@ from typing import Any
 
 from app.extender import Extender
 from app.features import FeatureGates
+from app.inventory.occupants import priority_of
 from app.model.objects import PriorityClass
 from app.model.parse import parse_resource_claim
-from app.preemption import Victim, VictimSearch, pdb_violations, priority_of
+from app.preemption import Victim, VictimSearch, pdb_violations
 from app.preemption.counting import Check, Counting, fewest_pods
 from app.preemption.fit import NodeFit
 from app.preemption.held import held_index
