@@ -390,29 +390,38 @@ class Solver:
         state = problem.state
         outcomes: dict[tuple[int, ...], Run] = {}
 
-        # The claims released already (needing no pod gone), and per candidate
-        # the other releasable claims needing it, with the pods each needs
-        # gone as a mask of candidates: a victim set releases those of its
-        # pods' claims whose pods all go.
+        # The claims released already (needing no pod gone), those every
+        # candidate gone releases (every releasable claim), and, once a victim
+        # set asks, per candidate the other releasable claims needing it, with
+        # the pods each needs gone as a mask of candidates: a victim set
+        # releases those of its pods' claims whose pods all go.
         always: list[int] = []
-        by_pod: dict[int, list[tuple[int, int]]] = {}
+        releasable: list[int] = []
         for i, claim in enumerate(claims):
             needs = claim.needs
-            if needs is None:
-                continue
-            if not needs:
-                always.append(i)
-            elif len(needs) == 1:
-                (k,) = needs
-                by_pod.setdefault(k, []).append((i, 1 << k))
-            else:
-                mask = mask_of(needs)
-                for k in needs:
-                    by_pod.setdefault(k, []).append((i, mask))
-        base = tuple(always)
-        # every candidate gone releases every releasable claim
-        every = tuple(i for i, claim in enumerate(claims) if claim.needs is not None)
+            if needs is not None:
+                releasable.append(i)
+                if not needs:
+                    always.append(i)
+        base, every = tuple(always), tuple(releasable)
         candidates = len(problem.pods)
+        by_pod: dict[int, list[tuple[int, int]]] | None = None
+
+        def needing() -> dict[int, list[tuple[int, int]]]:
+            nonlocal by_pod
+            if by_pod is None:
+                by_pod = {}
+                for i in releasable:
+                    needs = claims[i].needs
+                    assert needs is not None
+                    if len(needs) == 1:
+                        (k,) = needs
+                        by_pod.setdefault(k, []).append((i, 1 << k))
+                    elif needs:
+                        mask = mask_of(needs)
+                        for k in needs:
+                            by_pod.setdefault(k, []).append((i, mask))
+            return by_pod
 
         def released(victims: Collection[int]) -> tuple[int, ...]:
             if not victims:
@@ -421,8 +430,9 @@ class Solver:
                 return every
             gone = mask_of(victims)
             found = set(always)
+            claims_of = needing()
             for k in victims:
-                for i, mask in by_pod.get(k, ()):
+                for i, mask in claims_of.get(k, ()):
                     if not mask & ~gone:
                         found.add(i)
             return tuple(sorted(found))
