@@ -193,8 +193,9 @@ class Solver:
         # per part's key: its smallest victim sets that work (`_part_solution`)
         self._part_solutions: BoundedCache[Hashable, _PartSolution] = BoundedCache(
             SHARED_SEARCHES)
-        # a shared run as scored on nodes of another fill: (the run, the run so scored)
-        self._rescored: BoundedCache[tuple[int, float], tuple[Run, Run]] = BoundedCache(
+        # a shared run as scored on nodes with so many units in use: (the run,
+        # the run so scored)
+        self._rescored: BoundedCache[tuple[int, float, int], tuple[Run, Run]] = BoundedCache(
             SHARED_RUNS)
         self._unplaceable_runs: BoundedCache[Hashable, Run] = BoundedCache(SHARED_SEARCHES)
         self._part_shares: BoundedCache[Hashable, bool] = BoundedCache(SHARED_SEARCHES)
@@ -546,15 +547,14 @@ class Solver:
         if not outcome.feasible:
             return run
         assert isinstance(intact, float)
-        score = one_root_score(self._book.topology, intact=intact,
-                               fill=node_fill(used, len(sharing.layout.units)))
-        if score == outcome.score:
-            return run
-        key = (id(run), score)
+        # (the units a node has come with the run's kind of node)
+        key = (id(run), intact, used)
         hit = self._rescored.get(key)
         if hit is None or hit[0] is not run:
-            hit = self._rescored.put(key, (run, Run(replace(outcome, score=score),
-                                                    run.source)))
+            score = one_root_score(self._book.topology, intact=intact,
+                                   fill=node_fill(used, len(sharing.layout.units)))
+            hit = self._rescored.put(key, (run, run if score == outcome.score else Run(
+                replace(outcome, score=score), run.source)))
         return hit[1]
 
     def _by_parts(self, problem: Problem, sharing: _Sharing, members: list[set[int]],
