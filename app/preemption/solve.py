@@ -19,7 +19,11 @@ reprieving pods highest priority first as kube-scheduler does (`reprieve`).
 
 Work is shared as widely as it stays exact, because 500 nodes alike would
 otherwise repeat one search 500 times. Problems equal up to renaming share
-one solution (`solve`, by the problem's key). Allocator runs are shared
+one solution (`solve`, by the problem's key); problems on nodes of one
+hardware and usage share what the node is before any victim goes (its run,
+its parts, whether a pool is over its counters' limit: `_ground`), and a
+reason in the words of the node it was found on, renamed only for a node it
+names something of. Allocator runs are shared
 between any nodes and problems that leave the node in the same state once
 their victims are gone (hardware, usage, claim shape and matches, as the
 filter shares its answers); a release of claims that each hold their
@@ -29,9 +33,9 @@ are enumerated per part, a release that changes one part only is shared
 by every node of the hardware alike in that part, whatever the rest of it
 holds (`app.preemption.parts`), and where every part's victim sets release
 claims of that part only, each part's smallest sets that work are kept for
-nodes alike in that part (`_by_parts`). The solver is one object per search
-because these caches outlive one preemptor. Pure: reads the inventory,
-changes nothing.
+nodes alike in that part (`_by_parts`). The solver is one object per
+`VictimSearch` because these caches outlive one preemptor. Pure: reads the
+inventory, changes nothing.
 """
 
 from __future__ import annotations
