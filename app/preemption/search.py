@@ -405,6 +405,9 @@ class _Skeleton:
     relevant: tuple[bool, ...]
     needs: tuple[frozenset[int] | None, ...]
     first: dict[int, int]
+    # what it is keyed by identity (`VictimSearch._skeletons`), held so that
+    # their ids stay theirs
+    held: tuple[HashedKey, HashedKey, MatchLayout]
     frame: _Frame | None = None
     frames: dict[tuple[int, ...], _Frame] = field(default_factory=dict)
 
@@ -442,7 +445,9 @@ class VictimSearch:
         self._facts_kept = 0
         # the match columns of request kinds, one object per value
         self._kinds: BoundedCache[HashedKey, HashedKey] = BoundedCache(NODE_FACTS)
-        self._layouts: BoundedCache[Hashable, MatchLayout] = BoundedCache(SHARED_SEARCHES)
+        # per (hardware, match columns) by identity: them and their layout
+        self._layouts: BoundedCache[tuple[int, int], tuple[Hashable, HashedKey, MatchLayout]] = \
+            BoundedCache(SHARED_SEARCHES)
         self._ceilings: BoundedCache[Hashable, float] = BoundedCache(SHARED_SEARCHES)
         self._shapes: BoundedCache[Hashable, CeilingLayout | None] = BoundedCache(
             SHARED_SEARCHES)
@@ -831,7 +836,9 @@ class VictimSearch:
         pods' parts (may go, going already, stay), for `request` (kept for the
         search, `_skeletons`)."""
         held = holders.held
-        key = (id(request), held.shape, held.going, holders.may_go, facts.kinds,
+        # (ids: the shape and the match columns are interned, so nodes alike
+        # share their objects; the skeleton holds them, see `_Skeleton.held`)
+        key = (id(request), id(held.shape), held.going, holders.may_go, id(facts.kinds),
                id(facts.layout))
         hit = self._skeletons.get(key)
         if hit is not None:
@@ -852,7 +859,8 @@ class VictimSearch:
                 useful.update(found)
         first = release.first
         skeleton = _Skeleton(relevant=relevant, needs=release.needs,
-                             first={slot: first[slot] for slot in useful})
+                             first={slot: first[slot] for slot in useful},
+                             held=(held.shape, facts.kinds, layout))
         if len(set(skeleton.first.values())) == len(useful):
             skeleton.frame = self._framed(request, facts, held, skeleton,
                                           tuple(sorted(useful, key=first.__getitem__)))
@@ -948,10 +956,13 @@ class VictimSearch:
         kinds = self._kinds.intern(kinds)
         static = self._book.static.of(state)
         devices, position = self._held.devices(view)
-        layout_key = (static.hardware, kinds)
-        layout = self._layouts.get(layout_key)
-        if layout is None:
-            layout = self._layouts.put(layout_key, match_layout(kinds, devices))
+        # (ids: both are interned; the entry holds them, so their ids stay theirs)
+        layout_key = (id(static.hardware), id(kinds))
+        kept = self._layouts.get(layout_key)
+        if kept is None:
+            kept = self._layouts.put(layout_key, (static.hardware, kinds,
+                                                  match_layout(kinds, devices)))
+        layout = kept[2]
         facts = NodeFacts(view=view, kinds=kinds, signature=static.full,
                           hardware=static.hardware, devices=devices, position=position,
                           layout=layout)
