@@ -187,3 +187,38 @@ def test_every_benchmark_option_is_documented() -> None:
                     if not any(re.search(rf"{re.escape(option)}(?![\w-])", s) for s in own)]
     assert len(BENCHMARKS) > 15 and OPTION.findall('p.add_argument("-o", "--out")') == ["--out"]
     assert not missing, f"benchmark options not described where the benchmark is: {missing}"
+
+
+def _cpu_p99(record: dict[str, Any]) -> dict[tuple[str, ...], str]:
+    """A recorded benchmark's first table: each row's CPU p99, by its label columns."""
+    table = record["tables"][0]
+    labels, p99 = table["columns"].index("CPU p50"), table["columns"].index("CPU p99")
+    return {tuple(row[:labels]): row[p99] for row in table["rows"]}
+
+
+def test_the_preemption_doc_gives_the_victim_search_records() -> None:
+    """docs/preemption.md's victim-search table and room paragraph carry the CPU
+    p99s RESULTS.md renders from victim-search.json and victim-search-room.json."""
+    import json
+
+    results = REPO / "loadtest" / "results"
+    text = (REPO / "docs" / "preemption.md").read_text()
+    search = _cpu_p99(json.loads((results / "victim-search.json").read_text()))
+    clusters = {("whole-GPU nodes", "0..999"): "uniform, random",
+                ("varied", "0..999"): "varied, random",
+                ("whole-GPU nodes", "3 levels"): "uniform, 3 levels",
+                ("varied", "3 levels"): "varied, 3 levels"}
+    rows = [line.split(" | ") for line in text.splitlines()
+            if line.startswith("| whole-GPU nodes |") or line.startswith("| varied")]
+    shown = {clusters[(cells[0].removeprefix("| ").split(":")[0], cells[1])]:
+             [cells[2], cells[3], cells[4].removesuffix(" |")] for cells in rows}
+    assert shown == {cluster: [f"{search[(cluster, call)]} ms" for call in (
+        "best node, first", "every node, first", "best node, again")]
+        for cluster in clusters.values()}, "docs/preemption.md differs from victim-search.json"
+    room = _cpu_p99(json.loads((results / "victim-search-room.json").read_text()))
+    paragraph = " ".join(text[text.index("weighs every lower-priority pod on each node for room"):]
+                         .split("\n\n")[0].split())
+    for call, words in (("best node, first", "of CPU at p99 for the best node"),
+                        ("every node, first", "for every node"),
+                        ("filter, first", "for the filter")):
+        assert f"{room[(call,)]} ms {words}" in paragraph, (call, paragraph)
