@@ -24,7 +24,7 @@ holders. Pure: reads the objects it is given, changes nothing.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
@@ -42,6 +42,10 @@ from app.preemption.problem import Candidate, Victim, alone, one_pod, plain_posi
 _NODES_KEPT: Final = 16384
 NO_POD: Final = -1  # a reserver slot for a consumer not known as a pod
 _PICKS_KEPT: Final = 64  # per node, orders of its candidates and their victim sets
+
+
+def _itself(value: Any) -> Any:
+    return value
 
 
 def spot(results: Sequence[DeviceRequestAllocationResult],
@@ -75,8 +79,9 @@ class Held:
     `NO_POD` for a consumer not known as a pod). Per slot: the pod, its
     `Holder` on this node (None: a reserver holding nothing here); `going`:
     the slots going already (terminating or terminal), as a mask;
-    `staying`: the holders not going, each as (slot, `spec.priority`, None
-    when unset). `terminating`: the holders going, in the inventory's order.
+    `staying`: the slots of the holders not going, and `priorities`: each
+    one's `spec.priority` (None when unset). `terminating`: the holders
+    going, in the inventory's order.
     `shape`: the claims' spots and reservers, which slots hold here, and
     whether no device is in two held claims, in node-independent terms (no
     pod, claim or device names): equal on nodes that hold alike. `picks`:
@@ -96,15 +101,15 @@ class Held:
     pods: tuple[Pod, ...]
     holders: tuple[Holder | None, ...]
     going: int
-    staying: tuple[tuple[int, int | None], ...]
+    staying: tuple[int, ...]
+    priorities: tuple[int | None, ...]
     terminating: tuple[Pod, ...]
     shape: HashedKey
-    uids: frozenset[str]  # the holders' UIDs
     picks: dict[Hashable, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def holds(self, pod: Pod) -> bool:
         """Whether `pod` (by UID, name and namespace) is one of the holders."""
-        return pod.uid in self.uids and any(
+        return any(
             h is not None and h.pod.uid == pod.uid and h.pod.name == pod.name
             and h.pod.namespace == pod.namespace for h in self.holders)
 
@@ -114,10 +119,10 @@ class Held:
         holder's priority is its PriorityClass's (read at each search)."""
         hit = self.picks.get(p)
         if hit is None:
-            if any(priority is None for _, priority in self.staying):
+            if None in self.priorities:
                 return None
-            eligible = {slot: priority for slot, priority in self.staying
-                        if priority < p}  # type: ignore[operator]
+            eligible = {slot: priority for slot, priority in zip(
+                self.staying, self.priorities, strict=True) if priority < p}  # type: ignore[operator]
             mask = 0
             for slot in eligible:
                 mask |= 1 << slot
@@ -209,10 +214,12 @@ def release_of(held: Held, may_go: int) -> Release:
     return Release(needs=tuple(needs), first=first)
 
 
-def held_of(view: NodeView, occupancy: tuple[Holder, ...], position: Mapping[str, int]
-            ) -> Held:
+def held_of(view: NodeView, occupancy: tuple[Holder, ...], position: Mapping[str, int],
+            shared: Callable[[Any], Any] = _itself) -> Held:
     """`Held` of a node whose view is `view` (`position`: device id -> its
-    index in the view) and whose holders are `occupancy`."""
+    index in the view) and whose holders are `occupancy`; `shared`: one
+    object per value for its small tuples (places, reservers, slots), which
+    repeat across nodes."""
     entries: dict[str, tuple[tuple[Hashable, ...], ResourceClaim, tuple[str, ...],
                              tuple[int | None, ...], tuple[Pod | None, ...]]] = {}
     seen: set[int | None] = set()
@@ -224,7 +231,7 @@ def held_of(view: NodeView, occupancy: tuple[Holder, ...], position: Mapping[str
                 continue  # a claim shared by several holders
             allocation = claim.allocation
             assert allocation is not None
-            places = tuple(map(position.get, ids))
+            places = shared(tuple(map(position.get, ids)))
             entries[key] = (spot(allocation.results, places), claim, ids, places, reservers)
             seen.update(places)
             count += len(places)
@@ -257,7 +264,7 @@ def held_of(view: NodeView, occupancy: tuple[Holder, ...], position: Mapping[str
         spans.append(span)
         alones.append(mask)
         plains.append(mask if where[0] == 0 and once else None)
-        reserved.append(tuple(slots))
+        reserved.append(shared(tuple(slots)))
         spots.append(where)
     holders: list[Holder | None] = [None] * len(pods)
     for holder in occupancy:
@@ -274,16 +281,20 @@ def held_of(view: NodeView, occupancy: tuple[Holder, ...], position: Mapping[str
             going |= 1 << at
     terminating = tuple(h.pod for h in occupancy if h.pod.deleting or h.pod.terminal)
     present = tuple(h is not None for h in holders)
+    staying, priorities = [], []
+    for at, h in enumerate(holders):
+        if h is not None and not going >> at & 1:
+            staying.append(at)
+            priorities.append(h.pod.priority)
     return Held(view=view, occupancy=occupancy, claims=tuple(claims), keys=tuple(keys),
                 ids=tuple(all_ids),
                 places=tuple(all_places), spans=tuple(spans), alone=tuple(alones),
                 plain=tuple(plains), reservers=tuple(reserved), pods=tuple(pods),
                 holders=tuple(holders), going=going,
-                staying=tuple((at, h.pod.priority) for at, h in enumerate(holders)
-                              if h is not None and not going >> at & 1),
+                staying=shared(tuple(staying)), priorities=tuple(priorities),
                 terminating=terminating,
                 shape=HashedKey((tuple(spots), tuple(reserved), present, once)),
-                uids=frozenset(h.pod.uid for h in occupancy))
+                )
 
 
 class HeldIndex:
@@ -291,7 +302,7 @@ class HeldIndex:
     positions, and its `Held`, each kept until the node's view (its devices
     or their use) or its holders change."""
 
-    __slots__ = ("_held", "_releases", "_shapes", "_views", "built", "releases")
+    __slots__ = ("_held", "_releases", "_shapes", "_tuples", "_views", "built", "releases")
 
     def __init__(self) -> None:
         self._views: BoundedCache[str, tuple[NodeView, tuple[Device, ...], dict[str, int]]] = \
@@ -300,6 +311,8 @@ class HeldIndex:
         # one object per `Held.shape`: nodes holding alike key their skeleton
         # by it, and equal keys then compare by identity
         self._shapes: BoundedCache[HashedKey, HashedKey] = BoundedCache(_NODES_KEPT)
+        # the holdings' small tuples, one object per value (`held_of`)
+        self._tuples: BoundedCache[Any, Any] = BoundedCache(_NODES_KEPT)
         # per (shape, slots going, slots that may go): its `Release`
         self._releases: BoundedCache[tuple[HashedKey, int, int], Release] = BoundedCache(
             _NODES_KEPT)
@@ -322,7 +335,7 @@ class HeldIndex:
         if hit is not None and hit.view is view and hit.occupancy is occupancy:
             return hit
         self.built += 1
-        held = held_of(view, occupancy, self.devices(view)[1])
+        held = held_of(view, occupancy, self.devices(view)[1], self._tuples.intern)
         return self._held.put(name, replace(held, shape=self._shapes.intern(held.shape)))
 
     def release(self, held: Held, may_go: int) -> Release:

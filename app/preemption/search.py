@@ -474,6 +474,7 @@ class VictimSearch:
         # per (request, `Held.shape`, parts, matches): its `_Skeleton`, for one
         # search (its requests are held by it, so their ids stay theirs)
         self._skeletons: dict[Hashable, _Skeleton] = {}
+        self._home: str | None = None  # see `_search`
         # per match layout (held, so its id stays its own): its relevant devices as a mask
         self._relevant_masks: BoundedCache[int, tuple[MatchLayout, int]] = BoundedCache(
             SHARED_SEARCHES)
@@ -558,6 +559,10 @@ class VictimSearch:
                 "business, not drax's"))
         request = request_of(claims, pod=pod)
         self._skeletons = {}
+        # The node where the pod itself holds claims, if any (`_holders`
+        # leaves them out): where the inventory's pod of its key and UID is.
+        mine = self._inventory.pod(pod.key)
+        self._home = mine.node_name if mine is not None and mine.uid == pod.uid else None
         names = self._inventory.node_names() if node_names is None else node_names
         self._others_hold = bool(self._inventory.nominations()
                                  or self._inventory.assumed_claims())
@@ -810,7 +815,7 @@ class VictimSearch:
         view = state.view
         occupancy = occupants.occupancy(view.node.name)
         held = self._held.of(view, occupancy)
-        if held.holds(pod):
+        if view.node.name == self._home and held.holds(pod):
             occupancy = tuple(h for h in occupancy if not (
                 h.pod.uid == pod.uid and h.pod.name == pod.name
                 and h.pod.namespace == pod.namespace))
@@ -821,7 +826,7 @@ class VictimSearch:
                 return _Holders(held=held, eligible=kept[0], may_go=kept[1])
         eligible: dict[int, int] = {}
         may_go = 0
-        for slot, priority in held.staying:
+        for slot, priority in zip(held.staying, held.priorities, strict=True):
             if priority is None:
                 other = held.pods[slot]
                 priority = priority_of(other, occupants)
