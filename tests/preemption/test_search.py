@@ -693,6 +693,9 @@ def test_nodes_holding_alike_share_one_skeleton_and_their_holdings_are_kept() ->
     helds = {n: index.of(inv.node_state(n).view, inv.occupants.occupancy(n))
              for n in ("n1", "n2", "n3", "n4")}
     assert helds["n1"].shape is helds["n2"].shape is helds["n3"].shape is helds["n4"].shape
+    # and their small tuples are one object per value
+    assert all(a is b for a, b in zip(helds["n1"].places, helds["n3"].places, strict=True))
+    assert helds["n1"].staying is helds["n2"].staying
     # the pods below the preemptor's priority (1000) are kept per node too
     assert helds["n4"].below(1000) is helds["n4"].picks[1000] == ({1: 2, 2: 3, 3: 4}, 0b1110)
     _, again = searcher(inv)
