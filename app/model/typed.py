@@ -406,14 +406,16 @@ def _field_map(layout: dict[str, int], values: tuple[AttributeValue, ...]
 # A device's attribute map as the API writes it is `{"` P0 `},"` P1 ... `},"` Pn
 # `}}`: each piece P is one member, `"name":{"kind":value}`, less its opening
 # quote and its closing brace. A piece that reads as exactly one member and is
-# that member's own text (`_member`) is read once and kept (`_SHARED`); a map
+# that member's own text (`_member`) is read once and kept (`_RECENT`); a map
 # split into such pieces is their members in order, which is what decoding the
 # whole map makes of it. So a map is read piece by piece from the cache, and a
 # device whose map is, byte for byte, its namesake's on another node but for a
-# few pieces (a uuid, a MAC) reads only those: the namesake's text is kept as a
-# template (`_Template`), the bytes around the pieces that vary are compared
-# whole, and the varying pieces are looked up. A text that does not split so
-# (spaces, escapes, a piece that is not one member) is decoded whole.
+# few pieces (a uuid, a MAC) reads only those: the first namesake's text is
+# kept, the second one's that differs from it becomes a template
+# (`_Template`), the bytes around the pieces that vary are compared whole, and
+# the varying pieces are looked up. A name never seen again costs only the
+# text kept. A text that does not split so (spaces, escapes, a piece that is
+# not one member) is decoded whole.
 
 _NOT_A_MEMBER: Final = (None, None)
 _ENCODE: Final = msgspec.json.encode
@@ -469,45 +471,33 @@ class _RecentPieces(BoundedCache[bytes, "tuple[str, AttributeValue] | tuple[None
         return self.put(piece, _member(piece))
 
 
-class _SharedPieces(BoundedCache[bytes, "tuple[str, AttributeValue] | tuple[None, None]"]):
-    """The pieces namesakes share (a template's fixed ones), looked up first,
-    then `_RECENT`: it holds only repeated pieces, so it does not start over,
-    and every device that reads "brand: Nvidia" from a template or a piece
-    keeps the one value object (node signatures summarise a column of one
-    shared object)."""
-
-    __slots__ = ()
-
-    def __missing__(self, piece: bytes) -> tuple[str, AttributeValue] | tuple[None, None]:
-        return _RECENT[piece]
-
-
 _RECENT: Final = _RecentPieces(SHARED_MAX)
-_SHARED: Final = _SharedPieces(1 << 16)
-_piece_of: Final = _SHARED.__getitem__
+# The pieces namesakes share (a template's fixed ones), looked up before
+# `_RECENT`: it holds only repeated pieces, so it rarely fills, and every
+# device that reads "brand: Nvidia" from a template or a piece keeps the one
+# value object (node signatures summarise a column of one shared object).
+_SHARED: BoundedCache[bytes, tuple[str, AttributeValue]] = BoundedCache(1 << 16)
 
 
 class _Template:
     """An attribute text and the pieces of it that vary between namesakes
-    (`varying_at`). `fixed` cuts a text of its length (its key holds it) into
-    the bytes around the varying pieces, compared whole with `around`; `varying` cuts
-    out those pieces, whose names must be `varying_names`; `order` puts the
-    other pieces' values (`shared`) and the varying ones' back in the map's
-    order. With one varying piece (a uuid, a MAC: the usual case) the text
-    around it is `head` and `tail`, and the values around its value
-    `head_values` and `tail_values`. A template whose varying pieces did not
-    explain a difference is retired (`around` matches nothing, `cut` is
-    None): its namesakes are read piece by piece."""
+    (`varying_at`, never empty). `fixed` cuts a text of its length (its key
+    holds it) into the bytes around the varying pieces, compared whole with
+    `around`; `varying` cuts out those pieces, whose names must be
+    `varying_names`; `order` puts the other pieces' values (`shared`) and the
+    varying ones' back in the map's order. With one varying piece (a uuid, a
+    MAC: the usual case) the text around it is `head` and `tail`, and the
+    values around its value `head_values` and `tail_values`."""
 
-    __slots__ = ("around", "cut", "fixed", "head", "head_values", "layout", "map", "names",
-                 "order", "pieces", "shared", "tail", "tail_values", "varying", "varying_at",
+    __slots__ = ("around", "cut", "fixed", "head", "head_values", "layout", "names", "order",
+                 "pieces", "shared", "tail", "tail_values", "varying", "varying_at",
                  "varying_name", "varying_names")
 
     def __init__(self, text: bytes, pieces: tuple[bytes, ...], names: tuple[str, ...],
                  values: tuple[AttributeValue, ...], layout: dict[str, int],
-                 attribute_map: FieldMap[AttributeValue], varying_at: tuple[int, ...]) -> None:
+                 varying_at: tuple[int, ...]) -> None:
         self.pieces, self.names, self.varying_at = pieces, names, varying_at
-        self.layout, self.map = layout, attribute_map
+        self.layout = layout
         starts = [2]
         for p in pieces[:-1]:
             starts.append(starts[-1] + len(p) + 3)
@@ -523,10 +513,9 @@ class _Template:
             itemgetter(*cuts) if len(cuts) > 1 else lambda text: ())
         self.varying_names = tuple(names[i] for i in varying_at)
         kept = [i for i in range(len(names)) if i not in varying_at]
-        if varying_at:  # the others are now known to be shared between namesakes
-            for i in kept:
-                if pieces[i] not in _SHARED:
-                    _SHARED.put(pieces[i], (names[i], values[i]))
+        for i in kept:  # now known to be shared between namesakes
+            if pieces[i] not in _SHARED:
+                _SHARED.put(pieces[i], (names[i], values[i]))
         self.shared = tuple(values[i] for i in kept)
         placed = kept + list(varying_at)  # the map's positions of `shared + varying values`
         self.order: Callable[[tuple[AttributeValue, ...]], tuple[AttributeValue, ...]] = (
@@ -538,13 +527,17 @@ class _Template:
         self.head, self.tail = text[:starts[i]], text[starts[i] + len(pieces[i]):]
         self.head_values, self.tail_values = values[:i], values[i + 1:]
 
-    def retire(self) -> None:
-        self.around, self.cut = _RETIRED, None
 
-
-_RETIRED: Final = object()
+# A text seen once for its key, and its map. A namesake with the same text
+# takes the map; one that differs makes the template. Most keys never come
+# round again (device names carrying a uuid, more names than the cache holds),
+# so a first sighting keeps only what it has already built.
+_Seen = tuple[bytes, FieldMap[AttributeValue]]
+# a key whose namesakes differ in more than the template can explain: its
+# texts are read piece by piece
+_RETIRED: Final[_Seen] = (b"", FieldMap({}))
 # (driver, device name, text length) -> the template of its namesakes' texts
-_TEMPLATES: BoundedCache[tuple[str, str, int], _Template] = BoundedCache(1 << 12)
+_TEMPLATES: BoundedCache[tuple[str, str, int], _Template | _Seen] = BoundedCache(1 << 12)
 
 
 def _attribute_text(text: bytes, driver: str, device: str) -> Mapping[str, AttributeValue]:
@@ -552,54 +545,63 @@ def _attribute_text(text: bytes, driver: str, device: str) -> Mapping[str, Attri
     namesakes' template when the rest is the template's, else piece by piece."""
     key = (driver, device, len(text))
     t = _TEMPLATES.get(key)
-    if t is not None:
+    if isinstance(t, _Template):
         cut = t.cut
         if cut is not None:
             if text.startswith(t.head) and text.endswith(t.tail):
                 piece = text[cut]
-                name, value = _SHARED.get(piece) or _RECENT[piece]  # `_piece_of`, inline
+                name, value = _SHARED.get(piece) or _RECENT[piece]
                 if name == t.varying_name:
                     m: FieldMap[AttributeValue] = _new(FieldMap)
                     _set_map_layout(m, t.layout)
                     _set_map_values(m, (*t.head_values, value, *t.tail_values))
                     return m
         elif t.fixed(text) == t.around:
-            if not t.varying_at:
-                return t.map
             names, values = zip(*[_SHARED.get(p) or _RECENT[p] for p in t.varying(text)],
                                 strict=True)
             if names == t.varying_names:
                 return _field_map(t.layout, t.order(t.shared + values))
+    elif t is not None and text == t[0]:
+        return t[1]
     return _learned(text, driver, key, t)
 
 
 def _learned(text: bytes, driver: str, key: tuple[str, str, int],
-             template: _Template | None) -> Mapping[str, AttributeValue]:
-    """The map read piece by piece (or decoded whole), and the template of its
-    namesakes made, or widened by the pieces that differ from it. A text
-    written with spaces or across lines (a file from `kubectl -o json`) does
-    not split into members: it is decoded whole, and none of it kept."""
+             seen: _Template | _Seen | None) -> Mapping[str, AttributeValue]:
+    """The map read piece by piece (or decoded whole); a first sighting of
+    its key kept as it is, and the template of its namesakes made from the
+    second text that differs, or widened by the pieces that differ from it. A
+    text written with spaces or across lines (a file from `kubectl -o json`)
+    does not split into members: it is decoded whole, and none of it kept."""
     if (text[:2] != b'{"' or text[-2:] != b"}}" or b"\n" in text or b'": ' in text
             or b'{ "' in text):
         return _attribute_map(_decoded_attributes(msgspec.Raw(text)), driver)
     pieces = tuple(text[2:-2].split(b'},"'))
-    names, values = zip(*map(_piece_of, pieces), strict=True)
+    names, values = zip(*[_SHARED.get(p) or _RECENT[p] for p in pieces], strict=True)
     if None in names:
         return _attribute_map(_decoded_attributes(msgspec.Raw(text)), driver)
     layout = _LAYOUTS.get((driver, names)) or _attribute_layout(driver, names)
     attribute_map = _field_map(layout, values)
-    if template is None:
-        _TEMPLATES.put(key, _Template(text, pieces, names, values, layout, attribute_map, ()))
-    elif template.around is not _RETIRED:
-        varying = set(template.varying_at)
-        if template.names == names:
-            varying.update(i for i, (p, q) in enumerate(zip(pieces, template.pieces,
-                                                            strict=True)) if p != q)
-        if len(varying) > len(template.varying_at) and 2 * len(varying) <= len(names):
-            _TEMPLATES.put(key, _Template(text, pieces, names, values, layout, attribute_map,
+    if seen is None:
+        _TEMPLATES.put(key, (text, attribute_map))
+    elif seen is not _RETIRED:
+        seen_pieces: tuple[bytes, ...]
+        seen_names: tuple[str | None, ...]
+        if isinstance(seen, _Template):
+            seen_pieces, seen_names, varying_at = seen.pieces, seen.names, seen.varying_at
+        else:  # read again, once per key that comes round
+            seen_pieces = tuple(seen[0][2:-2].split(b'},"'))
+            seen_names = tuple([(_SHARED.get(p) or _RECENT[p])[0] for p in seen_pieces])
+            varying_at = ()
+        varying = set(varying_at)
+        if seen_names == names:
+            varying.update(i for i, (p, q) in enumerate(zip(pieces, seen_pieces, strict=True))
+                           if p != q)
+        if len(varying) > len(varying_at) and 2 * len(varying) <= len(names):
+            _TEMPLATES.put(key, _Template(text, pieces, names, values, layout,
                                           tuple(sorted(varying))))
         else:
-            template.retire()
+            _TEMPLATES[key] = _RETIRED  # replaces `seen`: the cache does not grow
     return attribute_map
 
 

@@ -362,8 +362,8 @@ def test_devices_publishing_the_same_attributes_share_one_map(
         "1g.10gb", "1g.10gb", "1g.10gb", "2g.20gb", "2g.20gb", "1g.10gb"]
 
 
-def _gpu(node: str, uuid: str) -> bytes:
-    return orjson.dumps(_slice(nodeName=node, devices=[_device(name="gpu-0", attributes={
+def _gpu(node: str, uuid: str, device: str = "gpu-0") -> bytes:
+    return orjson.dumps(_slice(nodeName=node, devices=[_device(name=device, attributes={
         "model": {"string": "H100"}, "uuid": {"string": uuid}, "numa": {"int": 1},
         "mig": {"bool": False}, "driverVersion": {"version": "580.1.0"}})]))
 
@@ -441,6 +441,34 @@ def test_a_namesake_differing_elsewhere_is_read_as_written() -> None:
                  _gpu("n8", "GPU-8").replace(b'"GPU-8"', b'"GPU\\\\"')):
         assert _outcome(lambda text=text: decode_resource_slice(text)) == _outcome(
             lambda text=text: parse_object("ResourceSlice", orjson.loads(text)))
+
+
+def test_a_template_is_built_only_when_a_namesake_comes_round_again(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    built: list[str] = []
+
+    class Counting(typed._Template):
+        __slots__ = ()
+
+        def __init__(self, *args: Any) -> None:
+            built.append(args[0])
+            super().__init__(*args)
+
+    typed.forget_shared()
+    monkeypatch.setattr(typed, "_Template", Counting)
+    # device names carrying a uuid never repeat across nodes: nothing to learn
+    for i in range(20):
+        text = _gpu(f"n{i}", f"GPU-{i:04d}", device=f"gpu-{i:032x}")
+        assert decode_resource_slice(text) == parse_object("ResourceSlice", orjson.loads(text))
+    assert built == []
+    # the same text again takes the map read the first time
+    a, b = (decode_resource_slice(_gpu(node, "GPU-A")) for node in ("m1", "m2"))
+    assert a.devices[0].attributes is b.devices[0].attributes and built == []
+    # a namesake differing in a value makes the template, which the next ones use
+    for node, uuid in (("m3", "GPU-B"), ("m4", "GPU-C"), ("m5", "GPU-D")):
+        text = _gpu(node, uuid)
+        assert decode_resource_slice(text) == parse_object("ResourceSlice", orjson.loads(text))
+    assert len(built) == 1
 
 
 ATTRIBUTE_VALUES = st.one_of(
