@@ -9,7 +9,7 @@ beside the inventory's own index of who holds what, `Occupants.occupancy`).
 A search then reads a node's holdings without a pass over its claims, and
 nodes that hold alike (the same places taken, by claims reserved for pods in
 the same pattern) carry equal `Held.shape`s, so the search builds one problem
-skeleton for all of them (`VictimSearch._problem`). A node's candidates in a
+skeleton for all of them (`VictimSearch._skeleton`). A node's candidates in a
 given order, and its victims as a victim set names them, are kept with its
 holdings too while their priorities are their spec's (`Held.candidates`),
 and which claims need which pods gone once a given set of them may go is

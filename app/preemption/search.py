@@ -405,9 +405,10 @@ class _Skeleton:
     relevant: tuple[bool, ...]
     needs: tuple[frozenset[int] | None, ...]
     first: dict[int, int]
-    # what it is keyed by identity (`VictimSearch._skeletons`), held so that
-    # their ids stay theirs
-    held: tuple[HashedKey, HashedKey, MatchLayout]
+    # what it is keyed by identity (`VictimSearch._skeletons`): the request,
+    # the shape, the match columns and the layout, held so that their ids stay
+    # theirs as long as the key is kept
+    held: tuple[CallState, HashedKey, HashedKey, MatchLayout]
     frame: _Frame | None = None
     frames: dict[tuple[int, ...], _Frame] = field(default_factory=dict)
 
@@ -842,7 +843,8 @@ class VictimSearch:
         search, `_skeletons`)."""
         held = holders.held
         # (ids: the shape and the match columns are interned, so nodes alike
-        # share their objects; the skeleton holds them, see `_Skeleton.held`)
+        # share their objects; the skeleton holds every object its key names
+        # by id, see `_Skeleton.held`)
         key = (id(request), id(held.shape), held.going, holders.may_go, id(facts.kinds),
                id(facts.layout))
         hit = self._skeletons.get(key)
@@ -865,7 +867,7 @@ class VictimSearch:
         first = release.first
         skeleton = _Skeleton(relevant=relevant, needs=release.needs,
                              first={slot: first[slot] for slot in useful},
-                             held=(held.shape, facts.kinds, layout))
+                             held=(request, held.shape, facts.kinds, layout))
         if len(set(skeleton.first.values())) == len(useful):
             skeleton.frame = self._framed(request, facts, held, skeleton,
                                           tuple(sorted(useful, key=first.__getitem__)))
