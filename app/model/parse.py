@@ -560,8 +560,7 @@ def _consumptions(raw: Any, *, where: str) -> tuple[DeviceCounterConsumption, ..
         consumes.append(DeviceCounterConsumption(
             counter_set=_str(m.get("counterSet"), f"{where}.consumesCounters[{i}].counterSet",
                              required=True),
-            counters=FieldMap(_counters(m.get("counters"),
-                                        f"{where}.consumesCounters[{i}].counters"))))
+            counters=_counters(m.get("counters"), f"{where}.consumesCounters[{i}].counters")))
     out = tuple(consumes)
     remember(key, out)
     return out
@@ -599,9 +598,12 @@ def parse_taints(raw: Any, what: str) -> tuple[DeviceTaint, ...]:
     return tuple(out)
 
 
-def _counters(raw: Any, what: str) -> dict[str, Quantity]:
-    return {str(name): _quantity(_map(c, f"{what}.{name}").get("value"), f"{what}.{name}.value")
-            for name, c in _map(raw, what).items()}
+def _counters(raw: Any, what: str) -> FieldMap[Quantity]:
+    # immutable, as every part the model shares is (a consumption between devices,
+    # a counter set between the slices of one node kind)
+    return FieldMap({str(name): _quantity(_map(c, f"{what}.{name}").get("value"),
+                                          f"{what}.{name}.value")
+                     for name, c in _map(raw, what).items()})
 
 
 def _attributes(raw: Any, *, driver: str, where: str) -> Mapping[str, AttributeValue]:

@@ -699,7 +699,7 @@ def _consumptions_text(raw: msgspec.Raw) -> tuple[DeviceCounterConsumption, ...]
 def _counter_sets(sets: list[_CounterSet]) -> tuple[CounterSet, ...]:
     if any(not c.name for c in sets):
         raise NotTyped
-    return tuple([CounterSet(name=c.name, counters=_counter_dict(c.counters)) for c in sets])
+    return tuple([CounterSet(name=c.name, counters=_counter_map(c.counters)) for c in sets])
 
 
 # sharedCounters JSON -> the shared tuple (a partitionable node's counter sets
@@ -730,8 +730,9 @@ def _request_policy(p: _RequestPolicy | None) -> RequestPolicy | None:
         valid_range_step=_quantity(r.step))
 
 
-def _counter_dict(counters: dict[str, _Counter]) -> dict[str, Quantity]:
-    return {name: cast(Quantity, _quantity(c.value)) for name, c in counters.items()}
+def _counter_map(counters: dict[str, _Counter]) -> FieldMap[Quantity]:
+    # immutable: counter sets and consumptions are shared between slices
+    return FieldMap({name: cast(Quantity, _quantity(c.value)) for name, c in counters.items()})
 
 
 def _consumptions(consumes: list[_Consumption]) -> tuple[DeviceCounterConsumption, ...]:
@@ -742,7 +743,7 @@ def _consumptions(consumes: list[_Consumption]) -> tuple[DeviceCounterConsumptio
     if any(not c.counterSet for c in consumes):
         raise NotTyped
     out = tuple([DeviceCounterConsumption(counter_set=c.counterSet,
-                                          counters=FieldMap(_counter_dict(c.counters)))
+                                          counters=_counter_map(c.counters))
                  for c in consumes])
     return _CONSUMPTIONS.put(key, out)
 

@@ -292,6 +292,24 @@ def test_counter_sets_a_node_kind_repeats_are_read_once_and_shared(
     assert a.shared_counters[0].counters["multiprocessors"].text == "132"
 
 
+@pytest.mark.parametrize("read", ["typed", "dict", "reference"])
+def test_shared_counter_sets_and_consumptions_cannot_be_changed_through_one_node(
+        read: str) -> None:
+    sets = [{"name": "cs", "counters": {"memory": {"value": "80Gi"}}}]
+    devices = [_device(consumesCounters=[{"counterSet": "cs",
+                                          "counters": {"memory": {"value": "10Gi"}}}])]
+    raw = [_slice(nodeName=node, sharedCounters=sets, devices=devices) for node in ("n1", "n2")]
+    a, b = ({"typed": lambda r: decode_resource_slice(orjson.dumps(r)),
+             "dict": convert_resource_slice,
+             "reference": lambda r: parse_object("ResourceSlice", r)}[read](r) for r in raw)
+    for counters in (a.shared_counters[0].counters, a.devices[0].consumes_counters[0].counters):
+        with pytest.raises(TypeError):
+            counters["memory"] = None  # type: ignore[index]
+        assert not hasattr(counters, "pop") and not hasattr(counters, "update")
+    assert b.shared_counters[0].counters["memory"].text == "80Gi"
+    assert b.devices[0].consumes_counters[0].counters["memory"].text == "10Gi"
+
+
 def test_devices_and_attribute_values_are_frozen_and_left_out_of_the_collector() -> None:
     s = decode_resource_slice(orjson.dumps(_slice(devices=[_device(
         attributes={"uuid": {"string": "GPU-1"}}, capacity={"memory": {"value": "1Gi"}})])))
