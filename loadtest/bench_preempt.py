@@ -36,7 +36,14 @@ Per cluster, timed in-process with the same inventory:
 - `best node, again`: the same search repeated;
 - `best node, cold`: on a fresh inventory and extender (nothing computed);
 - `every node, first` / `again`: the search answering for every node, as the
-  preempt verb and the dry run ask.
+  preempt verb and the dry run ask;
+- `every node, first, a tenth of nodes changed` (reported, no target): as
+  `every node, first`, after one pod on each of a tenth of the nodes (50 of
+  500, others at each run) is replaced as the watch applies it: the pod and
+  its claims deleted, then a pod of another priority with new claims
+  holding the same devices added. `first` reuses the holdings that earlier
+  searches kept over an inventory unchanged since; here the changed nodes'
+  holdings are rebuilt in the timed call (counted: `holdings rebuilt`).
 
 The goal (p99 <= 50 ms) is reported per cluster for both first searches: the
 best node (the preemption loop) and every node (the preempt verb, the dry run).
@@ -73,6 +80,7 @@ from app.features import FeatureGates
 from app.inventory import KINDS, Inventory
 from app.model import Pod
 from app.preemption import VictimSearch
+from app.preemption.held import held_index
 from loadtest.generator import (
     GPU_DRIVER,
     NIC_DRIVER,
@@ -87,6 +95,7 @@ SHAPE: Final = "2gpu-1nic-same-root"
 TARGET_P99_S: Final = 0.050
 PREEMPTOR_PRIORITY: Final = 100000
 ROOT: Final = "resource.kubernetes.io/pcieRoot"
+CHANGED: Final = "every node, first, a tenth of nodes changed"
 # Per distribution, how a pod's priority is drawn.
 PRIORITIES: Final[dict[str, Callable[[random.Random], int]]] = {
     "random": lambda rng: rng.randrange(1000),
@@ -210,6 +219,70 @@ class Searches:
             return lambda: search.search(self.pod, self.names, best_only=best_only)
         return make
 
+    def search_changed(self, turnover: Turnover, count: int, rebuilt: list[int]
+                       ) -> Callable[[], Callable[[], Any]]:
+        """`search_first(False)` after `count` nodes had one pod replaced
+        (`Turnover`); each call appends to `rebuilt` the holdings it built."""
+        index = held_index(self.inventory)
+
+        def make() -> Callable[[], Any]:
+            turnover.replace(count)
+            call = self.search_first(False)()
+
+            def timed_call() -> Any:
+                built = index.built
+                out = call()
+                rebuilt.append(index.built - built)
+                return out
+            return timed_call
+        return make
+
+
+class Turnover:
+    """Pods replaced on some nodes between two searches, as the watch applies
+    it: a pod and its claims deleted, then a pod of another priority whose new
+    claims hold the same devices added."""
+
+    def __init__(self, inventory: Inventory, objs: list[dict[str, Any]], *,
+                 priorities: str, seed: int = 1) -> None:
+        self.inventory = inventory
+        self._rng = random.Random(seed)
+        self._draw = PRIORITIES[priorities]
+        self._round = 0
+        self.last: list[str] = []  # the nodes changed last
+        claims = {o["metadata"]["name"]: o for o in objs if o["kind"] == "ResourceClaim"}
+        # per node: its holders, each its pod and claims as last applied
+        self.holders: dict[str, list[tuple[dict[str, Any], list[dict[str, Any]]]]] = {}
+        for o in objs:
+            node = o["kind"] == "Pod" and o["spec"].get("nodeName")
+            if node:
+                self.holders.setdefault(node, []).append((o, [
+                    claims[c["resourceClaimName"]] for c in o["spec"]["resourceClaims"]]))
+
+    def replace(self, count: int) -> list[str]:
+        """One pod replaced on each of `count` nodes drawn at random; their names."""
+        self._round += 1
+        nodes = self._rng.sample(sorted(self.holders), count)
+        for node in nodes:
+            slots = self.holders[node]
+            i = self._rng.randrange(len(slots))
+            pod, claims = slots[i]
+            self.inventory.apply("Pod", "DELETED", pod)
+            for claim in claims:
+                self.inventory.apply("ResourceClaim", "DELETED", claim)
+            held = [(r["request"], r["driver"], r["pool"], r["device"])
+                    for c in claims for r in c["status"]["allocation"]["devices"]["results"]]
+            old = pod["spec"]["priority"]
+            priority = old
+            while priority == old:
+                priority = self._draw(self._rng)
+            objs = _holder(f"{node}-job-{i}-r{self._round}", node, held, priority=priority)
+            for o in objs:
+                self.inventory.apply(o["kind"], "ADDED", o)
+            slots[i] = (objs[-1], objs[:-1])
+        self.last = nodes
+        return nodes
+
 
 def timed(runs: int, make: Callable[[], Callable[[], Any]]) -> dict[str, list[float]]:
     """`runs` timings of the call `make()` prepares (preparation not timed): the
@@ -260,11 +333,17 @@ def measure(*, nodes: int, runs: int, varied: bool, priorities: str) -> dict[str
     victims = sorted({len(n.victims) for n in plan.nodes})
     solved, runs_best = _first(searches, best_only=True)
     _, runs_every = _first(searches, best_only=False)
+    # last: it changes the inventory the rows above search
+    turnover = Turnover(searches.inventory, objs, priorities=priorities)
+    changed = max(1, nodes // 10)
+    rebuilt: list[int] = []
+    series[CHANGED] = timed(runs, searches.search_changed(turnover, changed, rebuilt))
     return {"cluster": f"{'varied' if varied else 'uniform'}, {priorities}", "nodes": nodes,
             "candidates_per_node": 8, "nodes_freed": len(plan.nodes),
             "victims_per_node": victims, "distinct_problems": problems,
             "nodes_solved_best_only": solved,
             "allocator_runs_first": runs_best, "allocator_runs_every_node": runs_every,
+            "nodes_changed": changed, "holdings_rebuilt": sorted(set(rebuilt)),
             "timings": {k: {clock: summarize(v[clock]).to_dict() for clock in v}
                         for k, v in series.items()}}
 
@@ -303,7 +382,9 @@ def report(results: list[dict[str, Any]], command: str) -> dict[str, Any]:
                          f"{w['p99_ms']:.1f}", str(cpu["count"])])
     facts = [[r["cluster"], str(r["nodes_freed"]), "/".join(map(str, r["victims_per_node"])),
               str(r["distinct_problems"]), str(r["nodes_solved_best_only"]),
-              str(r["allocator_runs_first"]), str(r["allocator_runs_every_node"])]
+              str(r["allocator_runs_first"]), str(r["allocator_runs_every_node"]),
+              f"{'/'.join(map(str, r['holdings_rebuilt']))} of {r['nodes']} "
+              f"({r['nodes_changed']} changed)"]
              for r in results]
     return {
         "format": "figures", **provenance(command),
@@ -321,7 +402,12 @@ def report(results: list[dict[str, Any]], command: str) -> dict[str, Any]:
             "as the preempt verb and the dry run ask. `first`: a fresh extender whose "
             "filter ran once, as the scheduler filters before it preempts (what the inventory "
             "keeps for every search stays: who holds what, and each node's holdings in "
-            "canonical order); `cold`: nothing computed before, not even the inventory's "
+            "canonical order), over an inventory unchanged since those searches; "
+            f"`{CHANGED}`: the same after one pod on each of a tenth of the nodes (others at "
+            "each run) was replaced as the watch applies it (the pod and its claims deleted, a "
+            "pod of another priority with new claims on the same devices added), so those "
+            "nodes' holdings are rebuilt in the timed call and the others' reused; "
+            "`cold`: nothing computed before, not even the inventory's "
             "index of who holds what. CPU time "
             "of the calling thread is the measure (the machine's cores are shared with "
             "other work); wall time is shown beside it."),
@@ -334,7 +420,8 @@ def report(results: list[dict[str, Any]], command: str) -> dict[str, Any]:
             {"caption": "What the search found (every node), and what the first searches did",
              "columns": ["cluster", "nodes freed", "victims per node", "distinct problems",
                          "nodes solved (best only)", "allocator runs (best only)",
-                         "allocator runs (every node)"], "rows": facts},
+                         "allocator runs (every node)",
+                         "holdings rebuilt (a tenth changed)"], "rows": facts},
         ],
         "notes": [
             "Nodes whose problem is equal up to renaming share one search; each still picks "
@@ -366,7 +453,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['allocator_runs_first']} (best) / {r['allocator_runs_every_node']} (every node)")
         for name, clocks in t.items():
             cpu, wall = clocks["cpu"], clocks["wall"]
-            print(f"  {name:17s} CPU p50 {cpu['p50_ms']:7.1f} p99 {cpu['p99_ms']:7.1f}   "
+            print(f"  {name:44s} CPU p50 {cpu['p50_ms']:7.1f} p99 {cpu['p99_ms']:7.1f}   "
                   f"wall p50 {wall['p50_ms']:7.1f} p99 {wall['p99_ms']:7.1f} ms")
     for target in doc["targets"]:
         print(f"{'MET ' if target['met'] else 'MISS'} {target['target']}: "
