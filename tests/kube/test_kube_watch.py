@@ -248,6 +248,51 @@ async def test_a_relist_keeps_the_held_copy_of_an_object_it_lists_invalid(
         assert h.metric("drax_watch_invalid_objects_total", kind="ResourceSlice") == 1
 
 
+async def test_a_listed_slice_that_is_not_utf8_is_refused_and_its_held_copy_stays(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bytes no API server writes: an item msgspec skipped whole but no decoder
+    reads is one invalid object, and the list goes on."""
+    corrupt = {b"node-a-gpus"}
+    real = watch.slice_page
+
+    def slice_page(body: bytes, keeps_node: Any) -> dict[str, Any]:
+        page = real(body, keeps_node)
+        page["items"] = [msgspec.Raw(bytes(raw).replace(b"H100", b"H\xff\xfe0"))
+                         if any(name in bytes(raw) for name in corrupt) else raw
+                         for raw in page["items"]]
+        return page
+
+    async with KubeHarness(tmp_path) as h:
+        h.server.create("resourceslices", gpu_slice("node-a", 2))
+        h.server.create("resourceslices", gpu_slice("node-b", 2))
+        h.server.create("resourceslices", gpu_slice("node-c", 2))
+        monkeypatch.setattr(watch, "slice_page", slice_page)
+        h.watch()
+        await h.synced()
+        assert h.inventory.node_names() == ["node-b", "node-c"]
+        assert h.metric("drax_watch_invalid_objects_total", kind="ResourceSlice") == 1
+        await h.watching()
+        # a relist meeting a held slice's bytes unreadable keeps the copy held
+        corrupt = {b"node-b-gpus"}
+        h.server.hold_watches("resourceslices")
+        h.server.delete("resourceslices", "node-c-gpus")
+        h.server.compact()
+        h.server.drop_watches()
+        await eventually(lambda: "node-c" not in h.inventory.node_names(), "the relist")
+        await h.caught_up()
+        assert h.inventory.node_names() == ["node-a", "node-b"]
+        assert h.inventory.counts().devices == 4
+        assert h.metric("drax_watch_invalid_objects_total", kind="ResourceSlice") == 2
+
+
+def test_an_unreadable_items_name_is_read_alone_when_it_can_be() -> None:
+    assert watch._named(msgspec.Raw(b'{"metadata":{"name":"s","namespace":"ns"},'
+                                    b'"spec":{"driver":"\xff"}}')) == {
+        "metadata": {"name": "s", "namespace": "ns"}}
+    assert watch._named(msgspec.Raw(b'{"metadata":{"name":"s\xff"}}')) == {"metadata": {}}
+    assert watch._named(msgspec.Raw(b'{"metadata":7}')) == {"metadata": {}}
+
+
 async def test_a_deleted_event_of_an_invalid_object_deletes_the_held_copy(
         tmp_path: Path) -> None:
     async with KubeHarness(tmp_path) as h:

@@ -453,6 +453,12 @@ class Informer:
                 log.warning("%s: rejected from the list: %s", kind, exc)
                 listing.keep(orjson.loads(memoryview(item)) if type(item) is msgspec.Raw
                              else item)
+            except orjson.JSONDecodeError as exc:  # an undecoded item's bytes (not UTF-8)
+                self._metrics.invalid.labels(kind=kind).inc()
+                named = _named(item)
+                log.warning("%s %s: rejected from the list: not JSON (%s)", kind,
+                            named["metadata"].get("name") or "(unnamed)", exc)
+                listing.keep(named)
             else:
                 listing.put(parsed)
                 del parsed
@@ -652,8 +658,30 @@ class _SkimPage(msgspec.Struct):
     items: list[msgspec.Raw] | None = None
 
 
+class _SkimName(msgspec.Struct):
+    name: str | None = None
+    namespace: str | None = None
+
+
+class _SkimNamed(msgspec.Struct):
+    metadata: _SkimName | None = None
+
+
 _PAGE = msgspec.json.Decoder(_SkimPage)
 _ITEM = msgspec.json.Decoder(_SkimItem)
+_NAMED = msgspec.json.Decoder(_SkimNamed)
+
+
+def _named(raw: msgspec.Raw) -> dict[str, Any]:
+    """The metadata naming a listed item whose bytes are not JSON as a whole
+    (msgspec checks only the strings it decodes), so the copy held of it
+    stays; empty metadata when even its name cannot be read."""
+    try:
+        meta = _NAMED.decode(raw).metadata or _SkimName()
+    except msgspec.DecodeError:
+        meta = _SkimName()
+    return {"metadata": {k: v for k, v in msgspec.structs.asdict(meta).items()
+                         if v is not None}}
 
 
 def slice_page(body: bytes, keeps_node: Callable[[str], bool] | None) -> dict[str, Any]:
