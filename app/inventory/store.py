@@ -290,9 +290,9 @@ class Inventory:
                 held = objects.pods.pop(key, None)
                 if held is not None:
                     self.occupants.remove_pod(held)
-                return
-            self.occupants.put_pod(objects.pods.get(key), obj)
-            objects.pods[key] = obj
+            else:
+                self.occupants.put_pod(objects.pods.get(key), obj)
+                objects.pods[key] = obj
             self._nomination_seen(obj)
         elif kind == "PodDisruptionBudget":
             self.occupants.put_pdb(obj)
@@ -491,7 +491,7 @@ class Inventory:
         return self._holdings.lifted_for(pod_key=pod.key, pod_uid=pod.uid,
                                          priority=priority_of(pod, self.occupants))
 
-    def _nomination_seen(self, pod: Pod) -> None:
+    def _nomination_seen(self, pod: Pod | PodUsage) -> None:
         """A preemptor's nomination ends once it is bound (on its node or
         elsewhere), deleting, or replaced by a pod of another uid."""
         held = self._holdings.nomination(pod.key)

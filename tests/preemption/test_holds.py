@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from app.inventory import KINDS, Inventory, Nomination
+from app.model.parse import parse_pod_usage
 from tests.extender.cluster import GPU_CLASS, gpu_node
 from tests.inventory.objects import exactly as request
 from tests.inventory.objects import node, template
@@ -124,19 +125,24 @@ def test_the_preemptors_nominated_node_coming_back_keeps_the_hold(nominated: Any
     assert not passes(ext, inv, "lower")
 
 
-@pytest.mark.parametrize("change", ["bound", "deleted", "replaced"])
+@pytest.mark.parametrize("change", ["bound", "deleted", "replaced", "replaced-without-claims"])
 def test_every_end_of_the_nomination(nominated: Any, change: str) -> None:
-    inv, _, _ = nominated
+    inv, ext, _ = nominated
     p = pending("p", 1000)
     if change == "bound":
         p["spec"] = {**p["spec"], "nodeName": "n2"}
         inv.apply("Pod", "MODIFIED", p)
-    elif change == "replaced":
+    elif change.startswith("replaced"):
         p["metadata"] = {**p["metadata"], "uid": "uid-p-2"}
-        inv.apply("Pod", "MODIFIED", p)
+        if change == "replaced-without-claims":  # kept as its usage, as the source does
+            p["spec"] = {k: v for k, v in p["spec"].items() if k != "resourceClaims"}
+            inv.upsert("Pod", parse_pod_usage(p))
+        else:
+            inv.apply("Pod", "MODIFIED", p)
     else:
         inv.apply("Pod", "DELETED", p)
     assert inv.nomination("default/p") is None
+    assert passes(ext, inv, "lower")
 
 
 def test_the_hold_expires(nominated: Any) -> None:
