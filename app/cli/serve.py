@@ -16,7 +16,14 @@ import sys
 from typing import Any
 
 from app import garbage_collector
-from app.config import LOG_LEVELS, MODES, ConfigError, Settings, load_settings
+from app.config import (
+    DEFAULT_SCHEDULER_NAMES,
+    LOG_LEVELS,
+    MODES,
+    ConfigError,
+    Settings,
+    load_settings,
+)
 from app.runtime import Runtime, build_runtime
 from app.server.serving import Listener, ListenerSpec, listener, serve_all
 from app.server.tls import ReloadingContext, TLSError, TLSFiles
@@ -69,7 +76,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--scheduler-name", metavar="NAME[,NAME]",
                    help="the kube-scheduler profiles that call drax (every profile of its "
                         "kube-scheduler): drax preempts for their pods and counts their "
-                        "nominations together (default: drax)")
+                        "nominations together "
+                        f"(default: {','.join(DEFAULT_SCHEDULER_NAMES)})")
     p.add_argument("--node-selector", metavar="LABEL=VALUE[,...]",
                    help="serve only the Nodes with all these labels, their ResourceSlices "
                         "and the network-attached slices that can reach them; other nodes "

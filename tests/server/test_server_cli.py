@@ -18,7 +18,8 @@ import pytest
 
 from app import runtime
 from app.cli import build_parser, main
-from app.config import Settings
+from app.cli import serve as serve_cli
+from app.config import DEFAULT_SCHEDULER_NAMES, Settings
 from app.inventory import Inventory
 from app.runtime import SAMPLE_DIR, build_runtime, load_files
 from app.sources import files
@@ -154,6 +155,15 @@ def test_the_verb_deadline_is_described_as_the_code_behaves() -> None:
         assert re.search(r"filter answers with `?Error`? [^.]{0,60}prioritize with no scores",
                          flat), text
         assert "scores so far" not in flat
+
+
+def test_the_scheduler_names_default_is_described_from_the_settings(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(serve_cli, "DEFAULT_SCHEDULER_NAMES", ("drax", "drax-gpu"))
+    serve = build_parser()._subparsers._group_actions[0].choices["serve"]  # type: ignore[union-attr]
+    [flag] = [a for a in serve._actions if "--scheduler-name" in a.option_strings]
+    assert (flag.help or "").endswith("(default: drax,drax-gpu)")
+    assert Settings().scheduler_name == DEFAULT_SCHEDULER_NAMES
 
 
 def test_without_a_node_pool_a_json_slice_is_read_once(
