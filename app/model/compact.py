@@ -79,8 +79,14 @@ class FieldMap(Mapping[str, V]):
     def from_layout(cls, names: tuple[str, ...], values: tuple[V, ...]) -> FieldMap[V]:
         """The map of distinct `names` to `values` (same length), without a dict
         in between (the parser builds one per device)."""
+        return cls.on_layout(_layout(names), values)
+
+    @classmethod
+    def on_layout(cls, layout: dict[str, int], values: tuple[V, ...]) -> FieldMap[V]:
+        """The map of a shared layout (`shared_layout`) to `values` (same
+        length), for a decoder that keeps the layout instead of looking it up."""
         m = cls.__new__(cls)
-        m._layout = _layout(names)
+        m._layout = layout
         m._values = values
         return m
 

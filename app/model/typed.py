@@ -67,7 +67,8 @@ from app.model.versions import READ_AS_V1
 # attribute, leaves unsupported), while msgspec would read it as an int, so a
 # slice holding one goes to the reference parse; so does one above int64
 # (msgspec bounds stop at int64), which the reference reads as an int.
-_Int64 = Annotated[int, msgspec.Meta(ge=-2**63, le=2**63 - 1)]
+_INT64: Final = range(-2**63, 2**63)
+_Int64 = Annotated[int, msgspec.Meta(ge=_INT64.start, le=_INT64.stop - 1)]
 
 
 class _Attribute(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
@@ -373,17 +374,26 @@ def _devices(raw: list[_Device], driver: str, pool: str,
 
 
 def _decoded_attributes(raw: msgspec.Raw) -> Mapping[str, _Attribute | _Scalar]:
-    """A device's attribute map from its text: with the scalar kinds first
-    (nearly every map), with every kind when it holds a list."""
+    """A device's attribute map from its text."""
     if not len(raw):
         return {}
+    decoded = _decode_map(raw)
+    if decoded is None:
+        raise NotTyped
+    return decoded
+
+
+def _decode_map(text: bytes | msgspec.Raw) -> Mapping[str, _Attribute | _Scalar] | None:
+    """An attribute map's JSON text decoded with the scalar kinds first (nearly
+    every map), with every kind when it holds a list; None when it is JSON
+    but no attribute map (a DecodeError when it is not JSON)."""
     try:
-        return _SCALAR_ATTRIBUTES.decode(raw)
+        return _SCALAR_ATTRIBUTES.decode(text)
     except msgspec.ValidationError:
         try:
-            return _ATTRIBUTES_JSON.decode(raw)
+            return _ATTRIBUTES_JSON.decode(text)
         except msgspec.ValidationError:
-            raise NotTyped from None
+            return None
 
 
 def _attribute_map(decoded: Mapping[str, _Attribute | _Scalar],
@@ -393,12 +403,10 @@ def _attribute_map(decoded: Mapping[str, _Attribute | _Scalar],
     return _field_map(layout, tuple(map(_attribute_of, decoded.values())))
 
 
-def _field_map(layout: dict[str, int], values: tuple[AttributeValue, ...]
-               ) -> FieldMap[AttributeValue]:
-    m: FieldMap[AttributeValue] = _new(FieldMap)
-    _set_map_layout(m, layout)
-    _set_map_values(m, values)
-    return m
+# a map of a kept layout, built with no lookup (devices' maps, one each); its
+# values typed loosely, as a piece's value is known by its name, not its type
+_field_map: Final[Callable[[dict[str, int], tuple[Any, ...]], FieldMap[AttributeValue]]] = (
+    FieldMap.on_layout)
 
 
 # --------------------------------------------------------------------------- attribute texts
@@ -425,7 +433,6 @@ _SCALAR_MEMBER: Final = re.compile(
     rb'([^"\\\x00-\x1f]*)":\{"(?:(string|version)":"([^"\\\x00-\x1f]*)"'
     rb'|int":(-?(?:0|[1-9][0-9]{0,18}))|bool":(true|false))')
 _STRING_KINDS: Final = {b"string": "string", b"version": "version"}
-_INT64: Final = range(-2**63, 2**63)
 
 
 def _member(piece: bytes) -> tuple[str, AttributeValue] | tuple[None, None]:
@@ -443,16 +450,11 @@ def _member(piece: bytes) -> tuple[str, AttributeValue] | tuple[None, None]:
                 return sys.intern(name.decode()), AttributeValue("int", int(number))
         except UnicodeDecodeError:
             pass  # not UTF-8: the decoder refuses it
-    text = b'{"' + piece + b"}}"
-    decoded: Mapping[str, _Attribute | _Scalar]
     try:
-        try:
-            decoded = _SCALAR_ATTRIBUTES.decode(text)
-        except msgspec.ValidationError:
-            decoded = _ATTRIBUTES_JSON.decode(text)
+        decoded = _decode_map(b'{"' + piece + b"}}")
     except msgspec.DecodeError:
         return _NOT_A_MEMBER
-    if len(decoded) != 1:
+    if decoded is None or len(decoded) != 1:
         return _NOT_A_MEMBER
     ((name, a),) = decoded.items()
     if _ENCODE(name)[1:] + b":" + _ENCODE(a)[:-1] != piece:
@@ -552,10 +554,7 @@ def _attribute_text(text: bytes, driver: str, device: str) -> Mapping[str, Attri
                 piece = text[cut]
                 name, value = _SHARED.get(piece) or _RECENT[piece]
                 if name == t.varying_name:
-                    m: FieldMap[AttributeValue] = _new(FieldMap)
-                    _set_map_layout(m, t.layout)
-                    _set_map_values(m, (*t.head_values, value, *t.tail_values))
-                    return m
+                    return _field_map(t.layout, (*t.head_values, value, *t.tail_values))
         elif t.fixed(text) == t.around:
             names, values = zip(*[_SHARED.get(p) or _RECENT[p] for p in t.varying(text)],
                                 strict=True)
@@ -605,7 +604,6 @@ def _learned(text: bytes, driver: str, key: tuple[str, str, int],
     return attribute_map
 
 
-_new: Final = object.__new__
 _DEVICE_FIELDS: Final = (
     "driver", "pool", "name", "slice_name", "attributes", "capacity", "consumes_counters",
     "node_name", "node_selector", "all_nodes", "taints", "binds_to_node",
@@ -618,8 +616,6 @@ if Device.__struct_fields__ != _DEVICE_FIELDS:
 # (driver, attribute names as published) -> the shared FieldMap layout of
 # their qualified names; a device's attribute map is built from it directly
 _LAYOUTS: BoundedCache[tuple[str, tuple[str, ...]], dict[str, int]] = BoundedCache(SHARED_MAX)
-_set_map_layout: Final = cast(Any, FieldMap)._layout.__set__
-_set_map_values: Final = cast(Any, FieldMap)._values.__set__
 
 
 def _attribute_layout(driver: str, names: tuple[str, ...]) -> dict[str, int]:

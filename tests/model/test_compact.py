@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from app.model import ResourceSlice, interning, parse_object, typed
-from app.model.compact import FieldMap
+from app.model.compact import FieldMap, shared_layout
 from app.model.parse import parse_object as reference_parse
 
 
@@ -29,6 +29,13 @@ def test_field_map_is_a_read_only_mapping() -> None:
     assert m == {"a": 1, "b": 2} and m == FieldMap({"a": 1, "b": 2})
     assert m != FieldMap({"a": 1, "b": 3}) and m != FieldMap({"b": 2, "a": 1, "c": 0})
     assert FieldMap({"b": 2, "a": 1}) == m  # same content, other order
+
+
+def test_a_map_built_on_a_kept_layout_shares_it() -> None:
+    layout = shared_layout(("a", "b"))
+    m = FieldMap.on_layout(layout, (1, 2))
+    assert m._layout is layout and m == FieldMap({"a": 1, "b": 2}) == {"a": 1, "b": 2}
+    assert FieldMap.from_layout(("a", "b"), (3, 4))._layout is layout
 
 
 def test_devices_with_the_same_names_share_one_key_table() -> None:
