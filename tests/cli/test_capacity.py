@@ -10,6 +10,7 @@ from pathlib import Path
 import yaml
 
 from tests.capacity.test_fits import exhaustive
+from tests.cli.readme import shown_output
 from tests.extender.cluster import GPU_CLASS, NIC_CLASS, gpu_node
 from tests.inventory.objects import claim, exactly, pod, result, template
 
@@ -113,14 +114,11 @@ def test_bad_input_is_one_line_and_exit_2() -> None:
 
 
 def test_readme_shows_the_real_output() -> None:
-    readme = (SAMPLE.parents[1] / "README.md").read_text()
     for flags in (["--gpus", "2", "--nics", "1", "--same-root"],
                   ["--pod", "default/legacy-2gpu-0"], ["--template", "default/8gpu", "-o", "json"],
                   ["--gpus", "4", "--gpu-class", "mig.nvidia.com", "--nics", "1", "--same-root"]):
         command = " ".join([".venv/bin/drax capacity --objects app/sample", *flags])
-        head = readme.index(command)
-        body = readme[readme.index("```", readme.index("```\n", head) + 4) :]
-        block = body[body.index("\n") + 1 : body.index("```", 3)]
+        block = shown_output(command)
         # the README's reader is at a terminal: a table unless -o says otherwise
         terminal = [] if "-o" in flags else ["-o", "table"]
         run = drax("--objects", str(SAMPLE), *flags, *terminal)

@@ -13,6 +13,7 @@ import yaml
 
 from app.cli import main
 from app.cli.preempt import run
+from tests.cli.readme import shown_output
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = [str(ROOT / "app" / "sample"), str(ROOT / "app" / "sample-running")]
@@ -188,12 +189,8 @@ def test_the_pods_nominated_by_every_profile_drax_serves_count_against_the_room(
 
 
 def test_readme_shows_the_real_output() -> None:
-    readme = (ROOT / "README.md").read_text()
-    command = (".venv/bin/drax preempt --objects app/sample app/sample-running "
-               "--pod default/prod-train-8gpu-0 -o table")
-    head = readme.index(command + "\n")
-    body = readme[readme.index("```", readme.index("```\n", head) + 4):]
-    block = body[body.index("\n") + 1: body.index("```", 3)]
+    block = shown_output(".venv/bin/drax preempt --objects app/sample app/sample-running "
+                         "--pod default/prod-train-8gpu-0 -o table")
     code, out, err = drax("preempt", "--objects", *SAMPLE, "--pod", "default/prod-train-8gpu-0",
                           "-o", "table")
     assert code == 0, err

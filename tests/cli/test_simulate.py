@@ -19,6 +19,7 @@ from app.features import FeatureGates
 from app.topology import TopologyConfig
 from app.topology.plot import FREE, MIN_WIDTH, PALETTE
 from loadtest.generator import generate_cluster, write_objects
+from tests.cli.readme import shown_output
 from tests.extender import cluster
 from tests.inventory import objects
 
@@ -188,12 +189,8 @@ def test_a_failed_bind_is_reported_with_its_message() -> None:
 
 def test_readme_shows_the_real_packing_output() -> None:
     repo = Path(__file__).resolve().parents[2]
-    readme = (repo / "README.md").read_text()
-    command = (".venv/bin/drax simulate --objects app/sample --workload app/sample/40-pods.yaml "
-               "--packing spread")
-    head = readme.index(command + "\n")
-    body = readme[readme.index("```", readme.index("```\n", head) + 4):]
-    block = body[body.index("\n") + 1: body.index("```", 3)]
+    block = shown_output(".venv/bin/drax simulate --objects app/sample "
+                         "--workload app/sample/40-pods.yaml --packing spread")
     sample = repo / "app" / "sample"
     # the README's reader is at a terminal: a table
     code, out, err = simulate("--objects", str(sample), "--workload", str(sample / "40-pods.yaml"),
