@@ -33,6 +33,16 @@ def as_json(*argv: str) -> tuple[int, dict[str, Any]]:
     return code, json.loads(out)
 
 
+def preemptor(name: str, uid: str, *, cpu: str | None = None, **spec: Any) -> dict[str, Any]:
+    """A pod of PriorityClass `research` (1000) asking for one GPU, and `cpu` if given."""
+    containers = [{"name": "main", "resources": {"requests": {"cpu": cpu}}}] if cpu else []
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default", "uid": uid},
+            "spec": {**spec, "priorityClassName": "research",
+                     **({"containers": containers} if containers else {}),
+                     "resourceClaims": [{"name": "gpus", "resourceClaimTemplateName": "1gpu"}]}}
+
+
 def test_the_8gpu_pod_frees_the_node_of_three_notebooks() -> None:
     code, doc = as_json("--objects", *SAMPLE, "--pod", "default/prod-train-8gpu-0")
     assert code == 0 and doc["priority"] == 100000 and doc["problem"] is None
@@ -67,11 +77,7 @@ def test_a_never_pod_does_not_preempt() -> None:
 
 
 def test_a_pod_from_a_file(tmp_path: Path) -> None:
-    pod = {"apiVersion": "v1", "kind": "Pod",
-           "metadata": {"name": "urgent", "namespace": "default", "uid": "u-1"},
-           "spec": {"priorityClassName": "research",
-                    "resourceClaims": [{"name": "gpus",
-                                        "resourceClaimTemplateName": "1gpu"}]}}
+    pod = preemptor("urgent", "u-1")
     path = tmp_path / "pod.json"
     path.write_text(json.dumps(pod))
     code, doc = as_json("--objects", *SAMPLE, "--pod", str(path), "--node", "h100-node-1")
@@ -114,12 +120,7 @@ def test_a_tainted_node_is_refused_and_the_next_one_chosen(tmp_path: Path) -> No
 
 
 def test_a_node_the_pod_would_lack_cpu_on_is_refused_with_the_shortfall(tmp_path: Path) -> None:
-    pod = {"apiVersion": "v1", "kind": "Pod",
-           "metadata": {"name": "wide", "namespace": "default", "uid": "u-2"},
-           "spec": {"priorityClassName": "research",
-                    "containers": [{"name": "main", "resources": {"requests": {"cpu": "200"}}}],
-                    "resourceClaims": [{"name": "gpus",
-                                        "resourceClaimTemplateName": "1gpu"}]}}
+    pod = preemptor("wide", "u-2", cpu="200")
     path = tmp_path / "pod.json"
     path.write_text(json.dumps(pod))
     code, out, _ = drax("preempt", "--objects", *SAMPLE, "--pod", str(path),
@@ -135,12 +136,7 @@ def test_a_pod_that_goes_for_room_is_shown_as_such(tmp_path: Path) -> None:
               "spec": {"nodeName": "h100-node-1", "priority": 0, "containers": [
                   {"name": "main", "resources": {"requests": {"cpu": "100"}}}]},
               "status": {"phase": "Running"}}
-    pod = {"apiVersion": "v1", "kind": "Pod",
-           "metadata": {"name": "wide", "namespace": "default", "uid": "u-2"},
-           "spec": {"priorityClassName": "research",
-                    "containers": [{"name": "main", "resources": {"requests": {"cpu": "150"}}}],
-                    "resourceClaims": [{"name": "gpus",
-                                        "resourceClaimTemplateName": "1gpu"}]}}
+    pod = preemptor("wide", "u-2", cpu="150")
     (tmp_path / "filler.json").write_text(json.dumps(filler))
     path = tmp_path / "pod.json"
     path.write_text(json.dumps(pod))
@@ -167,12 +163,7 @@ def test_the_pods_nominated_by_every_profile_drax_serves_count_against_the_room(
              "spec": {"schedulerName": "drax", "priority": 1000, "containers": [
                  {"name": "main", "resources": {"requests": {"cpu": "190"}}}]},
              "status": {"phase": "Pending", "nominatedNodeName": "h100-node-1"}}
-    pod = {"apiVersion": "v1", "kind": "Pod",
-           "metadata": {"name": "wide", "namespace": "default", "uid": "u-2"},
-           "spec": {"schedulerName": "drax-gpu", "priorityClassName": "research",
-                    "containers": [{"name": "main", "resources": {"requests": {"cpu": "4"}}}],
-                    "resourceClaims": [{"name": "gpus",
-                                        "resourceClaimTemplateName": "1gpu"}]}}
+    pod = preemptor("wide", "u-2", cpu="4", schedulerName="drax-gpu")
     (tmp_path / "ahead.json").write_text(json.dumps(ahead))
     path = tmp_path / "pod.json"
     path.write_text(json.dumps(pod))
