@@ -507,7 +507,7 @@ def _parse_attribute(raw: Any, what: str) -> AttributeValue:
     kind = present[0]
     value = r[kind]
     if kind in LIST_ATTRIBUTE_KINDS:
-        if not isinstance(value, list) or not value:
+        if not isinstance(value, list | tuple) or not value:
             return UNSUPPORTED
         value = tuple(value)
     elif not _scalar_fits(kind, value):

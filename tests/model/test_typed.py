@@ -108,6 +108,8 @@ ODD_SLICES = [
                                         "f": {"int": 1, "string": "x"}, "g": {"int": None},
                                         "h": {"ints": [1, "x"]}, "i": {"int": 1.0},
                                         "j": {"nope": 1}, "k": {"strings": "x"}})]),
+    # a tuple built in Python is a list too
+    _slice(devices=[_device(attributes={"t": {"strings": ("a", "b")}, "u": {"ints": ()}})]),
     _slice(devices=[_device(attributes={"a": "flat"})]),
     _slice(devices=[_device(attributes=None)]),
     _slice(devices=[_device(attributes=[])]),
