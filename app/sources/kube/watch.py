@@ -28,9 +28,9 @@ The loop is client-go's reflector, reduced to what drax needs:
   a tight loop. Any success resets it: a list read whole, a watch event, a
   watch that stayed open `min_watch`, or a 410 Gone (the server answers; the
   relist starts at once). client-go's reflector (0.37) starts at 0.8 s and
-  resets only after 2 minutes without a failure, so a relist after a few
-  failed watches waited out their whole backoff; a 500 now costs at most
-  about a second more than the last one;
+  resets only after 2 minutes without a failure; resetting on any success
+  keeps a relist after a few failed watches from waiting out their whole
+  backoff, so a 500 costs at most about a second more than the last one;
 - `KubeSource.nudge()` cuts any wait short and resets the backoff: a standby
   that becomes leader does not wait out a backoff it grew while following.
 
