@@ -251,20 +251,24 @@ def test_identical_device_parts_are_shared_across_nodes() -> None:
     assert db.attributes["gpu.example.com/uuid"].value == "GPU-n2"
 
 
+class _Counting:
+    """A decoder that records each text it is given, to count what is decoded."""
+
+    def __init__(self, decoder: Any, decoded: list[bytes]) -> None:
+        self._decoder = decoder
+        self._decoded = decoded
+
+    def decode(self, raw: Any) -> Any:
+        self._decoded.append(bytes(raw))
+        return self._decoder.decode(raw)
+
+
 def test_capacity_and_consumption_texts_seen_before_are_not_decoded_again(
         monkeypatch: pytest.MonkeyPatch) -> None:
     decoded: list[bytes] = []
 
-    class Counting:
-        def __init__(self, decoder: Any) -> None:
-            self._decoder = decoder
-
-        def decode(self, raw: Any) -> Any:
-            decoded.append(bytes(raw))
-            return self._decoder.decode(raw)
-
-    monkeypatch.setattr(typed, "_CAPACITY", Counting(typed._CAPACITY))
-    monkeypatch.setattr(typed, "_CONSUMPTIONS_JSON", Counting(typed._CONSUMPTIONS_JSON))
+    monkeypatch.setattr(typed, "_CAPACITY", _Counting(typed._CAPACITY, decoded))
+    monkeypatch.setattr(typed, "_CONSUMPTIONS_JSON", _Counting(typed._CONSUMPTIONS_JSON, decoded))
     device = _device(capacity={"memory": {"value": "79Gi"}},
                      consumesCounters=[{"counterSet": "cs", "counters": {"m": {"value": "3"}}}])
     for node in ("n1", "n2", "n3"):
@@ -276,16 +280,8 @@ def test_counter_sets_a_node_kind_repeats_are_read_once_and_shared(
         monkeypatch: pytest.MonkeyPatch) -> None:
     decoded: list[bytes] = []
 
-    class Counting:
-        def __init__(self, decoder: Any) -> None:
-            self._decoder = decoder
-
-        def decode(self, raw: Any) -> Any:
-            decoded.append(bytes(raw))
-            return self._decoder.decode(raw)
-
     typed.forget_shared()
-    monkeypatch.setattr(typed, "_COUNTER_SETS_JSON", Counting(typed._COUNTER_SETS_JSON))
+    monkeypatch.setattr(typed, "_COUNTER_SETS_JSON", _Counting(typed._COUNTER_SETS_JSON, decoded))
     sets = [{"name": "gpu-0-counter-set", "counters": {"memory-slice-0": {"value": "1"},
                                                        "multiprocessors": {"value": "132"}}}]
     a, b = (decode_resource_slice(orjson.dumps(_slice(nodeName=node, sharedCounters=sets)))
