@@ -1,6 +1,6 @@
 """In-memory index of DRA objects and of what is allocated (see `store`)."""
 
-from app.inventory.holdings import Nomination
+from app.inventory.holdings import Nomination, waiting_ended
 from app.inventory.nodepool import NodePool
 from app.inventory.occupants import Occupants
 from app.inventory.store import (
@@ -24,4 +24,5 @@ __all__ = [
     "Nomination",
     "Occupants",
     "compare_revisions",
+    "waiting_ended",
 ]

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from app.allocator.types import AllocatedState, ClaimAllocation, PoolKey
-from app.model import Device, DeviceRequestAllocationResult, Quantity
+from app.model import Device, DeviceRequestAllocationResult, Pod, Quantity
+from app.model.requests import PodUsage
 
 _CLAIM: Final = "claim:"
 _ASSUMED: Final = "assumed:"
@@ -59,6 +60,19 @@ class Nomination:
     def device_ids(self) -> tuple[str, ...]:
         return tuple(sorted({r.device_id for ca in self.allocations
                              for r in ca.allocation.results}))
+
+
+def waiting_ended(seen: Pod | PodUsage | None, uid: str) -> str:
+    """How the preemptor of `uid`, as the watch sees it now (`seen`), no longer
+    waits for its nomination: gone, replaced by a pod of another uid, bound (on
+    its node or elsewhere) or deleting; "" while it waits."""
+    if seen is None or seen.uid != uid:
+        return "is gone or replaced"
+    if seen.node_name:
+        return f"is bound to node {seen.node_name}"
+    if seen.deleting:
+        return "is being deleted"
+    return ""
 
 
 def counted(results: Iterable[DeviceRequestAllocationResult]) -> Results:

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from app.allocator.types import AllocatedState, ClaimAllocation, NodeView, PoolKey
-from app.inventory.holdings import Holdings, Nomination, counted
+from app.inventory.holdings import Holdings, Nomination, counted, waiting_ended
 from app.inventory.nodepool import NodePool
 from app.inventory.objects import (
     POD_CLAIM_NAME_ANNOTATION,
@@ -495,7 +495,7 @@ class Inventory:
         """A preemptor's nomination ends once it is bound (on its node or
         elsewhere), deleting, or replaced by a pod of another uid."""
         held = self._holdings.nomination(pod.key)
-        if held is not None and (pod.node_name or pod.deleting or pod.uid != held.pod_uid):
+        if held is not None and waiting_ended(pod, held.pod_uid):
             self._holdings.end_nomination(pod.key)
 
     # ------------------------------------------------------------------ stamping

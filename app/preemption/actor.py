@@ -51,7 +51,7 @@ from kubernetes_asyncio import client
 
 from app.allocator.types import ClaimAllocation
 from app.binder import call_with_retries
-from app.inventory import Inventory, Nomination
+from app.inventory import Inventory, Nomination, waiting_ended
 from app.model import Pod
 from app.model.objects import DISRUPTION_TARGET, PREEMPTING_FOR, PREEMPTION_BY_SCHEDULER
 from app.model.times import format_micro_time, format_time
@@ -211,14 +211,7 @@ class Actor:
     def _gone(self, pod: Pod) -> str:
         """How preemptor `pod` no longer waits for its victims as the watch sees
         it, the rule that ends its hold in the inventory; "" while it waits."""
-        seen = self._inventory.pod(pod.key)
-        if seen is None or seen.uid != pod.uid:
-            return "is gone or replaced"
-        if seen.node_name:
-            return f"is bound to node {seen.node_name}"
-        if seen.deleting:
-            return "is being deleted"
-        return ""
+        return waiting_ended(self._inventory.pod(pod.key), pod.uid)
 
     def _settle(self, nomination: Nomination, p: Preemption, done: _Progress) -> None:
         """Leave P's hold as the preemption ended, its time-to-live counting from
