@@ -182,18 +182,23 @@ def _plain_root_ceiling(shape: Any, config: TopologyConfig, root: Any, kinds: An
     return best
 
 
+def _numa_layout(config: TopologyConfig) -> tuple[list[Any], Any]:
+    """A four-root NUMA node's devices and its layout with every device takeable."""
+    inv = load(*numa_node("n1"))
+    state = inv.node_state("n1")
+    assert state is not None
+    devices = flat_devices(state.view)
+    return devices, layout(node_topology(state.view, config), devices, (1 << len(devices)) - 1)
+
+
 def test_the_ceiling_is_the_best_over_every_enough_set(monkeypatch: Any) -> None:
     # Random holdings on a node of four roots: the ceiling equals the one that
     # scores every enough set of takeable devices, and so does the one whose
     # roots' scores are kept across nodes.
     from app.preemption import ceiling as module
 
-    inv = load(*numa_node("n1"))
-    state = inv.node_state("n1")
-    assert state is not None
     config = TopologyConfig()
-    devices = flat_devices(state.view)
-    shape = layout(node_topology(state.view, config), devices, (1 << len(devices)) - 1)
+    devices, shape = _numa_layout(config)
     gpus = sum(1 << at for at, d in enumerate(devices) if d.name.startswith("gpu"))
     nics = sum(1 << at for at, d in enumerate(devices) if d.name.startswith("nic"))
     rng = random.Random(7)
@@ -234,12 +239,8 @@ def test_nodes_alike_but_for_what_goes_on_another_root_share_a_roots_ceiling(
     # r0's GPUs together. Given the first node's roots, the second works out r0 alone.
     from app.preemption import ceiling as module
 
-    inv = load(*numa_node("n1"))
-    state = inv.node_state("n1")
-    assert state is not None
     config = TopologyConfig()
-    devices = flat_devices(state.view)
-    shape = layout(node_topology(state.view, config), devices, (1 << len(devices)) - 1)
+    devices, shape = _numa_layout(config)
     assert shape is not None
     at = {d.name: i for i, d in enumerate(devices)}
     gpus = sum(1 << at[f"gpu-{i}"] for i in range(8))
