@@ -10,8 +10,9 @@ answers for the known claim shapes are warmed before ready for at most
 loading); kube mode starts its watches in the app's lifespan (they need the
 running loop) and `/readyz` turns ready once every watched kind has been listed.
 With a leader-election Lease configured, every replica watches and serves, and
-what drax writes on its own (releasing half-written binds) runs only while
-`Runtime.leadership` says this replica's kube-scheduler holds the Lease.
+what drax writes on its own (releasing half-written binds, preemption, the
+requeue of rejected pods) runs only while `Runtime.leadership` says this
+replica's kube-scheduler holds the Lease.
 
 It sits above the server and below the CLI: it wires sources, inventory,
 extender, binder, observers and the HTTP apps into one process.

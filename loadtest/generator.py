@@ -1,7 +1,7 @@
 """Synthetic GPU/NIC clusters and pod workloads, shared by the benchmarks and `drax simulate`.
 
 Everything here is a pure function returning lists of Kubernetes object dicts in
-exactly the shapes real drivers publish (see `/work/shared/docs/device-attributes.md`),
+exactly the shapes real drivers publish (NVIDIA's `gpu.nvidia.com`, dranet's `dra.net`),
 so the same objects can be written to files, fed to `drax serve --inventory`, or
 applied to an inventory in-process. Output is deterministic for a given seed:
 benchmarks compare runs, and a cluster must not change between them.
@@ -80,7 +80,8 @@ class GpuModel:
     weight: float
 
 
-# Values from device-attributes.md §2.3; L4's NVML total is illustrative.
+# productName, architecture and compute capability as the NVIDIA driver publishes them,
+# memory as NVML reports it; L4's NVML total is illustrative.
 GPU_MODELS: Final = {
     "h100": GpuModel("NVIDIA H100 80GB HBM3", "Hopper", "9.0.0", "81559Mi", 0.6),
     "h200": GpuModel("NVIDIA H200", "Hopper", "9.0.0", "143771Mi", 0.2),

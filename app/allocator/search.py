@@ -1,7 +1,7 @@
 """The allocation search for one pod on one node (upstream `incubating` semantics).
 
 This is a port of the behaviour of `k8s.io/dynamic-resource-allocation/
-structured` (incubating variant, Kubernetes 1.36): claims in pod order,
+structured` (incubating variant, Kubernetes 1.37): claims in pod order,
 requests in claim order, one device slot after the other, depth-first with
 backtracking. Devices are scanned in node-view order (pools, slices, devices);
 a slot starts after the device of the previous slot of the same request, so

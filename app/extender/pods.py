@@ -1,8 +1,10 @@
 """The pods bind will ask for: what filter and prioritize saw, until the pod is bound.
 
-kube-scheduler's bind names the pod only (namespace, name, UID) and the node;
-drax does not watch pods in a cluster, so bind finds the pod's claim
-references in the `Pod` filter or prioritize parsed from the request. A pod is
+kube-scheduler's bind names the pod only (namespace, name, UID) and the node.
+The pod drax's watch holds can trail the one the scheduler decided on, a pod
+without claims is held there only as its requests, and file mode has no
+watch; so bind finds the pod's claim references in the `Pod` filter or
+prioritize parsed from the request, the scheduler's own copy. A pod is
 remembered by UID when a verb sees it (a new attempt replaces the entry) and
 forgotten once its bind succeeded: no later verb of that UID needs it, and a
 failed bind sends the pod through filter again, which remembers it anew.

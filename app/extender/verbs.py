@@ -338,9 +338,10 @@ class Extender:
 
     def node_scores(self, pod: Pod, node_names: Sequence[str]) -> NodeScores:
         """The nodes' scores; a node scoring 0 is left out of the answer, which
-        kube-scheduler reads as 0 (extender-protocol.md §4.3), so the answer stays
-        small. Past the deadline: no scores (all 0), which leaves the order to the
-        scheduler's own plugins; scores for only the nodes reached would favour those."""
+        kube-scheduler reads as 0 (a host missing from a `HostPriorityList` adds
+        nothing), so the answer stays small. Past the deadline: no scores (all 0),
+        which leaves the order to the scheduler's own plugins; scores for only the
+        nodes reached would favour those."""
         try:
             with self._deadline(), self._inventory.holds_lifted_for(pod):
                 return self._node_scores(pod, node_names)

@@ -117,5 +117,5 @@ def pool_view_for_node(info: PoolInfo, node: Node) -> PoolView | None:
 
 
 def upstream_pool_order(pools: Iterable[PoolView]) -> tuple[PoolView, ...]:
-    """Pools by driver then name, those with binding conditions last (1.36 allocator)."""
+    """Pools by driver then name, those with binding conditions last (upstream's order)."""
     return tuple(sorted(pools, key=lambda p: (p.has_binding_conditions, p.driver, p.name)))

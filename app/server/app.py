@@ -3,10 +3,10 @@
 kube-scheduler calls `filter` synchronously for every pod it schedules, so the
 verbs are plain ASGI endpoints that a POST reaches without Starlette's
 middleware or routing while the app has no middleware (FastAPI's parameter
-machinery and pydantic roughly halve throughput, see libeval.md §3): the body
-is read once from `receive` under a size limit, decoded with orjson, handed to
-the extender's plain functions and encoded with orjson (prioritize's answer by
-`wire` itself). The filter work is CPU-bound and bounded, so it runs on the
+machinery and pydantic roughly halve throughput: docs/decisions.md, "Server"):
+the body is read once from `receive` under a size limit, decoded with orjson,
+handed to the extender's plain functions and encoded with orjson
+(prioritize's answer by `wire` itself). The filter work is CPU-bound and bounded, so it runs on the
 event loop; only bind awaits I/O.
 
 No input makes this edge crash or answer 5xx: a body drax cannot use gets a

@@ -1,7 +1,7 @@
 """Table-driven CEL semantics: every row is (expression, expected outcome) on one device.
 
-Expected values come from the documented DRA environment
-(`/work/shared/docs/dra-cel.md`) and the upstream test tables
+Expected values come from the DRA CEL environment as Kubernetes documents it
+and the upstream test tables
 (dynamic-resource-allocation `cel/compile_test.go`, apiserver
 `pkg/cel/library/*_test.go`, cel-go conformance behaviour).
 """
