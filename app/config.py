@@ -14,7 +14,7 @@ config file must stop the process at start, not silently fall back.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
@@ -205,6 +205,15 @@ def _as_section(value: Any, key: str) -> dict[str, Any]:
     if not isinstance(value, Mapping):
         raise ConfigError(f"{key}: expected a mapping, got {value!r}")
     return dict(value)
+
+
+def reject_unknown_keys(where: str, raw: Mapping[Any, Any], known: Sequence[str]) -> None:
+    """ValueError naming the keys of section `where` that are not `known`, and the
+    known ones: the nested sections' parsers (`topology`, `capacity`) check alike."""
+    unknown = sorted(map(str, set(raw) - set(known)))
+    if unknown:
+        raise ValueError(f"{where}: unknown key(s) {', '.join(unknown)}; "
+                         f"known: {', '.join(known)}")
 
 
 # Setting name -> converter. The file uses these names; the environment uses

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from app.capacity.fits import GPU_CLASS, NIC_CLASS, ROOT_ATTRIBUTE, gpu_shape
+from app.config import reject_unknown_keys
 from app.model import ResourceClaim
 
 
@@ -42,9 +43,7 @@ _SHAPE_KEYS: Final = ("name", "gpus", "nics", "same_root", "gpu_class", "nic_cla
 
 def parse_capacity(section: Mapping[str, Any]) -> tuple[CapacityShape, ...]:
     """The `capacity:` config section; ValueError names the bad entry."""
-    unknown = sorted(set(section) - {"shapes"})
-    if unknown:
-        raise ValueError(f"capacity: unknown key(s) {', '.join(unknown)}; known: shapes")
+    reject_unknown_keys("capacity", section, ("shapes",))
     raw = section.get("shapes")
     if raw is None:
         return DEFAULT_SHAPES
@@ -55,10 +54,7 @@ def parse_capacity(section: Mapping[str, Any]) -> tuple[CapacityShape, ...]:
         where = f"capacity.shapes[{i}]"
         if not isinstance(entry, Mapping):
             raise ValueError(f"{where}: expected a mapping, got {entry!r}")
-        bad = sorted(set(entry) - set(_SHAPE_KEYS))
-        if bad:
-            raise ValueError(f"{where}: unknown key(s) {', '.join(bad)}; "
-                             f"known: {', '.join(_SHAPE_KEYS)}")
+        reject_unknown_keys(where, entry, _SHAPE_KEYS)
         name, gpus, nics = entry.get("name"), entry.get("gpus"), entry.get("nics", 0)
         same_root = entry.get("same_root", False)
         if not isinstance(name, str) or not name:

@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from app.config import reject_unknown_keys
+
 PACKING_POLICIES: Final = ("binpack", "spread")
 
 # A name without a domain ("numaNode") means "<the device's driver>/numaNode":
@@ -72,10 +74,7 @@ class TopologyConfig:
             return cls()
         if not isinstance(raw, Mapping):
             raise ValueError(f"topology: expected a mapping, got {type(raw).__name__}")
-        unknown = sorted(set(raw) - set(_KEYS))
-        if unknown:
-            raise ValueError(f"topology: unknown key(s) {', '.join(map(str, unknown))}; "
-                             f"known: {', '.join(_KEYS)}")
+        reject_unknown_keys("topology", raw, _KEYS)
         values: dict[str, Any] = {}
         for key in ("numa_attributes", "pcie_root_attributes", "nic_attributes", "nic_drivers"):
             if key in raw:
@@ -99,10 +98,7 @@ def _names(value: Any, where: str) -> tuple[str, ...]:
 def _weights(value: Any) -> dict[str, float]:
     if not isinstance(value, Mapping):
         raise ValueError("topology.weights: expected a mapping with locality and packing")
-    unknown = sorted(set(value) - {"locality", "packing"})
-    if unknown:
-        raise ValueError(f"topology.weights: unknown key(s) {', '.join(map(str, unknown))}; "
-                         "known: locality, packing")
+    reject_unknown_keys("topology.weights", value, ("locality", "packing"))
     out: dict[str, float] = {}
     for key in ("locality", "packing"):
         if key in value:
