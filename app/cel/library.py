@@ -364,28 +364,28 @@ def _char_at(s: str, i: int) -> str:
     return s[i:i + 1]
 
 
-# cel-go's offsets: negative is an error; past the end finds nothing (an empty
-# substring is found at the offset, clamped to the end).
-def _index_of(s: str, sub: str, offset: int = 0) -> int:
+def _offset_answer(s: str, sub: str, offset: int) -> int | None:
+    """cel-go's offsets: negative is an error; past the end finds nothing (an
+    empty substring is found at the offset, clamped to the end); None: search."""
     if offset < 0:
         raise EvalError(f"index out of range: {offset}")
     if sub == "":
         return min(offset, len(s))
     if offset >= len(s):
         return -1
-    return s.find(sub, offset)
+    return None
+
+
+def _index_of(s: str, sub: str, offset: int = 0) -> int:
+    answer = _offset_answer(s, sub, offset)
+    return s.find(sub, offset) if answer is None else answer
 
 
 def _last_index_of(s: str, sub: str, offset: int | None = None) -> int:
     if offset is None:
         return s.rfind(sub)
-    if offset < 0:
-        raise EvalError(f"index out of range: {offset}")
-    if sub == "":
-        return min(offset, len(s))
-    if offset >= len(s):
-        return -1
-    return s.rfind(sub, 0, offset + len(sub))
+    answer = _offset_answer(s, sub, offset)
+    return s.rfind(sub, 0, offset + len(sub)) if answer is None else answer
 
 
 def _substring(s: str, start: int, end: int | None = None) -> str:
