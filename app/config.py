@@ -259,6 +259,15 @@ def _convert(raw: Mapping[str, Any], where: str) -> dict[str, Any]:
     return out
 
 
+def yaml_problem(exc: yaml.YAMLError) -> str:
+    """PyYAML's error on one line: line and column, then what is wrong."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None)
+    if mark is None or not problem:
+        return " ".join(str(exc).split())
+    return f"line {mark.line + 1} column {mark.column + 1}: {problem}"
+
+
 def read_config_file(path: str | Path) -> dict[str, Any]:
     try:
         text = Path(path).read_text(encoding="utf-8")
@@ -267,7 +276,7 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
     try:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: cannot parse: {exc}") from None
+        raise ConfigError(f"{path}: cannot parse: {yaml_problem(exc)}") from None
     if doc is None:
         return {}
     if not isinstance(doc, Mapping):
@@ -281,7 +290,7 @@ def read_environment(environ: Mapping[str, str]) -> dict[str, Any]:
     return _convert(raw, "environment")
 
 
-def _validate(settings: Settings) -> Settings:
+def _validate(settings: Settings, *, check_files: bool) -> Settings:
     if not 0 <= settings.port <= 65535:
         raise ConfigError(f"port: {settings.port} is not a TCP port")
     if not 0 <= settings.metrics_port <= 65535:
@@ -295,7 +304,7 @@ def _validate(settings: Settings) -> Settings:
                           "set tls_cert_file and tls_private_key_file too")
     for key in ("tls_cert_file", "tls_private_key_file", "client_ca_file"):
         path = getattr(settings, key)
-        if path and not Path(path).is_file():
+        if check_files and path and not Path(path).is_file():
             raise ConfigError(f"{key}: {path}: no such file")
     if not 0 < settings.body_read_timeout < float("inf"):
         raise ConfigError(f"body_read_timeout: must be a positive number of seconds, "
@@ -321,15 +330,21 @@ def _validate(settings: Settings) -> Settings:
 
 def load_settings(*, config_path: str | Path | None = None,
                   environ: Mapping[str, str] | None = None,
-                  overrides: Mapping[str, Any] | None = None) -> Settings:
-    """Merge defaults < config file < environment < `overrides` (CLI flags; None = unset)."""
+                  overrides: Mapping[str, Any] | None = None,
+                  check_files: bool = True) -> Settings:
+    """Merge defaults < config file < environment < `overrides` (CLI flags; None = unset).
+
+    A bad override is named by its flag (`--scheduler-name`). `check_files`
+    False leaves the TLS files unchecked: only the server opens them, and a
+    what-if command reading a deployment's settings runs where they may not be.
+    """
     merged: dict[str, Any] = {}
     env = os.environ if environ is None else environ
     path = config_path or env.get(ENV_PREFIX + "CONFIG")
     if path:
         merged.update(read_config_file(path))
     merged.update(read_environment(env))
-    if overrides:
-        merged.update(_convert({k: v for k, v in overrides.items() if v is not None},
-                               "command line"))
-    return _validate(Settings(**merged))
+    for key, value in (overrides or {}).items():
+        if value is not None:
+            merged[key] = FIELDS[key](value, "--" + key.replace("_", "-"))
+    return _validate(Settings(**merged), check_files=check_files)

@@ -14,18 +14,21 @@ from typing import Any, TextIO
 
 from app.cli.common import (
     InputError,
+    add_config_argument,
     add_feature_gates_argument,
     add_objects_argument,
     add_output_argument,
     command,
-    feature_gates,
-    inventory_from,
+    command_settings,
     namespaced_key,
-    read_objects,
+    served_nodes,
+    source_of,
     write_output,
 )
+from app.config import MODES
 from app.extender import Extender, NodeEvaluation
 from app.inventory import Inventory
+from app.runtime import topology_config
 from app.topology import AllocationTopology, TopologyConfig, explain
 
 
@@ -36,22 +39,26 @@ def register(subparsers: Any) -> None:
                     "ones count as taken), ResourceClaimTemplates and Pods, and report for "
                     "the pod, on every node given (default: every node known), whether and "
                     "how its claims can be allocated.")
-    add_objects_argument(parser)
+    add_objects_argument(parser, required=False,
+                         help="YAML/JSON files or folders with the objects "
+                              "(default: the settings' inventory)")
     parser.add_argument("--pod", required=True, metavar="NAMESPACE/NAME")
     parser.add_argument("--node", action="append", default=[], metavar="NAME",
                         help="evaluate only this node (repeatable)")
     add_feature_gates_argument(parser)
-    parser.add_argument("--mode", choices=("allocator", "advisor"), default="allocator",
-                        help="allocator: best allocation; advisor: upstream first fit")
+    parser.add_argument("--mode", choices=MODES,
+                        help="allocator: best allocation; advisor: upstream first fit "
+                             "(default: the settings' mode, allocator)")
+    add_config_argument(parser)
     add_output_argument(parser)
     parser.set_defaults(func=run)
 
 
 @command("allocate")
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    extender, pod, nodes, inventory = _load(args)
+    extender, pod, nodes, inventory, config = _load(args)
     evaluations = extender.evaluate(pod, nodes)
-    topologies = _topologies(inventory, evaluations)
+    topologies = _topologies(inventory, evaluations, config)
     document = {"pod": pod.key, "nodes": [
         {**ev.to_dict(), "topology": t.to_dict() if (t := topologies.get(ev.node)) else None}
         for ev in evaluations]}
@@ -60,28 +67,31 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return 0
 
 
-def _topologies(inventory: Inventory, evaluations: Sequence[NodeEvaluation]
-                ) -> dict[str, AllocationTopology]:
+def _topologies(inventory: Inventory, evaluations: Sequence[NodeEvaluation],
+                config: TopologyConfig) -> dict[str, AllocationTopology]:
     """Root, NUMA node, tier and score of each feasible node's devices."""
     out = {}
     for ev in evaluations:
         state = inventory.node_state(ev.node) if ev.feasible and ev.claims else None
         if state is not None:
             out[ev.node] = explain(ev.claims, node_view=state.view, allocated=state.allocated,
-                                   config=TopologyConfig())
+                                   config=config)
     return out
 
 
-def _load(args: argparse.Namespace) -> tuple[Extender, Any, list[str], Inventory]:
-    features = feature_gates(args.feature_gates)
+def _load(args: argparse.Namespace
+          ) -> tuple[Extender, Any, list[str], Inventory, TopologyConfig]:
+    settings = command_settings(args, ("mode", "feature_gates"))
     key = namespaced_key(args.pod, "--pod")
-    inventory = inventory_from(read_objects(args.objects))
+    inventory = source_of(args, settings).inventory()
     pod = inventory.pod(key)
     if pod is None:
         raise InputError(f"pod {key} is not among the objects")
-    nodes = list(args.node) or inventory.node_names()
-    extender = Extender(inventory, features=features, mode=args.mode, file_mode=True)
-    return extender, pod, nodes, inventory
+    nodes = served_nodes(inventory, settings, args.node)
+    config = topology_config(settings)
+    extender = Extender(inventory, features=settings.features, mode=settings.mode,
+                        topology_config=config, file_mode=True)
+    return extender, pod, nodes, inventory, config
 
 
 def render_table(pod_key: str, evaluations: Sequence[NodeEvaluation],

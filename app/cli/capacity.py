@@ -15,7 +15,9 @@ A node whose count fails (a selector's CEL runtime error) shows its error; the
 JSON lists such nodes under `errors` and the inexact ones under `inexact`, and
 the command exits 1, since its total is then not the cluster's.
 The objects come from files, as `drax allocate` takes them, or from a live
-cluster listed once through `--kubeconfig`.
+cluster listed once through `--kubeconfig`; with `--config` (or `DRAX_*`) the
+server's settings give the feature gates, the node pool and, unless a flag
+names them, the objects.
 """
 
 from __future__ import annotations
@@ -27,13 +29,15 @@ from typing import Any, Final, TextIO
 from app.capacity import MAX_COPIES, FitCount, PodShape, count_nodes, fresh_claim, gpu_shape
 from app.cli.common import (
     InputError,
+    add_config_argument,
     add_feature_gates_argument,
     add_output_argument,
     add_source_arguments,
     command,
-    feature_gates,
+    command_settings,
     namespaced_key,
-    source_inventory,
+    served_nodes,
+    source_of,
     write_output,
 )
 from app.extender import ClaimResolver
@@ -69,20 +73,21 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--node", action="append", default=[], metavar="NAME",
                         help="count only this node (repeatable)")
     add_feature_gates_argument(parser)
+    add_config_argument(parser)
     add_output_argument(parser)
     parser.set_defaults(func=run)
 
 
 @command("capacity")
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    features = feature_gates(args.feature_gates)
-    inventory = source_inventory(args)
+    settings = command_settings(args, ("feature_gates",))
+    inventory = source_of(args, settings).inventory()
     shape = shape_of(args, inventory)
-    nodes = list(args.node) or inventory.node_names()
-    unknown = [n for n in nodes if inventory.node_state(n) is None]
+    unknown = [n for n in args.node if inventory.node_state(n) is None]
     if unknown:
         raise InputError(f"unknown node(s): {', '.join(unknown)}")
-    counts = count_nodes(inventory, shape, nodes=nodes, features=features)
+    nodes = served_nodes(inventory, settings, args.node)
+    counts = count_nodes(inventory, shape, nodes=nodes, features=settings.features)
     errors = {n: c.error for n, c in counts.items() if c.error}
     if errors and len(errors) == len(counts):
         raise InputError(next(iter(errors.values())))

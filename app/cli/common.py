@@ -2,10 +2,16 @@
 
 They read objects from files into the same inventory the service uses, take
 feature gates the way kube components do, and print JSON for programs or a
-table for people. Their options (`--objects`, `-o`, `--feature-gates`) and the
-start of their `run` (`command`) live here, so every command spells an option
-the same way, fails the same way on bad input (exit 2, one line on stderr) and
-chooses its output the same way.
+table for people. Their options (`--objects`, `-o`, `--feature-gates`,
+`--config`) and the start of their `run` (`command`) live here, so every
+command spells an option the same way, fails the same way on bad input (exit
+2, one line on stderr) and chooses its output the same way.
+
+A dry run is only worth as much as its settings are the server's, so the
+settings that change an answer (mode, feature gates, topology, the profiles
+served, the node pool, where the objects come from) are read as `drax serve`
+reads them (`command_settings`): flags given > `DRAX_*` environment >
+`--config` file > defaults.
 """
 
 from __future__ import annotations
@@ -15,12 +21,13 @@ import asyncio
 import functools
 import sys
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any, Final, Protocol, TextIO
 
 import orjson
 
-from app.features import FeatureGates, parse_feature_gates
-from app.inventory import KINDS, Inventory
+from app.config import ConfigError, Settings, load_settings
+from app.inventory import KINDS, Inventory, NodePool
 from app.model import InvalidObject, parse_object
 from app.sources.files import Sourced, SourceError, iter_sourced
 
@@ -43,7 +50,8 @@ Body = Callable[[argparse.Namespace, TextIO, TextIO], int]
 
 def command(name: str) -> Callable[[Body], Runner]:
     """The start every subcommand's `run` shares: streams default to stdout and
-    stderr, and an `InputError` is one line `drax NAME: message` and exit 2."""
+    stderr, and an `InputError` or `ConfigError` is one line `drax NAME:
+    message` and exit 2."""
     def wrap(body: Body) -> Runner:
         @functools.wraps(body)
         def run(args: argparse.Namespace, *, out: TextIO | None = None,
@@ -51,7 +59,7 @@ def command(name: str) -> Callable[[Body], Runner]:
             err = err or sys.stderr
             try:
                 return body(args, out or sys.stdout, err)
-            except InputError as exc:
+            except (InputError, ConfigError) as exc:
                 print(f"drax {name}: {exc}", file=err)
                 return EXIT_INPUT
         return run
@@ -65,11 +73,15 @@ def add_objects_argument(parser: Any, *, required: bool = True,
 
 
 def add_source_arguments(parser: argparse.ArgumentParser) -> None:
-    """`--objects PATH...` or `--kubeconfig PATH`, exactly one: files, or a live
-    cluster listed once (`list_cluster`)."""
-    source = parser.add_mutually_exclusive_group(required=True)
-    add_objects_argument(source, required=False)
-    source.add_argument("--kubeconfig", metavar="PATH", help="list a live cluster once")
+    """`--objects PATH...` or `--kubeconfig PATH`, at most one: files, or a live
+    cluster listed once (`list_cluster`); without either, the settings'
+    `inventory` or `kubeconfig` (`source_of`)."""
+    source = parser.add_mutually_exclusive_group()
+    add_objects_argument(source, required=False,
+                         help="YAML/JSON files or folders with the objects "
+                              "(default: the settings' inventory)")
+    source.add_argument("--kubeconfig", metavar="PATH",
+                        help="list a live cluster once (default: the settings' kubeconfig)")
 
 
 def add_output_argument(parser: argparse.ArgumentParser) -> None:
@@ -78,15 +90,81 @@ def add_output_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def add_feature_gates_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--feature-gates", default="", metavar="Name=true,...",
-                        help="DRA feature gates, as kube components take them")
+    parser.add_argument("--feature-gates", metavar="Name=true,...",
+                        help="DRA feature gates, as kube components take them "
+                             "(default: the settings' feature_gates)")
 
 
-def feature_gates(text: str) -> FeatureGates:
-    try:
-        return FeatureGates().with_overrides(parse_feature_gates(text))
-    except ValueError as exc:
-        raise InputError(f"--feature-gates: {exc}") from None
+def add_config_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", metavar="FILE",
+                        help="`drax serve`'s YAML settings (config/drax.yaml), read as serve "
+                             "reads them: flags given here > DRAX_* environment > this file "
+                             "(default: $DRAX_CONFIG) > defaults")
+
+
+def command_settings(args: argparse.Namespace, flags: Iterable[str], *,
+                     check_files: bool = False) -> Settings:
+    """`drax serve`'s settings, with the command's `flags` (settings keys, None
+    when not given) over the `--config` file and the environment; its
+    `topology` and `capacity` sections are checked as serve checks them at
+    start, so a file serve refuses is refused here too. The what-if commands
+    leave the server's TLS files unchecked (`load_settings`)."""
+    from app.runtime import capacity_shapes, topology_config
+
+    settings = load_settings(config_path=getattr(args, "config", None),
+                             overrides={key: getattr(args, key) for key in flags},
+                             check_files=check_files)
+    topology_config(settings)
+    capacity_shapes(settings)
+    return settings
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """Where a command's objects come from: files, or a cluster listed once."""
+
+    paths: tuple[str, ...] = ()
+    kubeconfig: str = ""
+
+    def inventory(self) -> Inventory:
+        if self.paths:
+            return inventory_from(read_objects(self.paths))
+        return list_cluster(self.kubeconfig)
+
+
+def source_of(args: argparse.Namespace, settings: Settings) -> Source:
+    """`--objects`, else `--kubeconfig` (when the command takes it), else the
+    settings' inventory, else their kubeconfig: the order `drax serve` picks
+    its source in, flags first."""
+    if args.objects:
+        return Source(paths=tuple(args.objects))
+    if getattr(args, "kubeconfig", None):
+        return Source(kubeconfig=args.kubeconfig)
+    if settings.inventory:
+        return Source(paths=settings.inventory)
+    if settings.kubeconfig and hasattr(args, "kubeconfig"):
+        return Source(kubeconfig=settings.kubeconfig)
+    flags = "--objects or --kubeconfig" if hasattr(args, "kubeconfig") else "--objects"
+    raise InputError(f"no objects: give {flags}, or set them in the settings "
+                     "(--config, DRAX_INVENTORY)")
+
+
+def served_nodes(inventory: Inventory, settings: Settings,
+                 given: Sequence[str] = ()) -> list[str]:
+    """The nodes `given` (default: every node known) that the settings'
+    `node_selector` leaves to drax: a node outside the pool is one `drax serve`
+    fails, so a what-if answer about it would mislead, and one given is an
+    input error. Unknown nodes given are left to the caller."""
+    names = list(given) or inventory.node_names()
+    if not settings.node_selector:
+        return names
+    pool = NodePool(settings.node_selector)
+    outside = {n for n in names if (state := inventory.node_state(n)) is not None
+               and not pool.matches(state.view.node)}
+    if outside & set(given):
+        raise InputError(f"--node: {', '.join(sorted(outside & set(given)))} outside the "
+                         f"node pool {pool.describe()} (node_selector)")
+    return [n for n in names if n not in outside]
 
 
 def read_objects(paths: Sequence[str]) -> list[Sourced]:
@@ -139,13 +217,6 @@ def namespaced_key(text: str, flag: str) -> str:
     if not sep or not namespace or not name:
         raise InputError(f"{flag}: expected NAMESPACE/NAME, got {text!r}")
     return text
-
-
-def source_inventory(args: argparse.Namespace) -> Inventory:
-    """The inventory `add_source_arguments` chose: the files, or the cluster listed once."""
-    if args.objects:
-        return inventory_from(read_objects(args.objects))
-    return list_cluster(args.kubeconfig)
 
 
 def list_cluster(kubeconfig: str) -> Inventory:

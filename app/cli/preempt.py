@@ -12,7 +12,9 @@ why. Nothing is deleted or written: it doubles as defragmentation advice
 `--scheduler-name` names the kube-scheduler profiles drax serves, as `drax
 serve`'s `scheduler_name` setting does: the pods nominated to a node by any
 of them count against its room for a pod of one of them, as they count in
-the search `drax serve` runs.
+the search `drax serve` runs. With `--config` (or `DRAX_*`) the search runs
+with the server's settings: its mode, feature gates, topology scoring,
+profiles, node pool and objects, each flag given here taking precedence.
 """
 
 from __future__ import annotations
@@ -24,22 +26,25 @@ from typing import Any, Final, TextIO
 
 from app.cli.common import (
     InputError,
+    add_config_argument,
     add_feature_gates_argument,
     add_output_argument,
     add_source_arguments,
     command,
-    feature_gates,
+    command_settings,
     parse_sourced,
     read_objects,
-    source_inventory,
+    served_nodes,
+    source_of,
     write_output,
 )
-from app.config import DEFAULT_SCHEDULER_NAMES, FIELDS, ConfigError
+from app.config import DEFAULT_SCHEDULER_NAMES, MODES
 from app.extender import Extender
 from app.inventory import Inventory
 from app.model import Pod
 from app.model.times import format_time
 from app.preemption import NodePreemption, PreemptionPlan, VictimSearch
+from app.runtime import topology_config
 
 EXIT_NO_NODE: Final = 1
 
@@ -58,44 +63,38 @@ def register(subparsers: Any) -> None:
     add_source_arguments(parser)
     parser.add_argument("--node", action="append", default=[], metavar="NAME",
                         help="consider only this node (repeatable)")
-    parser.add_argument("--mode", choices=("allocator", "advisor"), default="allocator",
+    parser.add_argument("--mode", choices=MODES,
                         help="allocator: best allocation among the fewest victims; "
-                             "advisor: upstream first fit")
-    parser.add_argument("--scheduler-name", default=",".join(DEFAULT_SCHEDULER_NAMES),
-                        metavar="NAME[,NAME]",
+                             "advisor: upstream first fit (default: the settings' mode, "
+                             "allocator)")
+    parser.add_argument("--scheduler-name", metavar="NAME[,NAME]",
                         help="the kube-scheduler profiles drax serves, as `drax serve`'s "
                              "scheduler_name setting: the pods any of them nominated to a "
-                             "node count against its room (default: %(default)s)")
+                             "node count against its room (default: the settings' "
+                             f"scheduler_name, {','.join(DEFAULT_SCHEDULER_NAMES)})")
     add_feature_gates_argument(parser)
+    add_config_argument(parser)
     add_output_argument(parser)
     parser.set_defaults(func=run)
 
 
 @command("preempt")
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    features = feature_gates(args.feature_gates)
-    schedulers = scheduler_names(args.scheduler_name)
-    inventory = source_inventory(args)
+    settings = command_settings(args, ("mode", "scheduler_name", "feature_gates"))
+    source = source_of(args, settings)
+    inventory = source.inventory()
     pod = _pod(args.pod, inventory)
-    extender = Extender(inventory, features=features, mode=args.mode,
-                        file_mode=bool(args.objects))
+    extender = Extender(inventory, features=settings.features, mode=settings.mode,
+                        topology_config=topology_config(settings), file_mode=bool(source.paths))
     unknown = [n for n in args.node if inventory.node_state(n) is None]
     if unknown:
         raise InputError(f"--node: unknown node(s) {', '.join(unknown)}")
-    plan = VictimSearch.of(extender, schedulers=schedulers).search(pod, list(args.node) or None)
+    nodes = served_nodes(inventory, settings, args.node)
+    search = VictimSearch.of(extender, schedulers=settings.scheduler_name)
+    plan = search.search(pod, nodes)
     write_output(out, args.output, document=plan_document(plan),
                  table=lambda: render_table(plan, inventory))
     return 0 if plan.nodes else EXIT_NO_NODE
-
-
-def scheduler_names(text: str) -> tuple[str, ...]:
-    """`--scheduler-name`: one name or several separated by commas, read as
-    `drax serve` reads its scheduler_name setting."""
-    try:
-        names: tuple[str, ...] = FIELDS["scheduler_name"](text, "--scheduler-name")
-    except ConfigError as exc:
-        raise InputError(str(exc)) from None
-    return names
 
 
 def _pod(text: str, inventory: Inventory) -> Pod:

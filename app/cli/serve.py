@@ -16,13 +16,13 @@ import sys
 from typing import Any
 
 from app import garbage_collector
+from app.cli.common import command_settings
 from app.config import (
     DEFAULT_SCHEDULER_NAMES,
     LOG_LEVELS,
     MODES,
     ConfigError,
     Settings,
-    load_settings,
 )
 from app.runtime import Runtime, build_runtime
 from app.server.serving import Listener, ListenerSpec, listener, serve_all
@@ -35,7 +35,8 @@ log = logging.getLogger("app.cli.serve")
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("serve", help="run the kube-scheduler extender service",
                               description=__doc__.split("\n\n", 1)[0])
-    p.add_argument("--config", help="YAML settings file (see config/drax.yaml)")
+    p.add_argument("--config", metavar="FILE",
+                   help="YAML settings file (see config/drax.yaml; default: $DRAX_CONFIG)")
     p.add_argument("--host", help="listen address (default 127.0.0.1)")
     p.add_argument("--port", type=int, help="listen port (default 8888)")
     p.add_argument("--inventory", nargs="+", metavar="PATH",
@@ -85,14 +86,16 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=run)
 
 
+# The settings keys with a flag of their own (`--max-body-bytes` for max_body_bytes).
+FLAGS = ("host", "port", "inventory", "kubeconfig", "log_level", "access_log",
+         "max_body_bytes", "body_read_timeout", "verb_deadline", "url_prefix", "mode",
+         "feature_gates", "tls_cert_file", "tls_private_key_file", "client_ca_file",
+         "metrics_port", "metrics_host", "leader_election_lease", "leader_election_identity",
+         "scheduler_name", "node_selector")
+
+
 def settings_from(args: argparse.Namespace) -> Settings:
-    overrides = {key: getattr(args, key) for key in (
-        "host", "port", "inventory", "kubeconfig", "log_level", "access_log",
-        "max_body_bytes", "body_read_timeout", "verb_deadline", "url_prefix", "mode",
-        "feature_gates", "tls_cert_file", "tls_private_key_file", "client_ca_file",
-        "metrics_port", "metrics_host", "leader_election_lease", "leader_election_identity",
-        "scheduler_name", "node_selector")}
-    return load_settings(config_path=args.config, overrides=overrides)
+    return command_settings(args, FLAGS, check_files=True)
 
 
 def run(args: argparse.Namespace) -> int:

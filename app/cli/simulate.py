@@ -22,27 +22,32 @@ import asyncio
 import random
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final, TextIO
 
 from app.allocator.types import ClaimAllocation
 from app.cli.common import (
     InputError,
+    add_config_argument,
     add_feature_gates_argument,
     add_objects_argument,
     add_output_argument,
     command,
-    feature_gates,
+    command_settings,
     inventory_from,
     parse_sourced,
     read_objects,
+    served_nodes,
+    source_of,
     write_output,
 )
+from app.config import Settings
 from app.extender import Extender, NodeEvaluation
 from app.features import FeatureGates
 from app.inventory import Inventory
 from app.model import Pod
+from app.runtime import topology_config
 from app.topology import TopologyConfig, explain, node_topology
 from app.topology.plot import NodeRow, node_cells, render_png
 
@@ -59,7 +64,9 @@ def register(subparsers: Any) -> None:
                     "through the scheduler's path (filter, prioritize, pick the best node, "
                     "bind), then report where each pod went and how well its devices are "
                     "aligned.")
-    add_objects_argument(parser, help="YAML/JSON files or folders with the cluster's objects")
+    add_objects_argument(parser, required=False,
+                         help="YAML/JSON files or folders with the cluster's objects "
+                              "(default: the settings' inventory)")
     parser.add_argument("--workload", required=True, metavar="FILE",
                         help="YAML/JSON list of Pods, in order, with the ResourceClaims or "
                              "ResourceClaimTemplates they use")
@@ -70,8 +77,9 @@ def register(subparsers: Any) -> None:
                         help="random seed for tie-breaks and first-fit's node choice")
     parser.add_argument("--packing", choices=("binpack", "spread"), default=None,
                         help="packing policy, as topology.packing sets it for serve "
-                             "(default: binpack)")
+                             "(default: the settings' topology.packing, binpack)")
     add_feature_gates_argument(parser)
+    add_config_argument(parser)
     add_output_argument(parser)
     parser.add_argument("--plot", metavar="FILE.png",
                         help="draw each node's devices, grouped by NUMA node and PCIe root, "
@@ -105,9 +113,10 @@ class _PodResult:
 
 @command("simulate")
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    inventory, pods, features, config = _load(args)
-    simulation = Simulation(inventory, features=features, config=config, policy=args.policy,
-                            seed=args.seed)
+    inventory, pods, settings, config = _load(args)
+    simulation = Simulation(inventory, features=settings.features, config=config,
+                            policy=args.policy, seed=args.seed,
+                            nodes=served_nodes(inventory, settings))
     results = asyncio.run(simulation.run(pods))
     report = simulation.report(results)
     write_output(out, args.output, document=report, table=lambda: render_table(report, results))
@@ -120,27 +129,31 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return 0
 
 
-def _load(args: argparse.Namespace) -> tuple[Inventory, list[Pod], FeatureGates,
-                                             TopologyConfig]:
-    features = feature_gates(args.feature_gates)
-    config = TopologyConfig() if args.packing is None else TopologyConfig(packing=args.packing)
-    cluster = read_objects(args.objects)
+def _load(args: argparse.Namespace) -> tuple[Inventory, list[Pod], Settings, TopologyConfig]:
+    settings = command_settings(args, ("feature_gates",))
+    config = topology_config(settings)
+    if args.packing is not None:
+        config = replace(config, packing=args.packing)
+    cluster = read_objects(source_of(args, settings).paths)
     workload = read_objects([args.workload])
     inventory = inventory_from([*cluster, *(o for o in workload if o.obj.get("kind") != "Pod")])
     pods: list[Pod] = [parse_sourced("Pod", o) for o in workload if o.obj.get("kind") == "Pod"]
     if not pods:
         raise InputError(f"{args.workload}: no Pods to replay")
-    return inventory, pods, features, config
+    return inventory, pods, settings, config
 
 
 class Simulation:
     """One replay; `run` places the pods, `report` summarises (see module doc)."""
 
     def __init__(self, inventory: Inventory, *, features: FeatureGates,
-                 config: TopologyConfig, policy: str, seed: int) -> None:
+                 config: TopologyConfig, policy: str, seed: int,
+                 nodes: Sequence[str] | None = None) -> None:
         if policy not in POLICIES:
             raise ValueError(f"policy: {policy!r} is not one of {', '.join(POLICIES)}")
         self._inventory = inventory
+        # The nodes drax serves (a node pool's); None: every node known.
+        self._nodes = None if nodes is None else list(nodes)
         self._config = config
         self._policy = policy
         self._seed = seed
@@ -166,7 +179,7 @@ class Simulation:
 
     async def _place(self, pod: Pod) -> _PodResult:
         result = _PodResult(pod=pod.key)
-        nodes = self._inventory.node_names()
+        nodes = self.node_names()
         verdict = self._extender.filter(pod, nodes)
         if not verdict.passed:
             result.reason = verdict.error or _unschedulable(len(nodes), verdict.failed,
@@ -188,6 +201,9 @@ class Simulation:
         result.alignment = alignment
         result.claims = self._written_claims(node, chosen.claims)
         return result
+
+    def node_names(self) -> list[str]:
+        return self._inventory.node_names() if self._nodes is None else self._nodes
 
     def _choose(self, pod: Pod, passed: Sequence[str]) -> str:
         if self._policy == "first-fit":
@@ -230,7 +246,7 @@ class Simulation:
         while none of its partitions is taken); only roots holding both kinds.
         """
         out = {"gpus": 0, "nics": 0, "total": 0, "nicsOnFullNodes": 0}
-        for name in self._inventory.node_names():
+        for name in self.node_names():
             state = self._inventory.node_state(name)
             if state is None:
                 continue
@@ -262,7 +278,7 @@ class Simulation:
         holders = {f"{r['driver']}/{r['pool']}/{r['device']}": result.pod
                    for result in results for c in result.claims for r in c["results"]}
         rows = []
-        for name in self._inventory.node_names():
+        for name in self.node_names():
             state = self._inventory.node_state(name)
             if state is not None:
                 rows.append(NodeRow(name, node_cells(node_topology(state.view, self._config),
