@@ -104,13 +104,16 @@ def test_missing_template_in_file_mode() -> None:
     assert "ResourceClaimTemplate default/ghost" in result_.unresolvable["n1"]
 
 
-def test_allocated_shared_claim_only_constrains_the_node() -> None:
+def shared_claim_on_n1() -> dict[str, Any]:
+    """Claim `shared`, allocated one GPU of n1 and so usable on n1 only."""
     selector = {"nodeSelectorTerms": [{"matchFields": [
         {"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]}
-    inv = load(GPU_CLASS, gpu_node("n1"), gpu_node("n2"),
-               claim("shared", requests=[exactly("gpu", "gpu")],
-                     results=[result("gpu", "gpu.example.com/n1/gpu-0")],
-                     node_selector=selector),
+    return claim("shared", requests=[exactly("gpu", "gpu")],
+                 results=[result("gpu", "gpu.example.com/n1/gpu-0")], node_selector=selector)
+
+
+def test_allocated_shared_claim_only_constrains_the_node() -> None:
+    inv = load(GPU_CLASS, gpu_node("n1"), gpu_node("n2"), shared_claim_on_n1(),
                pod("p", claims={"g": "shared"}))
     result_ = extender(inv).filter(the_pod(inv), ["n1", "n2"])
     assert result_.passed == ["n1"]
@@ -393,12 +396,7 @@ def test_evaluation_json_shape() -> None:
 
 
 def test_cached_answers_keep_pods_with_different_shared_claims_apart() -> None:
-    selector = {"nodeSelectorTerms": [{"matchFields": [
-        {"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]}
-    inv = load(GPU_CLASS, gpu_node("n1"), gpu_node("n2"),
-               claim("shared", requests=[exactly("gpu", "gpu")],
-                     results=[result("gpu", "gpu.example.com/n1/gpu-0")],
-                     node_selector=selector),
+    inv = load(GPU_CLASS, gpu_node("n1"), gpu_node("n2"), shared_claim_on_n1(),
                claim("c1", requests=[exactly("gpu", "gpu")]),
                claim("c2", requests=[exactly("gpu", "gpu")]),
                pod("with-shared", claims={"s": "shared", "g": "c1"}),
