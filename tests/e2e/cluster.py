@@ -1,6 +1,7 @@
 """A real Kubernetes 1.37 control plane on loopback, with drax scheduling through it.
 
     python -m tests.e2e.cluster up --dir DIR [--drax-mode allocator|advisor] [--replicas N]
+                                   [--profiles NAME[,NAME...]]
     python -m tests.e2e.cluster down --dir DIR
 
 `up` builds (or reuses) the upstream binaries, then starts etcd,
@@ -32,10 +33,12 @@ Lease (`note_leader`), and its hostname until then (a standby's uuid is not
 visible anywhere). Replica 0's components keep the single-replica names
 (`drax`, `drax-scheduler`), replica i's are `drax-<i>`, `drax-scheduler-<i>`.
 
-`start(profiles=[...])` gives the drax kube-scheduler one profile per name,
-each a copy of the manifest's `drax` profile, and starts drax with
-`--scheduler-name` listing them all, as one kube-scheduler with several
-profiles calling drax is configured.
+`--profiles drax,drax-gpu` (`start(profiles=[...])`) gives the drax
+kube-scheduler one profile per name, each a copy of the manifest's `drax`
+profile, and starts drax with `--scheduler-name` listing them all, as one
+kube-scheduler with several profiles calling drax is configured: drax
+preempts for the pods of every one of them. Names are read as drax reads its
+`scheduler_name` setting (commas, duplicates dropped; default `drax`).
 
 Tests use the same `start`/`stop` in-process (tests/e2e/conftest.py).
 """
@@ -59,6 +62,7 @@ from typing import Any, Final
 import httpx
 import yaml
 
+from app.config import FIELDS, ConfigError
 from tests.e2e.build import control_plane_bins
 from tests.e2e.kube import Kube, tls_context, wait_for
 
@@ -561,27 +565,42 @@ def make_node_ready(kube: Kube, name: str, *, labels: dict[str, str] | None = No
     kube.patch("Node", name, {"spec": {"taints": None}})
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.e2e.cluster", description=__doc__)
+def profile_names(text: str) -> list[str]:
+    """`--profiles`: kube-scheduler profile names, read as drax reads its
+    `scheduler_name` setting, so both sides get the same list."""
+    try:
+        return list(FIELDS["scheduler_name"](text, "--profiles"))
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--profiles: ")) from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m tests.e2e.cluster", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     up = sub.add_parser("up", help="start the control plane and drax")
     up.add_argument("--dir", required=True, type=Path)
     up.add_argument("--drax-mode", choices=("allocator", "advisor"), default="allocator")
     up.add_argument("--replicas", type=int, default=1,
                     help="drax pods (kube-scheduler + drax each) sharing the leader Lease")
+    up.add_argument("--profiles", type=profile_names, default=["drax"], metavar="NAME[,NAME]",
+                    help="the drax kube-scheduler's profiles, each calling drax, which "
+                         "serves (and preempts for) them all (default: drax)")
     down = sub.add_parser("down", help="stop what `up` started")
     down.add_argument("--dir", required=True, type=Path)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     if args.command == "up":
         try:
-            cluster = start(args.dir, drax_mode=args.drax_mode, replicas=args.replicas)
+            cluster = start(args.dir, drax_mode=args.drax_mode, replicas=args.replicas,
+                            profiles=args.profiles)
         except (TimeoutError, RuntimeError, ValueError, subprocess.CalledProcessError) as exc:
             print(f"cluster up: {exc}\nlogs: {args.dir / 'logs'}", file=sys.stderr)
             return 1
-        leader = next((e for e in cluster.schedulers if "_" in e["identity"]), None)
-        print(f"cluster up: kubeconfig {cluster.path / 'kubeconfig'}, drax {cluster.drax_url}"
-              + (f", {cluster.replicas} replicas, leader: replica {leader['replica']}"
-                 if cluster.replicas > 1 and leader else ""))
+        print(up_summary(cluster))
         return 0
     try:
         cluster = Cluster.load(args.dir)
@@ -590,6 +609,16 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     stop(cluster)
     return 0
+
+
+def up_summary(cluster: Cluster) -> str:
+    """The line `up` prints: where to reach the cluster and drax, and what runs."""
+    leader = next((e for e in cluster.schedulers if "_" in e["identity"]), None)
+    return (f"cluster up: kubeconfig {cluster.path / 'kubeconfig'}, drax {cluster.drax_url}"
+            + (f", profiles {','.join(cluster.profiles)}" if cluster.profiles != ["drax"]
+               else "")
+            + (f", {cluster.replicas} replicas, leader: replica {leader['replica']}"
+               if cluster.replicas > 1 and leader else ""))
 
 
 if __name__ == "__main__":
