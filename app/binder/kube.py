@@ -55,7 +55,8 @@ them under a pod that is on its node would leave it without its devices.
 
 RBAC (see manifests/rbac.yaml): `get`, `update` on resourceclaims (the
 finalizer), `create`, `delete` on resourceclaims (the special claim; the
-built-in system:kube-scheduler role grants them), `patch` on pods/status; `update` on resourceclaims/status and, since 1.36
+built-in system:kube-scheduler role grants them), `patch` on pods/status;
+`update` on resourceclaims/status and, since 1.36
 (DRAResourceClaimGranularStatusAuthorization), on the synthetic
 resourceclaims/binding subresource (allocation and reservedFor); `create` on
 pods/binding; `get` on pods (a repeated Binding).
