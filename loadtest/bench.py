@@ -85,13 +85,14 @@ class Server:
             return ""
 
 
-def stop_process(process: subprocess.Popen[bytes]) -> None:
-    """Ask a server to exit (SIGINT, it drains), kill it if it has not within 15 s."""
+def stop_process(process: subprocess.Popen[bytes], *, timeout: float = 15.0) -> None:
+    """Ask a process to exit (SIGINT: a server drains, py-spy writes its samples),
+    kill it if it has not within `timeout` seconds."""
     if process.poll() is not None:
         return
     process.send_signal(signal.SIGINT)
     try:
-        process.wait(timeout=15)
+        process.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait(timeout=15)

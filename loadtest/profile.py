@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -25,7 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from loadtest.bench import BenchmarkError
+from loadtest.bench import BenchmarkError, stop_process
 
 ENTRY = ("app/__main__.py", "app/cli/")
 BACKGROUND = "keep_warm"  # Extender.keep_warm, the server's background task
@@ -51,12 +50,7 @@ def recording(pid: int, out: Path, *, rate: int = 250) -> Iterator[Path]:
     try:
         yield out
     finally:
-        process.send_signal(signal.SIGINT)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
+        stop_process(process, timeout=30)
 
 
 def _frame(raw: str) -> tuple[str, str]:
