@@ -30,7 +30,7 @@ Cluster layout (per node, defaults in brackets):
   (`SHARDS`), so `drax serve --node-selector loadtest.drax.dev/shard=0`
   serves a quarter of the cluster (`loadtest.bench_pool`).
 - DeviceClasses `gpu.nvidia.com`, `mig.nvidia.com` (NVIDIA Helm chart shape)
-  and `rdma.dra.net` (physical RDMA ports, as in the shared examples).
+  and `rdma.dra.net` (physical RDMA ports, as in `tests/examples/`).
 
 Workloads: `generate_workload` returns Pods and the ResourceClaimTemplates (one
 per claim shape, listed first) or per-pod ResourceClaims they use, in order.
