@@ -13,12 +13,15 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from app import __version__
+
 SUBCOMMANDS = ("serve", "selector", "allocate", "simulate", "capacity", "preempt")
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="drax", description="Kubernetes DRA scheduler extender and what-if tools")
+    parser.add_argument("--version", action="version", version=f"drax {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for name in SUBCOMMANDS:
         try:

@@ -22,6 +22,7 @@ import functools
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Final, Protocol, TextIO
 
 import orjson
@@ -220,7 +221,11 @@ def namespaced_key(text: str, flag: str) -> str:
 
 
 def list_cluster(kubeconfig: str) -> Inventory:
-    """`--kubeconfig`: the cluster's objects, listed once (`_listed`)."""
+    """`--kubeconfig`: the cluster's objects, listed once (`_listed`). A
+    kubeconfig that is not a file is named as `drax serve` names it (the
+    client would call it a file without a current-context)."""
+    if not Path(kubeconfig).is_file():
+        raise InputError(f"kubeconfig: {kubeconfig}: no such file")
     return asyncio.run(_listed(kubeconfig))
 
 

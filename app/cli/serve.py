@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import socket
 import sys
 from typing import Any
 
@@ -106,6 +107,10 @@ def run(args: argparse.Namespace) -> int:
         return 2
     logging.basicConfig(level=settings.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    taken = taken_address(settings)
+    if taken:
+        print(f"drax serve: {taken}", file=sys.stderr)
+        return 2
     try:
         # The inventory and the answers warmed for it are long-lived and hold no
         # cycles: they are frozen out of the collector without ever being
@@ -131,6 +136,36 @@ def run(args: argparse.Namespace) -> int:
                  settings.metrics_port)
     started = asyncio.run(serve_all(listeners))
     return 0 if started else 1
+
+
+def taken_address(settings: Settings) -> str | None:
+    """Why a listen address cannot be bound (in use, say), None if each can.
+
+    Checked before the inventory loads, which on a large cluster takes a
+    while: a port already taken (another drax, or a notebook server on 8888)
+    is then one line at once, instead of uvicorn's log after the load."""
+    addresses = [("port", settings.host, settings.port)]
+    if settings.metrics_port:
+        addresses.append(("metrics_port", settings.metrics_host or settings.host,
+                          settings.metrics_port))
+    for key, host, port in addresses:
+        if port == 0:
+            continue
+        try:
+            infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                       flags=socket.AI_PASSIVE)
+        except socket.gaierror as exc:
+            return f"{key}: cannot listen on {host}:{port}: {exc.strerror}"
+        family, kind, proto, _, address = infos[0]
+        with socket.socket(family, kind, proto) as probe:
+            # As uvicorn binds: a port left in TIME_WAIT by a stopped drax is free.
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(address)
+            except OSError as exc:
+                return (f"{key}: cannot listen on {host}:{port}: {exc.strerror or exc} "
+                        f"(--{key.replace('_', '-')} picks another)")
+    return None
 
 
 def listeners_for(runtime: Runtime) -> list[Listener]:

@@ -1,0 +1,66 @@
+"""What a new user meets first: the version, a port already taken, a kubeconfig not there."""
+
+from __future__ import annotations
+
+import io
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from app import __version__
+from app.cli import build_parser, main
+from app.cli.serve import taken_address
+from app.config import Settings
+
+
+@pytest.fixture()
+def taken_port() -> Iterator[int]:
+    """A loopback port some other program listens on."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        yield other.getsockname()[1]
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out == f"drax {__version__}\n"
+
+
+def test_a_taken_port_is_one_line_before_anything_loads(
+        taken_port: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # The inventory does not exist: the port is reported first, without loading it.
+    assert main(["serve", "--port", str(taken_port), "--inventory", str(tmp_path / "no")]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"drax serve: port: cannot listen on 127.0.0.1:{taken_port}: Address already "
+                   "in use (--port picks another)\n")
+
+
+def test_the_metrics_port_is_checked_too(taken_port: int) -> None:
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    assert taken_address(Settings(port=port)) is None
+    said = taken_address(Settings(port=port, metrics_port=taken_port))
+    assert said is not None and said.startswith(f"metrics_port: cannot listen on "
+                                                f"127.0.0.1:{taken_port}: ")
+    assert said.endswith("(--metrics-port picks another)")
+
+
+@pytest.mark.parametrize("command", [["capacity", "--gpus", "1"],
+                                     ["preempt", "--pod", "default/p"]])
+def test_a_missing_kubeconfig_is_named_as_serve_names_it(
+        command: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DRAX_CONFIG", raising=False)
+    monkeypatch.delenv("DRAX_INVENTORY", raising=False)
+    monkeypatch.setenv("DRAX_KUBECONFIG", "/no/such/kubeconfig")
+    for argv in ([*command, "--kubeconfig", "/no/such/kubeconfig"], command):
+        args = build_parser().parse_args(argv)
+        out, err = io.StringIO(), io.StringIO()
+        assert args.func(args, out=out, err=err) == 2
+        assert err.getvalue() == (f"drax {command[0]}: kubeconfig: /no/such/kubeconfig: "
+                                  "no such file\n")
