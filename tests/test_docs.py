@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -63,6 +64,39 @@ def test_every_module_path_a_document_names_exists(doc: Path) -> None:
     assert not missing, f"{doc.relative_to(REPO)} names paths that do not exist: {missing}"
 
 
+# A Markdown note by name (`libeval.md §3`), or a path on the machine it was written on.
+NOTE = re.compile(r"(?<![\w./-])[\w-]+\.md\b|/work/\w+")
+# What a reader of the repository can open: its own documents and the sources.
+CITING = [*DOCUMENTS, *sorted(REPO.glob("app/**/*.py")), *sorted(REPO.glob("loadtest/*.py")),
+          *sorted(REPO.glob("tools/*.py"))]
+
+
+def _markdown_here() -> frozenset[str]:
+    """The names of the repository's Markdown files (hidden folders, such as a
+    virtual environment, left out)."""
+    names = set()
+    for _folder, subfolders, files in os.walk(REPO):
+        subfolders[:] = [d for d in subfolders if not d.startswith(".")]
+        names.update(f for f in files if f.endswith(".md"))
+    return frozenset(names)
+
+
+MARKDOWN_HERE = _markdown_here()
+
+
+def _notes_outside(text: str) -> list[str]:
+    return sorted({m.group(0) for m in NOTE.finditer(text)
+                   if m.group(0).startswith("/") or m.group(0) not in MARKDOWN_HERE})
+
+
+@pytest.mark.parametrize("source", CITING, ids=lambda p: str(p.relative_to(REPO)))
+def test_every_note_cited_is_in_the_repository(source: Path) -> None:
+    """A reader has only the repository: a design note or a path outside it is
+    a dead reference."""
+    outside = _notes_outside(source.read_text())
+    assert not outside, f"{source.relative_to(REPO)} cites notes outside the repository: {outside}"
+
+
 def test_the_checks_find_what_they_look_for() -> None:
     text = ("see `tests/kube/test_kube_lease.py::test_a` and `::test_b` in "
             "`app/sources/kube/lease.py`; fixed for issue #22 in stop 4")
@@ -75,6 +109,8 @@ def test_the_checks_find_what_they_look_for() -> None:
         "(was 2", "the run before", "down from 6", "in the pass at", "this session"]
     present = "a 1-GPU pod no longer fits there; filter took 2.5 ms before its bind"
     assert not NARRATION.search(present)
+    assert _notes_outside("see libeval.md §3, docs/performance.md and /work/shared/docs") == [
+        "/work/shared", "libeval.md"]
     # The documents cite tests and name paths: the checks above are not vacuous.
     assert all(sum(len(pattern.findall(doc.read_text())) for doc in DOCUMENTS) > 20
                for pattern in (CITED, APP_PATH))
