@@ -42,7 +42,8 @@ def register(subparsers: Any) -> None:
     add_objects_argument(parser, required=False,
                          help="YAML/JSON files or folders with the objects "
                               "(default: the settings' inventory)")
-    parser.add_argument("--pod", required=True, metavar="NAMESPACE/NAME")
+    parser.add_argument("--pod", required=True, metavar="NAMESPACE/NAME",
+                        help="the Pod among the objects whose claims to allocate")
     parser.add_argument("--node", action="append", default=[], metavar="NAME",
                         help="evaluate only this node (repeatable)")
     add_feature_gates_argument(parser)

@@ -37,14 +37,15 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser("serve", help="run the kube-scheduler extender service",
                               description=__doc__.split("\n\n", 1)[0])
     p.add_argument("--config", metavar="FILE",
-                   help="YAML settings file (see config/drax.yaml; default: $DRAX_CONFIG)")
+                   help="YAML settings file (see config/drax.yaml; default: $DRAX_CONFIG); "
+                        "flags given > DRAX_* environment > this file > defaults")
     p.add_argument("--host", help="listen address (default 127.0.0.1)")
     p.add_argument("--port", type=int, help="listen port (default 8888)")
     p.add_argument("--inventory", nargs="+", metavar="PATH",
                    help="files or folders of Kubernetes objects (default: the bundled "
                         "sample cluster, unless a kubeconfig is given)")
     p.add_argument("--kubeconfig", help="watch this cluster instead of reading files")
-    p.add_argument("--log-level", choices=LOG_LEVELS)
+    p.add_argument("--log-level", choices=LOG_LEVELS, help="default: info")
     p.add_argument("--access-log", action="store_true", default=None,
                    help="log every HTTP request")
     p.add_argument("--max-body-bytes", type=int, help="largest request body (default 16 MiB)")

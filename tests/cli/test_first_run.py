@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import io
 import socket
 from collections.abc import Iterator
@@ -64,3 +65,11 @@ def test_a_missing_kubeconfig_is_named_as_serve_names_it(
         assert args.func(args, out=out, err=err) == 2
         assert err.getvalue() == (f"drax {command[0]}: kubeconfig: /no/such/kubeconfig: "
                                   "no such file\n")
+
+
+def test_every_option_of_every_command_says_what_it_is_for() -> None:
+    [commands] = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    silent = [f"drax {name} {action.option_strings[-1] if action.option_strings else action.dest}"
+              for name, command in commands.choices.items() for action in command._actions
+              if not action.help]
+    assert silent == []

@@ -579,15 +579,18 @@ def build_parser() -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     up = sub.add_parser("up", help="start the control plane and drax")
-    up.add_argument("--dir", required=True, type=Path)
-    up.add_argument("--drax-mode", choices=("allocator", "advisor"), default="allocator")
+    up.add_argument("--dir", required=True, type=Path,
+                    help="where the cluster's files, logs and cluster.json go")
+    up.add_argument("--drax-mode", choices=("allocator", "advisor"), default="allocator",
+                    help="drax serve --mode; advisor also leaves allocation and bind to "
+                         "kube-scheduler's own plugin (default: allocator)")
     up.add_argument("--replicas", type=int, default=1,
                     help="drax pods (kube-scheduler + drax each) sharing the leader Lease")
     up.add_argument("--profiles", type=profile_names, default=["drax"], metavar="NAME[,NAME]",
                     help="the drax kube-scheduler's profiles, each calling drax, which "
                          "serves (and preempts for) them all (default: drax)")
     down = sub.add_parser("down", help="stop what `up` started")
-    down.add_argument("--dir", required=True, type=Path)
+    down.add_argument("--dir", required=True, type=Path, help="the directory `up` was given")
     return parser
 
 
