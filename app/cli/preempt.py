@@ -81,6 +81,9 @@ def register(subparsers: Any) -> None:
 @command("preempt")
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     settings = command_settings(args, ("mode", "scheduler_name", "feature_gates"))
+    if not settings.preemption:
+        print("drax preempt: the settings turn preemption off (preemption: false): this "
+              "is the search drax serve would run, but it preempts for no pod", file=err)
     source = source_of(args, settings)
     inventory = source.inventory()
     pod = _pod(args.pod, inventory)

@@ -25,7 +25,7 @@ WHAT_IF = {
 @pytest.fixture(autouse=True)
 def _no_drax_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("DRAX_CONFIG", "DRAX_SCHEDULER_NAME", "DRAX_INVENTORY", "DRAX_KUBECONFIG",
-                 "DRAX_MODE", "DRAX_FEATURE_GATES", "DRAX_NODE_SELECTOR"):
+                 "DRAX_MODE", "DRAX_FEATURE_GATES", "DRAX_NODE_SELECTOR", "DRAX_PREEMPTION"):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -136,6 +136,15 @@ def test_simulate_takes_the_topology_section(tmp_path: Path) -> None:
     _, flag_wins = as_json("simulate", *WHAT_IF["simulate"], "--config", spread,
                            "--packing", "binpack")
     assert flag_wins == binpack
+
+
+def test_preemption_turned_off_is_said_beside_the_answer(tmp_path: Path) -> None:
+    off = config(tmp_path, "preemption: false\n")
+    code, out, err = drax("preempt", *WHAT_IF["preempt"], "--config", off, "-o", "json")
+    assert code == 0 and json.loads(out)["nodes"]
+    assert err == ("drax preempt: the settings turn preemption off (preemption: false): this "
+                   "is the search drax serve would run, but it preempts for no pod\n")
+    assert drax("preempt", *WHAT_IF["preempt"], "-o", "json")[2] == ""
 
 
 def test_the_servers_tls_files_need_not_exist_where_a_dry_run_runs(tmp_path: Path) -> None:
