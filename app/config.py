@@ -259,8 +259,9 @@ def _convert(raw: Mapping[str, Any], where: str) -> dict[str, Any]:
     return out
 
 
-def yaml_problem(exc: yaml.YAMLError) -> str:
-    """PyYAML's error on one line: line and column, then what is wrong."""
+def yaml_problem(exc: Exception) -> str:
+    """A parser's error on one line: for PyYAML's, line and column, then what
+    is wrong (its own text spans several lines, pointing at the spot)."""
     mark = getattr(exc, "problem_mark", None)
     problem = getattr(exc, "problem", None)
     if mark is None or not problem:

@@ -26,6 +26,7 @@ import msgspec
 import orjson
 import yaml
 
+from app.config import yaml_problem
 from app.model import ResourceSlice, decode_listed_slice
 
 # libyaml's loader when the wheel has it: several times faster on large inventories.
@@ -207,7 +208,7 @@ def _load_file(path: Path, *, raw_slices: bool = False,
         else:
             docs = list(yaml.load_all(data.decode("utf-8"), Loader=_YAML_LOADER))
     except (yaml.YAMLError, orjson.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise SourceError(f"{path}: cannot parse: {exc}") from None
+        raise SourceError(f"{path}: cannot parse: {yaml_problem(exc)}") from None
     out: list[dict[str, Any]] = []
     for doc in docs:
         if doc is None:

@@ -39,6 +39,24 @@ def test_an_invalid_object_is_named_by_its_file(tmp_path: Path, command: list[st
     assert "metadata.name: required" in err and len(err.splitlines()) == 1
 
 
+@pytest.mark.parametrize("command", [
+    ["allocate", "--pod", "default/train-0"],
+    ["capacity", "--gpus", "1"],
+    ["simulate", "--workload", str(SAMPLE / "40-pods.yaml")],
+    ["preempt", "--pod", "default/train-0"],
+    ["selector", "true"],
+])
+def test_a_file_that_does_not_parse_is_one_line_with_where(tmp_path: Path,
+                                                           command: list[str]) -> None:
+    bad = tmp_path / "slices.yaml"
+    bad.write_text("kind: ResourceSlice\nmetadata: {name: [s}\n")
+    name, *rest = command
+    code, out, err = run(name, "--objects", str(SAMPLE), str(bad), *rest)
+    assert code == 2 and out == ""
+    assert err.startswith(f"drax {name}: {bad}: cannot parse: line 2 column "), err
+    assert len(err.splitlines()) == 1
+
+
 def test_an_invalid_pod_of_a_workload_is_named_by_its_file(tmp_path: Path) -> None:
     workload = tmp_path / "workload.yaml"
     workload.write_text("apiVersion: v1\nkind: Pod\nmetadata: {namespace: default}\nspec: {}\n")
