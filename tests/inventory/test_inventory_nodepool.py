@@ -161,7 +161,7 @@ def test_node_selector_setting_parses_and_rejects_clearly() -> None:
     settings = load_settings(environ={}, overrides={"node_selector": "pool=a"})
     assert settings.node_selector == {"pool": "a"}
     for bad in ("pool", "pool!=a", "=a", "pool=a,pool=b"):
-        with pytest.raises(ConfigError, match="node_selector"):
+        with pytest.raises(ConfigError, match="--node-selector"):
             load_settings(environ={}, overrides={"node_selector": bad})
     assert load_settings(environ={"DRAX_NODE_SELECTOR": "x=y"}).node_selector == {"x": "y"}
     with pytest.raises(ValueError):
