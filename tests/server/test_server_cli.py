@@ -79,9 +79,10 @@ def test_drax_serve_process_answers_and_stops_on_sigterm(tmp_path: Path) -> None
 def test_bad_settings_exit_2_with_the_reason(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["serve", "--port", "70000"]) == 2
     assert "port: 70000 is not a TCP port" in capsys.readouterr().err
-    assert main(["serve", "--inventory", "/no/such/dir"]) == 2
+    # --port 0: the address is checked first, and 8888 may be taken on this machine
+    assert main(["serve", "--port", "0", "--inventory", "/no/such/dir"]) == 2
     assert "/no/such/dir: no such file or directory" in capsys.readouterr().err
-    assert main(["serve", "--kubeconfig", "/no/such/kubeconfig"]) == 2
+    assert main(["serve", "--port", "0", "--kubeconfig", "/no/such/kubeconfig"]) == 2
     assert "kubeconfig: /no/such/kubeconfig: no such file" in capsys.readouterr().err
 
 
