@@ -22,7 +22,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="drax", description="Kubernetes DRA scheduler extender and what-if tools")
     parser.add_argument("--version", action="version", version=f"drax {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
+    # Not required: without one, `main` prints the whole help (each command
+    # with its line), not argparse's one-line complaint.
+    sub = parser.add_subparsers(dest="command")
     for name in SUBCOMMANDS:
         try:
             module = importlib.import_module(f"app.cli.{name}")
@@ -35,7 +37,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return 2
     return int(args.func(args) or 0)
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from app import __version__
-from app.cli import build_parser, main
+from app.cli import SUBCOMMANDS, build_parser, main
 from app.cli.serve import taken_address
 from app.config import Settings
 
@@ -30,6 +30,19 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
         main(["--version"])
     assert exited.value.code == 0
     assert capsys.readouterr().out == f"drax {__version__}\n"
+
+
+def test_no_command_prints_every_command_with_its_line_and_exits_2(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([]) == 2
+    said = capsys.readouterr()
+    assert said.out == ""
+    assert said.err.startswith("usage: drax ")
+    [commands] = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    lines = {line.split()[0]: line for line in said.err.splitlines() if line.startswith("    ")}
+    for name in SUBCOMMANDS:
+        [choice] = [c for c in commands._choices_actions if c.dest == name]
+        assert name in lines and choice.help and choice.help.split()[0] in lines[name], name
 
 
 def test_a_taken_port_is_one_line_before_anything_loads(
