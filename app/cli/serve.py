@@ -39,16 +39,18 @@ def register(subparsers: Any) -> None:
     p.add_argument("--config", metavar="FILE",
                    help="YAML settings file (see config/drax.yaml; default: $DRAX_CONFIG); "
                         "flags given > DRAX_* environment > this file > defaults")
-    p.add_argument("--host", help="listen address (default 127.0.0.1)")
-    p.add_argument("--port", type=int, help="listen port (default 8888)")
+    p.add_argument("--host", metavar="ADDRESS", help="listen address (default 127.0.0.1)")
+    p.add_argument("--port", type=int, metavar="N", help="listen port (default 8888)")
     p.add_argument("--inventory", nargs="+", metavar="PATH",
                    help="files or folders of Kubernetes objects (default: the bundled "
                         "sample cluster, unless a kubeconfig is given)")
-    p.add_argument("--kubeconfig", help="watch this cluster instead of reading files")
+    p.add_argument("--kubeconfig", metavar="PATH",
+                   help="watch this cluster instead of reading files")
     p.add_argument("--log-level", choices=LOG_LEVELS, help="default: info")
     p.add_argument("--access-log", action="store_true", default=None,
                    help="log every HTTP request")
-    p.add_argument("--max-body-bytes", type=int, help="largest request body (default 16 MiB)")
+    p.add_argument("--max-body-bytes", type=int, metavar="N",
+                   help="largest request body (default 16 MiB)")
     p.add_argument("--body-read-timeout", type=float, metavar="SECONDS",
                    help="408 for a body not received this long after its headers (default 10)")
     p.add_argument("--verb-deadline", type=float, metavar="SECONDS",
@@ -56,19 +58,24 @@ def register(subparsers: Any) -> None:
                         "(the scheduler retries the pod) and prioritize with no scores "
                         "(every node 0) (default 4; keep it below the scheduler's "
                         "httpTimeout)")
-    p.add_argument("--url-prefix", help="also serve the verbs under this path "
-                                        "(default /scheduler)")
+    p.add_argument("--url-prefix", metavar="/PATH",
+                   help="also serve the verbs under this path (default /scheduler)")
     p.add_argument("--mode", choices=MODES, help="allocator (default) or advisor")
-    p.add_argument("--feature-gates", metavar="Name=bool,...",
+    p.add_argument("--feature-gates", metavar="Name=true,...",
                    help="DRA feature gates, as given to kube-scheduler")
-    p.add_argument("--tls-cert-file", help="serve the verbs over HTTPS with this certificate "
-                                           "(PEM, re-read when it changes)")
-    p.add_argument("--tls-private-key-file", help="the certificate's private key (PEM)")
-    p.add_argument("--client-ca-file", help="require client certificates signed by this CA "
-                                            "(kube-scheduler's extender tlsConfig)")
-    p.add_argument("--metrics-port", type=int, help="also serve /healthz, /readyz, /metrics "
-                                                    "over plain HTTP on this port (default: off)")
-    p.add_argument("--metrics-host", help="address of --metrics-port (default: --host)")
+    p.add_argument("--tls-cert-file", metavar="FILE",
+                   help="serve the verbs over HTTPS with this certificate "
+                        "(PEM, re-read when it changes)")
+    p.add_argument("--tls-private-key-file", metavar="FILE",
+                   help="the certificate's private key (PEM)")
+    p.add_argument("--client-ca-file", metavar="FILE",
+                   help="require client certificates signed by this CA "
+                        "(kube-scheduler's extender tlsConfig)")
+    p.add_argument("--metrics-port", type=int, metavar="N",
+                   help="also serve /healthz, /readyz, /metrics over plain HTTP on this port "
+                        "(default: off)")
+    p.add_argument("--metrics-host", metavar="ADDRESS",
+                   help="address of --metrics-port (default: --host)")
     p.add_argument("--leader-election-lease", metavar="NAMESPACE/NAME",
                    help="the Lease kube-scheduler elects its leader with; drax's own writes "
                         "run only while this replica's kube-scheduler holds it "

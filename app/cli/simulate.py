@@ -73,7 +73,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--policy", choices=POLICIES, default="drax",
                         help="drax: best allocation on the best node; advisor: upstream's "
                              "allocation on drax's best node; first-fit: upstream alone")
-    parser.add_argument("--seed", type=int, default=0,
+    parser.add_argument("--seed", type=int, default=0, metavar="N",
                         help="random seed for tie-breaks and first-fit's node choice")
     parser.add_argument("--packing", choices=("binpack", "spread"), default=None,
                         help="packing policy, as topology.packing sets it for serve "

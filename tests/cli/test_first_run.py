@@ -86,3 +86,24 @@ def test_every_option_of_every_command_says_what_it_is_for() -> None:
               for name, command in commands.choices.items() for action in command._actions
               if not action.help]
     assert silent == []
+
+
+def test_every_value_an_option_takes_has_a_readable_name() -> None:
+    """`--tls-cert-file FILE`, not argparse's `--tls-cert-file TLS_CERT_FILE`; an
+    option with choices shows them; and a flag two commands share is spelled the
+    same in both (`--pod` excepted: preempt also takes a pod's file)."""
+    [commands] = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    raw: list[str] = []
+    spelled: dict[str, set[str | None]] = {}
+    for name, command in commands.choices.items():
+        for action in command._actions:
+            if not action.option_strings or action.nargs == 0:
+                continue
+            flag = action.option_strings[-1]
+            if (action.metavar is None and action.choices is None) \
+                    or action.metavar == action.dest.upper():
+                raw.append(f"drax {name} {flag}")
+            spelled.setdefault(flag, set()).add(action.metavar)
+    assert raw == []
+    assert {flag: metavars for flag, metavars in spelled.items()
+            if len(metavars) > 1 and flag != "--pod"} == {}
