@@ -47,6 +47,8 @@ def iter_files(paths: Iterable[str | Path]) -> Iterator[Path]:
                               if p.is_file() and p.suffix in SUFFIXES)
         elif path.is_file():
             yield path
+        elif path.exists():
+            raise SourceError(f"{path}: not a regular file or folder")
         else:
             raise SourceError(f"{path}: no such file or directory")
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -55,6 +56,19 @@ def test_a_file_that_does_not_parse_is_one_line_with_where(tmp_path: Path,
     assert code == 2 and out == ""
     assert err.startswith(f"drax {name}: {bad}: cannot parse: line 2 column "), err
     assert len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize("special", ["fifo", "/dev/null"])
+def test_a_path_neither_file_nor_folder_is_named_as_what_it_is(tmp_path: Path,
+                                                               special: str) -> None:
+    if special == "fifo":
+        special = str(tmp_path / "objects.yaml")
+        os.mkfifo(special)
+    code, out, err = run("allocate", "--pod", "default/train-0", "--objects", special)
+    assert (code, out, err) == (2, "", f"drax allocate: {special}: not a regular file or folder\n")
+    code, out, err = run("allocate", "--pod", "default/train-0",
+                         "--objects", str(tmp_path / "none.yaml"))
+    assert err == f"drax allocate: {tmp_path / 'none.yaml'}: no such file or directory\n"
 
 
 def test_an_invalid_pod_of_a_workload_is_named_by_its_file(tmp_path: Path) -> None:
