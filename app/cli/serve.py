@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import itertools
 import logging
 import socket
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 from app import garbage_collector
@@ -26,7 +29,7 @@ from app.config import (
     Settings,
 )
 from app.runtime import Runtime, build_runtime
-from app.server.serving import Listener, ListenerSpec, listener, serve_all
+from app.server.serving import Listener, ListenerSpec, bind, listener, serve_all
 from app.server.tls import ReloadingContext, TLSError, TLSFiles
 from app.sources.files import SourceError
 
@@ -115,10 +118,19 @@ def run(args: argparse.Namespace) -> int:
         return 2
     logging.basicConfig(level=settings.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    taken = taken_address(settings)
-    if taken:
-        print(f"drax serve: {taken}", file=sys.stderr)
+    try:
+        bound = bind_addresses(settings)
+    except AddressError as exc:
+        print(f"drax serve: {exc}", file=sys.stderr)
         return 2
+    with contextlib.ExitStack() as stack:
+        for sock in itertools.chain.from_iterable(bound):
+            stack.enter_context(sock)
+        return serve_on(settings, bound)
+
+
+def serve_on(settings: Settings, bound: Sequence[Sequence[socket.socket]]) -> int:
+    """Load the inventory and serve on the sockets `bind_addresses` bound."""
     try:
         # The inventory and the answers warmed for it are long-lived and hold no
         # cycles: they are frozen out of the collector without ever being
@@ -130,62 +142,88 @@ def run(args: argparse.Namespace) -> int:
         print(f"drax serve: {exc}", file=sys.stderr)
         return 2
     try:
-        listeners = listeners_for(runtime)
+        listeners = listeners_for(runtime, bound)
     except TLSError as exc:
         print(f"drax serve: {exc}", file=sys.stderr)
         return 2
+    addresses = listen_addresses(settings)
     scheme = "https" if settings.tls_cert_file else "http"
     log.info("drax %s serving %s inventory on %s://%s:%d (verbs also under %s)%s",
-             runtime.settings.mode, runtime.source, scheme, settings.host, settings.port,
+             runtime.settings.mode, runtime.source, scheme, settings.host, _port(bound[0]),
              settings.url_prefix or "/",
              ", client certificates required" if settings.client_ca_file else "")
     if settings.metrics_port:
-        log.info("probes and metrics on http://%s:%d", settings.metrics_host or settings.host,
-                 settings.metrics_port)
+        log.info("probes and metrics on http://%s:%d", addresses[1][1], _port(bound[1]))
     started = asyncio.run(serve_all(listeners))
+    for (key, host, port), each in zip(addresses, listeners, strict=True):
+        if each.listen_error is not None:
+            print(f"drax serve: {cannot_listen(key, host, port, each.listen_error)}",
+                  file=sys.stderr)
+            return 2
     return 0 if started else 1
 
 
-def taken_address(settings: Settings) -> str | None:
-    """Why a listen address cannot be bound (in use, say), None if each can.
+class AddressError(Exception):
+    """A listen address that cannot be bound: one line naming its flag."""
 
-    Checked before the inventory loads, which on a large cluster takes a
-    while: a port already taken (another drax, or a notebook server on 8888)
-    is then one line at once, instead of uvicorn's log after the load."""
+
+def listen_addresses(settings: Settings) -> list[tuple[str, str, int]]:
+    """The verbs' address, then the probes' if any, each with its settings key."""
     addresses = [("port", settings.host, settings.port)]
     if settings.metrics_port:
         addresses.append(("metrics_port", settings.metrics_host or settings.host,
                           settings.metrics_port))
-    for key, host, port in addresses:
-        if port == 0:
-            continue
-        try:
-            infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
-                                       flags=socket.AI_PASSIVE)
-        except socket.gaierror as exc:
-            return f"{key}: cannot listen on {host}:{port}: {exc.strerror}"
-        family, kind, proto, _, address = infos[0]
-        with socket.socket(family, kind, proto) as probe:
-            # As uvicorn binds: a port left in TIME_WAIT by a stopped drax is free.
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    return addresses
+
+
+def bind_addresses(settings: Settings) -> list[list[socket.socket]]:
+    """The sockets of each listen address (`listen_addresses`), bound and not
+    yet listening; `AddressError` when one cannot be bound (in use, say).
+
+    Bound before the inventory loads, which on a large cluster takes a while:
+    a port already taken (another drax, or a notebook server on 8888) is then
+    one line at once, and the port stays drax's during the load. uvicorn
+    listens on the sockets once the app has started, so a client meanwhile
+    is refused rather than kept waiting."""
+    bound: list[list[socket.socket]] = []
+    try:
+        for key, host, port in listen_addresses(settings):
             try:
-                probe.bind(address)
+                bound.append(bind(host, port))
             except OSError as exc:
-                return (f"{key}: cannot listen on {host}:{port}: {exc.strerror or exc} "
-                        f"(--{key.replace('_', '-')} picks another)")
-    return None
+                raise AddressError(cannot_listen(key, host, port, exc)) from None
+    except AddressError:
+        for sock in itertools.chain.from_iterable(bound):
+            sock.close()
+        raise
+    return bound
 
 
-def listeners_for(runtime: Runtime) -> list[Listener]:
-    """The verbs' listener (with TLS when configured), then the probe listener if any."""
+def cannot_listen(key: str, host: str, port: int, exc: OSError) -> str:
+    if isinstance(exc, socket.gaierror):
+        return f"{key}: cannot listen on {host}:{port}: {exc.strerror}"
+    return (f"{key}: cannot listen on {host}:{port}: {exc.strerror or exc} "
+            f"(--{key.replace('_', '-')} picks another)")
+
+
+def _port(sockets: Sequence[socket.socket]) -> int:
+    """The port bound (the one the system chose for port 0)."""
+    return int(sockets[0].getsockname()[1])
+
+
+def listeners_for(runtime: Runtime, bound: Sequence[Sequence[socket.socket]] = ()
+                  ) -> list[Listener]:
+    """The verbs' listener (with TLS when configured), then the probe listener if
+    any; on the sockets `bound` for each (`bind_addresses`), when given."""
     s = runtime.settings
     tls = None
     if s.tls_cert_file:
         tls = ReloadingContext(TLSFiles(cert_file=s.tls_cert_file,
                                         key_file=s.tls_private_key_file,
                                         client_ca_file=s.client_ca_file))
-    specs = [ListenerSpec(runtime.app, host=s.host, port=s.port, tls=tls)]
+    sockets = [tuple(each) for each in bound] or [(), ()]
+    specs = [ListenerSpec(runtime.app, host=s.host, port=s.port, tls=tls, sockets=sockets[0])]
     if s.metrics_port:
         specs.append(ListenerSpec(runtime.probes, host=s.metrics_host or s.host,
-                                  port=s.metrics_port, lifespan="off"))
+                                  port=s.metrics_port, lifespan="off", sockets=sockets[1]))
     return [listener(spec, log_level=s.log_level, access_log=s.access_log) for spec in specs]

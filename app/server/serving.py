@@ -6,6 +6,11 @@ with -15 and a second listener would never hear it. Here one handler stops
 every listener: each stops accepting, lets in-flight requests finish (up to
 `GRACE_SECONDS`, inside the pod's default 30 s termination grace), closes
 idle keep-alive connections, runs the app's shutdown, and the process exits 0.
+
+A listener may be handed its sockets bound (`bind`): uvicorn then listens on
+them once the app has started, and a listen that fails (another program took
+the port since) is left in `listen_error` for the caller to report, where
+uvicorn would log it and exit the process.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+import socket
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
@@ -29,11 +35,54 @@ GRACE_SECONDS: Final = 20
 
 
 class Listener(uvicorn.Server):
-    """A uvicorn server that leaves signals to `serve_all`."""
+    """A uvicorn server that leaves signals to `serve_all`, on `sockets` when given."""
+
+    def __init__(self, config: uvicorn.Config, sockets: Sequence[socket.socket] = ()) -> None:
+        super().__init__(config)
+        self.sockets = list(sockets)
+        self.listen_error: OSError | None = None
 
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:
         yield
+
+    async def serve(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().serve(sockets if sockets is not None else (self.sockets or None))
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        try:
+            await super().startup(sockets)
+        except OSError as exc:
+            # Only the listen on a given socket raises here (uvicorn exits the
+            # process for a failing bind of its own, and for a failing lifespan).
+            if sockets is None:
+                raise
+            self.listen_error = exc
+            await self.lifespan.shutdown()
+            self.should_exit = True
+
+
+def bind(host: str, port: int) -> list[socket.socket]:
+    """Sockets bound to every address of `host` (all interfaces when empty), not
+    listening yet: as uvicorn binds, so a port left in TIME_WAIT by a stopped
+    server is free, and an IPv6 socket takes IPv6 only. Raises `OSError`
+    (`socket.gaierror` for a host that does not resolve)."""
+    infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM,
+                               flags=socket.AI_PASSIVE)
+    sockets: list[socket.socket] = []
+    try:
+        for family, kind, proto, _, address in dict.fromkeys(infos):
+            sock = socket.socket(family, kind, proto)
+            sockets.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            sock.bind(address)
+    except OSError:
+        for sock in sockets:
+            sock.close()
+        raise
+    return sockets
 
 
 @dataclass(slots=True, frozen=True)
@@ -43,6 +92,7 @@ class ListenerSpec:
     port: int
     lifespan: Literal["auto", "on", "off"] = "on"
     tls: ReloadingContext | None = None
+    sockets: tuple[socket.socket, ...] = ()  # bound to host:port (`bind`); none: uvicorn binds
 
 
 def listener(spec: ListenerSpec, *, log_level: str = "info", access_log: bool = False,
@@ -57,11 +107,11 @@ def listener(spec: ListenerSpec, *, log_level: str = "info", access_log: bool = 
         # Set after load(): uvicorn would otherwise build a context that never
         # re-reads its files.
         config.ssl = spec.tls.context
-    return Listener(config)
+    return Listener(config, spec.sockets)
 
 
 async def serve_all(listeners: Sequence[Listener]) -> bool:
-    """Serve until SIGTERM/SIGINT or until the first listener stops; True if it started."""
+    """Serve until SIGTERM/SIGINT or until a listener stops; True if the first started."""
     loop = asyncio.get_running_loop()
 
     def stop() -> None:
@@ -77,8 +127,10 @@ async def serve_all(listeners: Sequence[Listener]) -> bool:
     try:
         main, *others = [loop.create_task(each.serve()) for each in listeners]
         # The first listener carries the app's lifespan: if it fails to start or
-        # stops, the others have nothing left to report on.
-        main.add_done_callback(lambda _: stop())
+        # stops, the others have nothing left to report on; and one that fails
+        # to listen stops the rest, as a start with part of its ports would mislead.
+        for task in (main, *others):
+            task.add_done_callback(lambda _: stop())
         await asyncio.gather(main, *others)
     finally:
         collector.cancel()

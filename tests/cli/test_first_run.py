@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import argparse
 import io
+import itertools
 import socket
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from app import __version__
 from app.cli import SUBCOMMANDS, build_parser, main
-from app.cli.serve import taken_address
+from app.cli import serve as serve_cli
+from app.cli.serve import AddressError, bind_addresses
 from app.config import Settings
 
 
@@ -23,6 +26,12 @@ def taken_port() -> Iterator[int]:
         other.bind(("127.0.0.1", 0))
         other.listen()
         yield other.getsockname()[1]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
@@ -58,11 +67,40 @@ def test_the_metrics_port_is_checked_too(taken_port: int) -> None:
     with socket.socket() as free:
         free.bind(("127.0.0.1", 0))
         port = free.getsockname()[1]
-    assert taken_address(Settings(port=port)) is None
-    said = taken_address(Settings(port=port, metrics_port=taken_port))
-    assert said is not None and said.startswith(f"metrics_port: cannot listen on "
-                                                f"127.0.0.1:{taken_port}: ")
-    assert said.endswith("(--metrics-port picks another)")
+    for sock in itertools.chain.from_iterable(bind_addresses(Settings(port=port))):
+        sock.close()
+    with pytest.raises(AddressError) as said:
+        bind_addresses(Settings(port=port, metrics_port=taken_port))
+    assert str(said.value) == (f"metrics_port: cannot listen on 127.0.0.1:{taken_port}: "
+                               "Address already in use (--metrics-port picks another)")
+    # The verbs' socket, bound before the probes' failed, was let go.
+    with socket.socket() as again:
+        again.bind(("127.0.0.1", port))
+
+
+@pytest.mark.parametrize("key", ["port", "metrics_port"])
+def test_a_port_taken_while_the_inventory_loads_is_one_line_too(
+        key: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Another program that binds the port as drax does (SO_REUSEADDR) and
+    listens on it first: drax's listen fails once the app has started."""
+    ports = {"port": free_port(), "metrics_port": free_port()}
+    other = socket.socket()
+    loaded = serve_cli.build_runtime
+
+    def load_then_taken(settings: Settings) -> Any:
+        other.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        other.bind(("127.0.0.1", ports[key]))
+        other.listen()
+        return loaded(settings)
+
+    monkeypatch.setattr(serve_cli, "build_runtime", load_then_taken)
+    with other:
+        code = main(["serve", "--port", str(ports["port"]),
+                     "--metrics-port", str(ports["metrics_port"])])
+    flag = key.replace("_", "-")
+    assert (code, capsys.readouterr().err) == (
+        2, f"drax serve: {key}: cannot listen on 127.0.0.1:{ports[key]}: Address already in "
+           f"use (--{flag} picks another)\n")
 
 
 @pytest.mark.parametrize("command", [["capacity", "--gpus", "1"],
