@@ -16,11 +16,18 @@ object kept until the pass ends (the inventory keeps them too):
   (`forget_shared`), as a process start reads the cluster;
 - `typed_unique_names`: `typed_cold` with every device renamed to a name no
   other device has (drivers that put a serial or uuid in device names), so no
-  device has a namesake on another node to read its attributes by;
+  device has a namesake on another node by name: it is read by its place in
+  the slice;
 - `event`: one watch event of each partitionable node's largest slice, its
   JSON decoded and applied to an inventory that holds the cluster (MODIFIED,
   a new pool generation), freezing what it built as the slice informer does
-  (`FREEZE_AFTER_DEVICES`): p50 and p99 per event.
+  (`FREEZE_AFTER_DEVICES`): p50 and p99 per event;
+- `memory`: for the read of the cluster as named and with every name unique,
+  each from empty caches, what the decoded slices and the decoder's caches
+  hold together (traced bytes per device) and what the caches alone hold
+  once the slices are dropped (MB): the caches are bounded, so this stays
+  put however large the cluster (what `tracemalloc` sees, so the pass runs
+  untimed, last).
 
 Each figure is the best of `--repeat` passes (the machine is shared). The
 targets: the typed read's CPU per device within "a few µs" (3 µs taken as its
@@ -38,6 +45,7 @@ import gc
 import json
 import sys
 import time
+import tracemalloc
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
@@ -120,6 +128,7 @@ def measure(*, nodes: int, repeat: int) -> dict[str, Any]:
         if built >= FREEZE_AFTER_DEVICES:
             garbage_collector.freeze()
             built = 0
+    memory = {"named": _memory(bodies, devices), "unique_names": _memory(unique_bodies, devices)}
     return {
         "nodes": nodes, "slices": len(slices), "devices": devices, "repeat": repeat,
         "reference_us_per_device": round(reference * 1e6 / devices, 2),
@@ -131,7 +140,29 @@ def measure(*, nodes: int, repeat: int) -> dict[str, Any]:
                                                                   default=0),
                   "p50_ms": round(_percentile(seconds, 0.5) * 1e3, 3) if seconds else None,
                   "p99_ms": round(_percentile(seconds, 0.99) * 1e3, 3) if seconds else None},
+        "memory": memory,
     }
+
+
+def _memory(bodies: list[bytes], devices: int) -> dict[str, float]:
+    """What reading `bodies` from empty caches keeps: the slices and the
+    caches together, in traced bytes per device, and the caches alone (what
+    emptying them frees once the slices are dropped), in MB."""
+    forget_shared()
+    gc.collect()
+    tracemalloc.start()
+    try:
+        kept = [decode_resource_slice(b) for b in bodies]
+        together = tracemalloc.get_traced_memory()[0]
+        del kept
+        gc.collect()
+        caches = tracemalloc.get_traced_memory()[0]
+        forget_shared()
+        gc.collect()
+        caches -= tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    return {"bytes_per_device": round(together / devices), "caches_mb": round(caches / 1e6, 1)}
 
 
 def _unique_names(slices: list[dict[str, Any]]) -> list[bytes]:
@@ -187,7 +218,23 @@ def render(r: Mapping[str, Any]) -> str:
         f"One watch event of a partitionable node's slice ({e['devices_per_event']} devices, "
         f"decoded and applied, {e['events']} events): p50 {e['p50_ms']} ms, "
         f"p99 {e['p99_ms']} ms.",
+        *(_render_memory(r["memory"]) if "memory" in r else []),
     ])
+
+
+def _render_memory(m: Mapping[str, Mapping[str, float]]) -> list[str]:
+    return [
+        "",
+        "What a read from empty caches keeps (traced by `tracemalloc`, untimed): the decoded "
+        "slices and the decoder's caches together, per device, and the caches alone, which "
+        "are bounded and so do not grow with the cluster.",
+        "",
+        "| read | slices + caches, per device | caches |",
+        "| --- | --- | --- |",
+        *(f"| {label} | {m[key]['bytes_per_device']:,} bytes | {m[key]['caches_mb']} MB |"
+          for key, label in (("named", "as named"),
+                             ("unique_names", "every device name unique"))
+          if key in m)]
 
 
 def main(argv: list[str] | None = None) -> int:

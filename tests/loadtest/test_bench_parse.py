@@ -16,6 +16,10 @@ def test_a_small_run_measures_both_reads_and_the_events() -> None:
     assert "| typed: JSON straight into the model |" in text and "p99" in text
     assert "| typed, the decoder's caches emptied first (a process start) |" in text
     assert "| typed, caches emptied first, every device name unique |" in text
+    for read in ("named", "unique_names"):
+        assert result["memory"][read]["bytes_per_device"] > 0
+        assert result["memory"][read]["caches_mb"] >= 0
+    assert "| every device name unique |" in text and "bytes |" in text
 
 
 def test_the_unique_names_read_names_every_device_apart() -> None:
