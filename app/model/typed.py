@@ -13,7 +13,9 @@ same, as for the partitions of one GPU by one profile; its capacity and
 consumption texts) is taken over without a lookup. Any other attribute text
 is read as its members, a piece of text each, every piece read once; and a
 device whose text is its namesake's on another node but for a few pieces (a
-uuid, a MAC) reads only those (see "attribute texts" below). Everything
+uuid, a MAC) reads only those, as does a device named apart from every
+other (a name carrying its uuid) whose text is that of the device at its
+place in the slice on another node (see "attribute texts" below). Everything
 shared is immutable, so no device can change another's.
 
 The result is exactly what `app.model.parse` makes of the same object, which
@@ -31,7 +33,7 @@ import re
 import sys
 from collections.abc import Callable, Mapping
 from operator import itemgetter
-from typing import Annotated, Any, Final, cast
+from typing import Annotated, Any, Final, NamedTuple, cast
 
 import msgspec
 import orjson
@@ -330,6 +332,12 @@ _CONSUMPTIONS: BoundedCache[tuple[Any, ...], tuple[DeviceCounterConsumption, ...
     BoundedCache(SHARED_MAX))
 
 
+# Device names, each kept once: a name repeats on every node of its kind.
+# Bounded rather than interned for good, as names that carry a uuid or a
+# serial never repeat and would otherwise each keep an entry while it lives.
+_NAMES: BoundedCache[str, str] = BoundedCache(1 << 12)
+
+
 def _devices(raw: list[_Device], driver: str, pool: str,
              slice_name: str) -> tuple[Device, ...]:
     """The slice's devices. What a device repeats from the one before it (its
@@ -342,17 +350,20 @@ def _devices(raw: list[_Device], driver: str, pool: str,
     capacity: Mapping[str, DeviceCapacity] = {}
     consumes_raw: Any = None
     consumes: tuple[DeviceCounterConsumption, ...] = ()
-    for d in raw:
+    if len(_NAMES) >= _NAMES.limit:  # by a slice's devices at most
+        _NAMES.clear()
+    names = _NAMES.setdefault
+    for place, d in enumerate(raw):
         name = d.name
         if not name:
             raise NotTyped
-        name = sys.intern(name)
+        name = names(name, name)
         a = d.attributes
         if type(a) is not msgspec.Raw:
             attribute_map = _attribute_map(a, driver)
         elif a != attributes_raw:  # compares the texts
             attributes_raw = a
-            attribute_map = _attribute_text(bytes(a), driver, name)
+            attribute_map = _attribute_text(bytes(a), driver, name, place)
         c = d.capacity
         if type(c) is not msgspec.Raw:
             capacity = _capacity(c, driver)
@@ -421,9 +432,11 @@ _field_map: Final[Callable[[dict[str, int], tuple[Any, ...]], FieldMap[Attribute
 # few pieces (a uuid, a MAC) reads only those: the first namesake's text is
 # kept, the second one's that differs from it becomes a template
 # (`_Template`), the bytes around the pieces that vary are compared whole, and
-# the varying pieces are looked up. A name never seen again costs only the
-# text kept. A text that does not split so (spaces, escapes, a piece that is
-# not one member) is decoded whole.
+# the varying pieces are looked up. A device whose name is new (a name that
+# carries a uuid or a serial is never seen again) is read by the template of
+# its place in the slice instead, as the device at that place on another node
+# is its namesake in all but name. A text that does not split so (spaces,
+# escapes, a piece that is not one member) is decoded whole.
 
 _NOT_A_MEMBER: Final = (None, None)
 _ENCODE: Final = msgspec.json.encode
@@ -530,23 +543,75 @@ class _Template:
         self.head_values, self.tail_values = values[:i], values[i + 1:]
 
 
-# A text seen once for its key, and its map. A namesake with the same text
-# takes the map; one that differs makes the template. Most keys never come
-# round again (device names carrying a uuid, more names than the cache holds),
-# so a first sighting keeps only what it has already built.
+# A text seen once for its name, and its map. A namesake with the same text
+# takes the map; one that differs makes the template. Many names never come
+# round again (device names carrying a uuid or a serial), so a first sighting
+# keeps only what it has already built, and only when its place (below) could
+# not read it: a name that never repeats is read by its place from the second
+# node on and keeps nothing.
 _Seen = tuple[bytes, FieldMap[AttributeValue]]
-# a key whose namesakes differ in more than the template can explain: its
-# texts are read piece by piece
+# a name whose namesakes differ in more than the template can explain: its
+# texts are read by their place, or piece by piece
 _RETIRED: Final[_Seen] = (b"", FieldMap({}))
-# (driver, device name, text length) -> the template of its namesakes' texts
-_TEMPLATES: BoundedCache[tuple[str, str, int], _Template | _Seen] = BoundedCache(1 << 12)
+_Name = tuple[str, str, int]  # (driver, device name, text length)
+# a name's first text, or the template of its namesakes' texts
+_TEMPLATES: BoundedCache[_Name, _Template | _Seen] = BoundedCache(1 << 12)
+# A device whose name reads nothing (a name not seen before, or retired) is
+# read by its place in the slice: a driver publishes a node's devices in the
+# same order on every node, so the device at a place is, whatever its name,
+# mostly the namesake of the one at that place on another node, and a device
+# named by its uuid or serial reads only its varying pieces from the second
+# node on. Nodes of other hardware put other kinds at a place, some with
+# texts of the same length (another GPU model), so a place keeps a template
+# per kind (its first text as read, until a second one of its kind comes),
+# up to `_KINDS_AT_A_PLACE`.
+# (driver, place in the slice, text length) -> the kinds of text seen there
+_PLACES: BoundedCache[tuple[str, int, int], list[_Template | _Read]] = BoundedCache(1 << 10)
+_KINDS_AT_A_PLACE: Final = 4
 
 
-def _attribute_text(text: bytes, driver: str, device: str) -> Mapping[str, AttributeValue]:
-    """A device's attribute map from its text: the varying pieces of its
-    namesakes' template when the rest is the template's, else piece by piece."""
+def _attribute_text(text: bytes, driver: str, device: str,
+                    place: int) -> Mapping[str, AttributeValue]:
+    """A device's attribute map from its text: the varying pieces of the
+    template of its namesakes, or of a kind seen at its place in the slice,
+    when the rest is the template's; else piece by piece."""
     key = (driver, device, len(text))
     t = _TEMPLATES.get(key)
+    if t is not None:
+        hit = _by_template(t, text)
+        if hit is not None:
+            return hit
+        if t is not _RETIRED:
+            return _namesake(key, t, text, driver)
+    at = (driver, place, len(text))
+    kinds = _PLACES.get(at)
+    if kinds is not None:
+        for kind in kinds:
+            hit = _by_template(kind, text)
+            if hit is not None:
+                return hit
+    attribute_map, read = _learned(text, driver)
+    if read is not None:
+        _learn_place(at, kinds, read)
+        if t is None:
+            _TEMPLATES.put(key, (text, read.attribute_map))
+    return attribute_map
+
+
+def _namesake(key: _Name, seen: _Template | _Seen, text: bytes,
+              driver: str) -> Mapping[str, AttributeValue]:
+    """The map of a text its namesakes' template does not explain, read piece
+    by piece; the template widened by the pieces that differ from it, or the
+    name retired."""
+    attribute_map, read = _learned(text, driver)
+    if read is not None:
+        _TEMPLATES.put(key, _widened(seen, read) or _RETIRED)
+    return attribute_map
+
+
+def _by_template(t: _Template | _Seen | _Read, text: bytes) -> FieldMap[AttributeValue] | None:
+    """The map of `text` read by its template (or the same text seen before),
+    or None when the text is not of it."""
     if isinstance(t, _Template):
         cut = t.cut
         if cut is not None:
@@ -560,48 +625,92 @@ def _attribute_text(text: bytes, driver: str, device: str) -> Mapping[str, Attri
                                 strict=True)
             if names == t.varying_names:
                 return _field_map(t.layout, t.order(t.shared + values))
-    elif t is not None and text == t[0]:
+    elif text == t[0]:
         return t[1]
-    return _learned(text, driver, key, t)
+    return None
 
 
-def _learned(text: bytes, driver: str, key: tuple[str, str, int],
-             seen: _Template | _Seen | None) -> Mapping[str, AttributeValue]:
-    """The map read piece by piece (or decoded whole); a first sighting of
-    its key kept as it is, and the template of its namesakes made from the
-    second text that differs, or widened by the pieces that differ from it. A
-    text written with spaces or across lines (a file from `kubectl -o json`)
-    does not split into members: it is decoded whole, and none of it kept."""
+class _Read(NamedTuple):
+    """A text read piece by piece, what a template is made of; a `_Seen` in
+    its first two fields, kept so at a place, where another text compares
+    with it piece by piece without reading it again."""
+
+    text: bytes
+    attribute_map: FieldMap[AttributeValue]
+    pieces: tuple[bytes, ...]
+    names: tuple[str, ...]
+    values: tuple[AttributeValue, ...]
+    layout: dict[str, int]
+
+
+def _learned(text: bytes, driver: str) -> tuple[Mapping[str, AttributeValue], _Read | None]:
+    """The map read piece by piece, and the read a template learns from; or
+    decoded whole, with nothing to learn from: a text written with spaces or
+    across lines (a file from `kubectl -o json`) does not split into members."""
     if (text[:2] != b'{"' or text[-2:] != b"}}" or b"\n" in text or b'": ' in text
             or b'{ "' in text):
-        return _attribute_map(_decoded_attributes(msgspec.Raw(text)), driver)
+        return _attribute_map(_decoded_attributes(msgspec.Raw(text)), driver), None
     pieces = tuple(text[2:-2].split(b'},"'))
     names, values = zip(*[_SHARED.get(p) or _RECENT[p] for p in pieces], strict=True)
     if None in names:
-        return _attribute_map(_decoded_attributes(msgspec.Raw(text)), driver)
+        return _attribute_map(_decoded_attributes(msgspec.Raw(text)), driver), None
     layout = _LAYOUTS.get((driver, names)) or _attribute_layout(driver, names)
     attribute_map = _field_map(layout, values)
-    if seen is None:
-        _TEMPLATES.put(key, (text, attribute_map))
-    elif seen is not _RETIRED:
-        seen_pieces: tuple[bytes, ...]
-        seen_names: tuple[str | None, ...]
-        if isinstance(seen, _Template):
-            seen_pieces, seen_names, varying_at = seen.pieces, seen.names, seen.varying_at
-        else:  # read again, once per key that comes round
-            seen_pieces = tuple(seen[0][2:-2].split(b'},"'))
-            seen_names = tuple([(_SHARED.get(p) or _RECENT[p])[0] for p in seen_pieces])
-            varying_at = ()
-        varying = set(varying_at)
-        if seen_names == names:
-            varying.update(i for i, (p, q) in enumerate(zip(pieces, seen_pieces, strict=True))
-                           if p != q)
-        if len(varying) > len(varying_at) and 2 * len(varying) <= len(names):
-            _TEMPLATES.put(key, _Template(text, pieces, names, values, layout,
-                                          tuple(sorted(varying))))
-        else:
-            _TEMPLATES[key] = _RETIRED  # replaces `seen`: the cache does not grow
-    return attribute_map
+    return attribute_map, _Read(text, attribute_map, pieces, names, values, layout)
+
+
+def _learn_place(at: tuple[str, int, int], kinds: list[_Template | _Read] | None,
+                 read: _Read) -> None:
+    """The first text seen at a place kept as it is. Then the kind the text
+    varies from least becomes its template, unless only a template would
+    widen and the place has room for another kind: the text is kept as the
+    start of one, so the GPUs of two slices (or two models) at one place
+    keep a narrow template each rather than share a wide one."""
+    if kinds is None:
+        _PLACES.put(at, [read])
+        return
+    best: tuple[int, tuple[int, ...]] | None = None
+    for i, kind in enumerate(kinds):
+        varying = _varying(kind, read)
+        if varying is not None and (best is None or len(varying) < len(best[1])):
+            best = (i, varying)
+    if len(kinds) < _KINDS_AT_A_PLACE and (best is None
+                                            or isinstance(kinds[best[0]], _Template)):
+        kinds.append(read)
+    elif best is not None:
+        kinds[best[0]] = _Template(read.text, read.pieces, read.names, read.values,
+                                   read.layout, best[1])
+
+
+def _widened(seen: _Template | _Seen, read: _Read) -> _Template | None:
+    """The template of `seen`'s texts and `read`'s (see `_varying`)."""
+    varying = _varying(seen, read)
+    return None if varying is None else _Template(
+        read.text, read.pieces, read.names, read.values, read.layout, varying)
+
+
+def _varying(seen: _Template | _Seen | _Read, read: _Read) -> tuple[int, ...] | None:
+    """The pieces a template of `seen`'s texts and `read`'s varies in, when
+    they have the same attributes in the same order, `read` varies from
+    `seen` and the template would vary in no more than half of them."""
+    seen_pieces: tuple[bytes, ...]
+    seen_names: tuple[str | None, ...]
+    if isinstance(seen, _Template):
+        seen_pieces, seen_names, varying_at = seen.pieces, seen.names, seen.varying_at
+    elif isinstance(seen, _Read):
+        seen_pieces, seen_names, varying_at = seen.pieces, seen.names, ()
+    else:  # read again, once per name that comes round
+        seen_pieces = tuple(seen[0][2:-2].split(b'},"'))
+        seen_names = tuple([(_SHARED.get(p) or _RECENT[p])[0] for p in seen_pieces])
+        varying_at = ()
+    if seen_names != read.names:
+        return None
+    varying = set(varying_at)
+    varying.update(i for i, (p, q) in enumerate(zip(read.pieces, seen_pieces, strict=True))
+                   if p != q)
+    if len(varying) > len(varying_at) and 2 * len(varying) <= len(read.names):
+        return tuple(sorted(varying))
+    return None
 
 
 _DEVICE_FIELDS: Final = (
@@ -747,9 +856,9 @@ def _consumptions(consumes: list[_Consumption]) -> tuple[DeviceCounterConsumptio
 def forget_shared() -> None:
     """Empty what the decoder shares between slices, as a process starts with
     it (a benchmark's cold read); what was built keeps its parts."""
-    for cache in (_ATTRIBUTES, _SHARED, _RECENT, _TEMPLATES, _CAPACITIES, _CONSUMPTIONS,
-                  _CAPACITY_TEXTS, _CONSUMPTION_TEXTS, _COUNTER_SET_TEXTS, _LAYOUTS,
-                  QUALIFIED_LAYOUTS, QUALIFIED):
+    for cache in (_NAMES, _ATTRIBUTES, _SHARED, _RECENT, _TEMPLATES, _PLACES, _CONSUMPTIONS,
+                  _CAPACITIES, _CAPACITY_TEXTS, _CONSUMPTION_TEXTS, _COUNTER_SET_TEXTS,
+                  _LAYOUTS, QUALIFIED_LAYOUTS, QUALIFIED):
         cache.clear()
 
 

@@ -459,24 +459,35 @@ def test_a_namesake_differing_elsewhere_is_read_as_written() -> None:
             lambda text=text: parse_object("ResourceSlice", orjson.loads(text)))
 
 
+class _CountingTemplate:
+    """Counts the templates built (the text each is built from)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.built: list[bytes] = []
+        built = self.built
+
+        class Counting(typed._Template):
+            __slots__ = ()
+
+            def __init__(self, *args: Any) -> None:
+                built.append(args[0])
+                super().__init__(*args)
+
+        monkeypatch.setattr(typed, "_Template", Counting)
+
+
+def _read_pieces(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
+    """The pieces of attribute texts read from here on."""
+    read: list[bytes] = []
+    real = typed._member
+    monkeypatch.setattr(typed, "_member", lambda piece: read.append(piece) or real(piece))
+    return read
+
+
 def test_a_template_is_built_only_when_a_namesake_comes_round_again(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    built: list[str] = []
-
-    class Counting(typed._Template):
-        __slots__ = ()
-
-        def __init__(self, *args: Any) -> None:
-            built.append(args[0])
-            super().__init__(*args)
-
     typed.forget_shared()
-    monkeypatch.setattr(typed, "_Template", Counting)
-    # device names carrying a uuid never repeat across nodes: nothing to learn
-    for i in range(20):
-        text = _gpu(f"n{i}", f"GPU-{i:04d}", device=f"gpu-{i:032x}")
-        assert decode_resource_slice(text) == parse_object("ResourceSlice", orjson.loads(text))
-    assert built == []
+    built = _CountingTemplate(monkeypatch).built
     # the same text again takes the map read the first time
     a, b = (decode_resource_slice(_gpu(node, "GPU-A")) for node in ("m1", "m2"))
     assert a.devices[0].attributes is b.devices[0].attributes and built == []
@@ -485,6 +496,149 @@ def test_a_template_is_built_only_when_a_namesake_comes_round_again(
         text = _gpu(node, uuid)
         assert decode_resource_slice(text) == parse_object("ResourceSlice", orjson.loads(text))
     assert len(built) == 1
+
+
+def test_devices_named_apart_on_every_node_read_only_what_varies_from_the_second_node(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Device names carrying a uuid or a serial never repeat across nodes; the
+    device at the same place in the slice is their namesake."""
+    typed.forget_shared()
+    built = _CountingTemplate(monkeypatch).built
+    read = _read_pieces(monkeypatch)
+    for i in range(20):
+        text = _gpu(f"n{i}", f"GPU-{i:04d}", device=f"gpu-{i:032x}")
+        assert decode_resource_slice(text) == parse_object("ResourceSlice", orjson.loads(text))
+        if i >= 2:
+            assert read == [f'uuid":{{"string":"GPU-{i:04d}"'.encode()]
+        read.clear()
+    assert len(built) == 1
+    # a name read by its place keeps nothing of its own: only the first two,
+    # read before their place could, keep their text
+    assert len(typed._TEMPLATES) == 2
+
+
+def test_a_device_name_is_kept_once_however_many_nodes_repeat_it_and_the_rest_pass(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    typed.forget_shared()
+    a, b = (decode_resource_slice(_gpu(node, f"GPU-{node}", device="gpu-0"))
+            for node in ("n1", "n2"))
+    assert a.devices[0].name is b.devices[0].name
+    # names that never repeat fill the names kept, which start over when full
+    monkeypatch.setattr(typed._NAMES, "limit", 8)
+    for i in range(20):
+        decode_resource_slice(_gpu(f"n{i}", f"GPU-{i}", device=f"gpu-{i:032x}"))
+        assert len(typed._NAMES) <= 8
+    c = decode_resource_slice(_gpu("n3", "GPU-n3", device="gpu-0")).devices[0]
+    d = decode_resource_slice(_gpu("n4", "GPU-n4", device="gpu-0")).devices[0]
+    assert c.name is d.name and c.name == "gpu-0"
+
+
+def _gpus(node: str, names: list[str], models: list[str] | None = None) -> bytes:
+    """A slice of GPUs named `names`, the i-th on PCIe bus i, of model `models[i]`."""
+    return orjson.dumps(_slice(nodeName=node, devices=[_device(name=name, attributes={
+        "model": {"string": (models or ["H100"] * len(names))[i]},
+        "uuid": {"string": f"GPU-{node}-{i}"}, "pciBusID": {"string": f"0000:{i:02x}:00.0"},
+        "numa": {"int": i // 2}, "driverVersion": {"version": "580.1.0"}})
+        for i, name in enumerate(names)]))
+
+
+def test_a_place_keeps_a_narrow_template_per_kind_seen_there(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two models whose texts have the same length at one place each keep a
+    template that reads only the uuid, rather than share one that also reads
+    the model."""
+    typed.forget_shared()
+    read = _read_pieces(monkeypatch)
+    models = ["H100", "H100", "H200", "H200", "H100", "H200", "H100", "H200"]
+    for i, model in enumerate(models):
+        raw = _slice(nodeName=f"n{i}", devices=[_device(name=f"gpu-{i:012x}", attributes={
+            "model": {"string": model}, "uuid": {"string": f"GPU-{i}"}, "numa": {"int": 1},
+            "driverVersion": {"version": "580.1.0"}})])
+        read.clear()
+        assert decode_resource_slice(orjson.dumps(raw)) == parse_object("ResourceSlice", raw)
+        if i >= 4:
+            assert read == [f'uuid":{{"string":"GPU-{i}"'.encode()]
+    (kinds,) = typed._PLACES.values()
+    assert [type(k) for k in kinds] == [typed._Template, typed._Template]
+    assert [k.varying_names for k in kinds if isinstance(k, typed._Template)] == [
+        ("uuid",), ("uuid",)]
+
+
+def test_a_place_seeing_more_kinds_than_it_keeps_reads_them_all_as_written() -> None:
+    typed.forget_shared()
+    models = [f"H{i}00" for i in range(2 * typed._KINDS_AT_A_PLACE)]
+    for i in range(4 * len(models)):
+        raw = _slice(nodeName=f"n{i:03d}", devices=[_device(name=f"gpu-{i:012x}", attributes={
+            "model": {"string": models[i % len(models)]}, "uuid": {"string": f"GPU-{i:03d}"}})])
+        _assert_same(raw)
+    (kinds,) = typed._PLACES.values()
+    assert len(kinds) == typed._KINDS_AT_A_PLACE
+
+
+def test_places_read_devices_named_apart_as_the_reference_parse_does() -> None:
+    """A template found by place, never by name, explains only texts whose
+    bytes around its varying pieces are its own: uuids that look like other
+    values, names equal to another device's attribute values, a device
+    moved to another place, other models and other attribute sets at a place
+    all read as the reference parse reads them."""
+    typed.forget_shared()
+    uuid = "0000:01:00.0"  # a uuid written like a bus id
+    cases = [
+        _slice(nodeName="n1", devices=[_device(name=f"gpu-{i:012x}", attributes={
+            "uuid": {"string": f"GPU-{i}"}, "pciBusID": {"string": f"0000:{i:02x}:00.0"}})
+            for i in range(4)]),
+        # the uuid of one node is the bus id of another
+        _slice(nodeName="n2", devices=[_device(name=f"gpu-{i + 4:012x}", attributes={
+            "uuid": {"string": uuid}, "pciBusID": {"string": f"0000:{i:02x}:00.0"}})
+            for i in range(4)]),
+        # names equal to other devices' values, attributes equal to other names
+        _slice(nodeName="n3", devices=[_device(name=name, attributes={
+            "uuid": {"string": other}, "pciBusID": {"string": f"0000:{i:02x}:00.0"}})
+            for i, (name, other) in enumerate([("GPU-1", "gpu-000000000000"),
+                                               ("0000:01:00.0", "GPU-0"),
+                                               ("gpu-000000000002", "GPU-3"),
+                                               ("GPU-3", "0000:03:00.0")])]),
+        # the same texts in another order, another kind at a place
+        _slice(nodeName="n4", devices=[_device(name=f"x{i}", attributes=attributes)
+                                       for i, attributes in enumerate([
+                                           {"pciBusID": {"string": "0000:03:00.0"},
+                                            "uuid": {"string": "GPU-n4-3"}},
+                                           {"uuid": {"string": "GPU-n4-0"},
+                                            "pciBusID": {"string": "0000:00:00.0"}},
+                                           {"uuid": {"int": 1234567},
+                                            "pciBusID": {"string": "0000:01:00.0"}},
+                                           {"uuid": {"string": "GPU-n4-2"},
+                                            "pciBusID": {"string": "0000:02:00.0"},
+                                            "numa": {"int": 0}}])]),
+    ]
+    for node in range(4):  # every place learnt several kinds before these
+        for raw in cases:
+            moved = copy.deepcopy(raw)
+            moved["spec"]["nodeName"] = f"{raw['spec']['nodeName']}-{node}"
+            for d in moved["spec"]["devices"]:
+                d["name"] = f"{d['name']}-{node}"
+                if "uuid" in d["attributes"] and "string" in d["attributes"]["uuid"]:
+                    d["attributes"]["uuid"]["string"] += f"-{node}"
+            _assert_same(moved)
+        for raw in cases:
+            _assert_same(raw)
+
+
+@settings(max_examples=200, deadline=None)
+@given(nodes=st.lists(st.lists(st.tuples(st.sampled_from(["gpu-0", "gpu-1", "GPU-1", "1"]),
+                                         st.sampled_from(["GPU-1", "gpu-0", "1", "0000"]),
+                                         st.sampled_from(["H100", "H200", "GPU-1"])),
+                               min_size=1, max_size=4), min_size=1, max_size=6))
+def test_devices_named_apart_or_alike_on_many_nodes_decode_as_parsed(
+        nodes: list[list[tuple[str, str, str]]]) -> None:
+    """Names that collide with attribute values, uuids that look like other
+    values, on places and names seen before."""
+    for i, devices in enumerate(nodes):
+        _assert_same(_slice(nodeName=f"n{i}", devices=[
+            _device(name=f"{name}-{i}-{j}" if j % 2 else name, attributes={
+                "uuid": {"string": uuid}, "model": {"string": model},
+                "name": {"string": name}})
+            for j, (name, uuid, model) in enumerate(devices)]))
 
 
 ATTRIBUTE_VALUES = st.one_of(
