@@ -14,19 +14,30 @@ Per pod the index keeps one entry by UID and one in its node's table, both
 pointing at the parsed `Pod`; label maps and repeated strings are shared at
 parse time (`app.model.parse.shared_labels`), so 10,000 pods cost their
 `Pod` objects and two dictionary slots each.
+
+A node's `occupancy` is read by every preemption search for every candidate
+node, and churn changes one pod at a time, so it is kept per pod (`Holder`)
+and per node, and built lazily: an event only drops what it can change. A
+pod's holder reads the pod, the claims it lists and, per claim held, the pods
+its reservations name; so it is dropped when the pod changes, when a claim it
+lists changes (`_listers`), or when a pod that one of those claims'
+reservations names (by UID, or by name when the UID is empty) comes, changes
+or goes, on any node (`_named_in`). A node's tuple is then rebuilt from its
+pods' kept holders, and stays the same object when none of them changed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from app.model import Pod, PodDisruptionBudget, PriorityClass, ResourceClaim
 from app.model.objects import PREEMPT_LOWER_PRIORITY
 from app.model.requests import PodUsage
 
 PODS_RESOURCE: Final = "pods"
+_UNREAD: Final[Any] = object()  # a pod whose holder is to be read
 
 
 @dataclass(slots=True, frozen=True)
@@ -44,8 +55,8 @@ class Holder:
 class Occupants:
     """Pods by node and UID, PDBs by namespace, PriorityClasses by name."""
 
-    __slots__ = ("_by_uid", "_claim", "_classes", "_default_class", "_occupancy",
-                 "_on_node", "_pdbs", "_pod")
+    __slots__ = ("_by_uid", "_claim", "_classes", "_default_class", "_holders", "_listers",
+                 "_named_in", "_occupancy", "_on_node", "_pdbs", "_pod", "_stale")
 
     def __init__(self, *, claim: Callable[[str], ResourceClaim | None],
                  pod: Callable[[str], Pod | None]) -> None:
@@ -57,8 +68,18 @@ class Occupants:
         self._pdbs: dict[str, dict[str, PodDisruptionBudget]] = {}  # namespace -> name -> PDB
         self._classes: dict[str, PriorityClass] = {}
         self._default_class: PriorityClass | None = None
-        # node -> its `occupancy`, dropped by every change to its pods or their claims
+        # pod key -> its `Holder` (None: it holds nothing), for pods bound to a node;
+        # absent: to be read again
+        self._holders: dict[str, Holder | None] = {}
+        # claim key -> the bound pods listing it (pod key -> node)
+        self._listers: dict[str, dict[str, str]] = {}
+        # a reservation's pod, as `reservers` looks it up (UID, or namespace/name when
+        # the reservation has no UID) -> the keys of the claims whose reservations name it
+        self._named_in: dict[tuple[bool, str], set[str]] = {}
+        # node -> its `occupancy` as last built; `_stale`: nodes some of whose
+        # holders were dropped since (or whose pods came or went)
         self._occupancy: dict[str, tuple[Holder, ...]] = {}
+        self._stale: set[str] = set()
 
     # ------------------------------------------------------------------ updates (the store)
 
@@ -68,32 +89,64 @@ class Occupants:
         if pod.uid:
             self._by_uid[pod.uid] = pod
         if pod.node_name:
-            self._on_node.setdefault(pod.node_name, {})[pod.key] = pod
-            self._changed(pod.node_name)
+            key = pod.key
+            self._on_node.setdefault(pod.node_name, {})[key] = pod
+            self._drop(key, pod.node_name)
+            for name in claim_names(pod):
+                self._listers.setdefault(f"{pod.namespace}/{name}", {})[key] = pod.node_name
+        self._reserver_changed(pod)
 
     def remove_pod(self, pod: Pod) -> None:
         if pod.uid and self._by_uid.get(pod.uid) is pod:
             del self._by_uid[pod.uid]
         if pod.node_name:
-            self._changed(pod.node_name)
+            key = pod.key
+            self._drop(key, pod.node_name)
             table = self._on_node.get(pod.node_name)
-            if table is not None and table.get(pod.key) is pod:
-                del table[pod.key]
+            if table is not None and table.get(key) is pod:
+                del table[key]
                 if not table:
                     del self._on_node[pod.node_name]
+                    self._occupancy.pop(pod.node_name, None)
+                    self._stale.discard(pod.node_name)
+                for name in claim_names(pod):
+                    claim_key = f"{pod.namespace}/{name}"
+                    listers = self._listers.get(claim_key)
+                    if listers is not None and listers.pop(key, None) is not None \
+                            and not listers:
+                        del self._listers[claim_key]
+        self._reserver_changed(pod)
 
     def claim_changed(self, old: ResourceClaim | None, new: ResourceClaim | None) -> None:
-        """A claim came, changed or went: the nodes of the pods it is (or was)
-        reserved for see other holdings."""
-        for claim in (old, new):
-            if claim is None:
-                continue
-            for pod in self.reservers(claim):
-                if pod is not None and pod.node_name:
-                    self._changed(pod.node_name)
+        """A claim came, changed or went: the pods listing it hold otherwise."""
+        claim = new if new is not None else old
+        if claim is None:
+            return
+        key = claim.key
+        for pod_key, node_name in self._listers.get(key, {}).items():
+            self._drop(pod_key, node_name)
+        if old is not None:
+            for name in _named(old):
+                keys = self._named_in.get(name)
+                if keys is not None:
+                    keys.discard(key)
+                    if not keys:
+                        del self._named_in[name]
+        if new is not None:
+            for name in _named(new):
+                self._named_in.setdefault(name, set()).add(key)
 
-    def _changed(self, node_name: str) -> None:
-        self._occupancy.pop(node_name, None)
+    def _reserver_changed(self, pod: Pod) -> None:
+        """`pod` came, changed or went: the holders of claims whose reservations
+        name it see another pod (or none) there."""
+        for name in ((True, pod.uid), (False, pod.key)):
+            for claim_key in self._named_in.get(name, ()):
+                for pod_key, node_name in self._listers.get(claim_key, {}).items():
+                    self._drop(pod_key, node_name)
+
+    def _drop(self, pod_key: str, node_name: str) -> None:
+        self._holders.pop(pod_key, None)
+        self._stale.add(node_name)
 
     def put_pdb(self, pdb: PodDisruptionBudget) -> None:
         self._pdbs.setdefault(pdb.namespace, {})[pdb.name] = pdb
@@ -136,23 +189,38 @@ class Occupants:
 
     def occupancy(self, node_name: str) -> tuple[Holder, ...]:
         """The pods on the node that hold claims, each with its claims and, per
-        claim, who else it is reserved for; kept until the node's pods or their
-        claims change (every preemption search reads every candidate's)."""
-        hit = self._occupancy.get(node_name)
-        if hit is not None:
-            return hit
+        claim, who else it is reserved for; kept per pod and per node until an
+        event can change them (every preemption search reads every
+        candidate's), and the same tuple while none of its holders changed."""
+        kept = self._occupancy.get(node_name)
+        if kept is not None and node_name not in self._stale:
+            return kept
+        holders = self._holders
         out = []
-        for pod in self.pods_on(node_name):
-            claims = self.holdings(pod)
-            if claims:
-                out.append(Holder(pod=pod, claims=claims,
-                                  keys=tuple(c.key for c in claims),
-                                  reservers=tuple(self.reservers(c) for c in claims),
-                                  devices=tuple(tuple(r.device_id for r in c.allocation.results)
-                                                if c.allocation else () for c in claims)))
-        held = tuple(out)
-        self._occupancy[node_name] = held
+        for key, pod in self._on_node.get(node_name, {}).items():
+            holder = holders.get(key, _UNREAD)
+            if holder is _UNREAD:
+                holder = holders[key] = self.holder(pod)
+            if holder is not None:
+                out.append(holder)
+        self._stale.discard(node_name)
+        if kept is not None and len(kept) == len(out) and all(
+                a is b for a, b in zip(kept, out, strict=True)):
+            return kept
+        if node_name not in self._on_node:
+            return ()
+        held = self._occupancy[node_name] = tuple(out)
         return held
+
+    def holder(self, pod: Pod) -> Holder | None:
+        """`pod`'s `Holder` read afresh, None when it holds nothing."""
+        claims = self.holdings(pod)
+        if not claims:
+            return None
+        return Holder(pod=pod, claims=claims, keys=tuple(c.key for c in claims),
+                      reservers=tuple(self.reservers(c) for c in claims),
+                      devices=tuple(tuple(r.device_id for r in c.allocation.results)
+                                    if c.allocation else () for c in claims))
 
     def pod_by_uid(self, uid: str) -> Pod | None:
         return self._by_uid.get(uid)
@@ -206,6 +274,14 @@ def claim_names(pod: Pod) -> list[str]:
     if pod.extended_resource_claim_status is not None:
         names.append(pod.extended_resource_claim_status.resource_claim_name)
     return names
+
+
+def _named(claim: ResourceClaim) -> list[tuple[bool, str]]:
+    """The pods `claim`'s reservations name, as `Occupants.reservers` looks them
+    up: (True, UID), or (False, namespace/name) for one without a UID."""
+    return [(True, ref.uid) if ref.uid else (False, f"{claim.namespace}/{ref.name}")
+            for ref in claim.reserved_for
+            if ref.resource == PODS_RESOURCE and not ref.api_group]
 
 
 def reserved_for(claim: ResourceClaim, pod: Pod) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from app.extender import Extender
@@ -746,3 +747,23 @@ def test_a_node_weighs_only_the_best_scoring_options_and_keeps_a_reason_naming_n
     assert search.weighed == 2
     assert plan.refused["n2"] == plan.refused["n3"] and search.renamings == 0
     assert "even with all 1 lower-priority pods" in plan.refused["n3"]
+
+
+def test_a_sharer_on_another_node_terminating_releases_the_claim_on_the_next_search() -> None:
+    # gpu-0 of n1 is held by "a" (low) and shared with "boss" (high) bound to
+    # n2; gpu-1 by "b" (high). While boss runs, gpu-0 stays; once boss is
+    # terminating, its share counts as released and "a" alone frees gpu-0.
+    objs = [GPU_CLASS, node("n1"), gpu_node("n1", roots=("r0", "r1")), want(1), preemptor()]
+    objs += holder("a", "n1", [f"{GPU}/n1/gpu-0"], priority=1, sharers=("boss",),
+                   claim_name="c0")
+    objs += holder("b", "n1", [f"{GPU}/n1/gpu-1"], priority=5000)
+    boss = holder("boss", "n2", [], priority=5000, claim_name="c0")
+    inv = load(*objs, *boss)
+    _, search = searcher(inv)
+    plan = search.search(inv.pod("default/p"), ["n1"])
+    assert plan.best is None and "n1" in plan.refused
+    going = copy.deepcopy(boss[-1])
+    going["metadata"]["deletionTimestamp"] = "2026-01-02T00:00:00Z"
+    inv.apply("Pod", "MODIFIED", going)
+    _, search = searcher(inv)
+    assert victims(search.search(inv.pod("default/p"), ["n1"])) == ["a"]
