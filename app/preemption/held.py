@@ -215,13 +215,21 @@ def release_of(held: Held, may_go: int) -> Release:
 
 
 def held_of(view: NodeView, occupancy: tuple[Holder, ...], position: Mapping[str, int],
-            shared: Callable[[Any], Any] = _itself) -> Held:
+            shared: Callable[[Any], Any] = _itself, *, shapes: Callable[[Any], Any] = _itself,
+            previous: Held | None = None) -> Held:
     """`Held` of a node whose view is `view` (`position`: device id -> its
     index in the view) and whose holders are `occupancy`; `shared`: one
     object per value for its small tuples (places, reservers, slots), which
-    repeat across nodes."""
-    entries: dict[str, tuple[tuple[Hashable, ...], ResourceClaim, tuple[str, ...],
-                             tuple[int | None, ...], tuple[Pod | None, ...]]] = {}
+    repeat across nodes, and `shapes` for its shape. `previous`: a `Held`
+    built on the same `position`, whose reads of a claim (places, spot,
+    masks) are taken for the same claim object, so a node where one pod
+    changed reads only that pod's claims again."""
+    # per claim key: the claim object read before, and its spot, places, span, mask
+    again: dict[str, list[Any]] = {} if previous is None else {
+        key: read for key, *read in zip(
+            previous.keys, previous.claims, previous.shape.value[0],  # type: ignore[index]
+            previous.places, previous.spans, previous.alone, strict=True)}
+    entries: dict[str, tuple[Any, ...]] = {}
     seen: set[int | None] = set()
     count = 0
     for holder in occupancy:
@@ -229,21 +237,37 @@ def held_of(view: NodeView, occupancy: tuple[Holder, ...], position: Mapping[str
                                               holder.devices, strict=True):
             if key in entries:
                 continue  # a claim shared by several holders
-            allocation = claim.allocation
-            assert allocation is not None
-            places = shared(tuple(map(position.get, ids)))
-            entries[key] = (spot(allocation.results, places), claim, ids, places, reservers)
+            before = again.get(key)
+            if before is not None and before[0] is claim:
+                _, where, places, span, mask = before
+            else:
+                allocation = claim.allocation
+                assert allocation is not None
+                places = shared(tuple(map(position.get, ids)))
+                span = 0
+                for place in places:
+                    if place is not None:
+                        span |= 1 << place
+                where, mask = spot(allocation.results, places), plain_positions(claim, places)
+            entries[key] = (where, key, claim, ids, places, reservers, span, mask)
             seen.update(places)
             count += len(places)
-    once = len(seen) == count
-    order = sorted(entries.items(), key=lambda item: (item[1][0], item[0]))
+    # by spot, then key (unique: the rest is never compared); per read, its values
+    columns = tuple(zip(*sorted(entries.values()), strict=True)) or ((),) * 8
+    return _held_of(view, occupancy, columns, shared, shapes, once=len(seen) == count)
+
+
+def _held_of(view: NodeView, occupancy: tuple[Holder, ...], columns: tuple[Any, ...],
+             shared: Callable[[Any], Any], shapes: Callable[[Any], Any], *, once: bool) -> Held:
+    """`held_of` once its claims' reads are in canonical order (`columns`: per
+    read, its values per claim)."""
+    spots, keys, claims, ids, places, reservers, spans, alones = columns
     slot_of: dict[int, int] = {}
     pods: list[Pod] = []
-    claims, keys, all_ids, all_places, spans, alones, plains, reserved, spots = \
-        [], [], [], [], [], [], [], [], []
-    for key, (where, claim, ids, places, reservers) in order:
+    reserved = []
+    for claim_reservers in reservers:
         slots = []
-        for reserver in reservers:
+        for reserver in claim_reservers:
             if reserver is None:
                 slots.append(NO_POD)
                 continue
@@ -252,20 +276,12 @@ def held_of(view: NodeView, occupancy: tuple[Holder, ...], position: Mapping[str
                 at = slot_of[id(reserver)] = len(pods)
                 pods.append(reserver)
             slots.append(at)
-        span = 0
-        for place in places:
-            if place is not None:
-                span |= 1 << place
-        mask = plain_positions(claim, places)
-        claims.append(claim)
-        keys.append(key)
-        all_ids.append(ids)
-        all_places.append(places)
-        spans.append(span)
-        alones.append(mask)
-        plains.append(mask if where[0] == 0 and once else None)
         reserved.append(shared(tuple(slots)))
-        spots.append(where)
+    if once:
+        plains = tuple([mask if where[0] == 0 else None
+                        for where, mask in zip(spots, alones, strict=True)])
+    else:
+        plains = (None,) * len(spots)
     holders: list[Holder | None] = [None] * len(pods)
     for holder in occupancy:
         at = slot_of.get(id(holder.pod))
@@ -280,21 +296,19 @@ def held_of(view: NodeView, occupancy: tuple[Holder, ...], position: Mapping[str
         if pod.deleting or pod.terminal:
             going |= 1 << at
     terminating = tuple(h.pod for h in occupancy if h.pod.deleting or h.pod.terminal)
-    present = tuple(h is not None for h in holders)
+    present = tuple([h is not None for h in holders])
     staying, priorities = [], []
     for at, h in enumerate(holders):
         if h is not None and not going >> at & 1:
             staying.append(at)
             priorities.append(h.pod.priority)
-    return Held(view=view, occupancy=occupancy, claims=tuple(claims), keys=tuple(keys),
-                ids=tuple(all_ids),
-                places=tuple(all_places), spans=tuple(spans), alone=tuple(alones),
-                plain=tuple(plains), reservers=tuple(reserved), pods=tuple(pods),
-                holders=tuple(holders), going=going,
+    reserved_t = tuple(reserved)
+    return Held(view=view, occupancy=occupancy, claims=claims, keys=keys, ids=ids,
+                places=places, spans=spans, alone=alones, plain=plains,
+                reservers=reserved_t, pods=tuple(pods), holders=tuple(holders), going=going,
                 staying=shared(tuple(staying)), priorities=tuple(priorities),
                 terminating=terminating,
-                shape=HashedKey((tuple(spots), tuple(reserved), present, once)),
-                )
+                shape=shapes(HashedKey((spots, reserved_t, present, once))))
 
 
 class HeldIndex:
@@ -307,7 +321,9 @@ class HeldIndex:
     def __init__(self) -> None:
         self._views: BoundedCache[str, tuple[NodeView, tuple[Device, ...], dict[str, int]]] = \
             BoundedCache(_NODES_KEPT)
-        self._held: BoundedCache[str, Held] = BoundedCache(_NODES_KEPT)
+        # per node: its `Held` and the positions it was built on
+        self._held: BoundedCache[str, tuple[Mapping[str, int], Held]] = BoundedCache(
+            _NODES_KEPT)
         # one object per `Held.shape`: nodes holding alike key their skeleton
         # by it, and equal keys then compare by identity
         self._shapes: BoundedCache[HashedKey, HashedKey] = BoundedCache(_NODES_KEPT)
@@ -320,23 +336,37 @@ class HeldIndex:
         self.releases = 0  # `Release`s built (for tests)
 
     def devices(self, view: NodeView) -> tuple[tuple[Device, ...], dict[str, int]]:
-        """The node's devices in view order, and device id -> index."""
+        """The node's devices in view order, and device id -> index: the same
+        objects while its devices are (its view is built again whenever its
+        devices' use changes, which moves none of them)."""
         hit = self._views.get(view.node.name)
         if hit is None or hit[0] is not view:
             devices = flat_devices(view)
-            hit = self._views.put(view.node.name, (
-                view, devices, {d.id: i for i, d in enumerate(devices)}))
+            if hit is not None and hit[1] == devices:
+                hit = self._views.put(view.node.name, (view, hit[1], hit[2]))
+            else:
+                hit = self._views.put(view.node.name, (
+                    view, devices, {d.id: i for i, d in enumerate(devices)}))
         return hit[1], hit[2]
 
     def of(self, view: NodeView, occupancy: tuple[Holder, ...]) -> Held:
-        """The node's `Held` with `occupancy` as its holders."""
+        """The node's `Held` with `occupancy` as its holders; built from the
+        node's previous one (`held_of`'s `previous`) while its devices'
+        positions stay."""
         name = view.node.name
         hit = self._held.get(name)
-        if hit is not None and hit.view is view and hit.occupancy is occupancy:
-            return hit
-        self.built += 1
-        held = held_of(view, occupancy, self.devices(view)[1], self._tuples.intern)
-        return self._held.put(name, replace(held, shape=self._shapes.intern(held.shape)))
+        if hit is not None and hit[1].view is view and hit[1].occupancy is occupancy:
+            return hit[1]
+        position = self.devices(view)[1]
+        previous = None if hit is None or hit[0] is not position else hit[1]
+        if previous is not None and previous.occupancy is occupancy:
+            held = replace(previous, view=view)  # the same holders: their picks hold
+        else:
+            self.built += 1
+            held = held_of(view, occupancy, position, self._tuples.intern,
+                           shapes=self._shapes.intern, previous=previous)
+        self._held.put(name, (position, held))
+        return held
 
     def release(self, held: Held, may_go: int) -> Release:
         """`release_of(held, may_go)`, kept for every node holding alike."""

@@ -1,0 +1,178 @@
+"""Who holds what, kept across watch events, equals what is read afresh.
+
+The inventory keeps each pod's `Holder`, each node's `occupancy` and each
+node's `Held` between searches, and drops only what an event can change.
+After random sequences of watch events (pods coming, changing, terminating
+and going, on several nodes or none; claims allocated, reserved, unreserved,
+deleted and created again under another UID; claims shared by pods on
+different nodes; reservations without a UID, as objects written by hand
+have them), every node's kept occupancy holds the very objects a fresh read
+finds, and its kept `Held` equals one built from scratch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from app.extender.signature import flat_devices
+from app.inventory import Inventory
+from app.inventory.occupants import Holder, Occupants
+from app.model import Pod
+from app.preemption.held import Held, held_index, held_of
+from tests.extender.cluster import gpu_node
+from tests.inventory.objects import claim, exactly, node, result
+from tests.preemption.builders import load
+
+GPU = "gpu.example.com"
+NODES = ("n1", "n2")
+PODS = ("a", "b", "c", "d")
+CLAIMS = ("c0", "c1")
+DEVICES = tuple(f"{GPU}/{n}/gpu-{i}" for n in NODES for i in range(4))
+
+pod_event = st.fixed_dictionaries({
+    "kind": st.just("Pod"),
+    "name": st.sampled_from(PODS),
+    "gone": st.booleans(),
+    "node": st.sampled_from(("n1", "n1", "n2", None)),
+    "uid": st.sampled_from(("", "1", "2")),
+    "lists": st.lists(st.sampled_from(CLAIMS), max_size=2, unique=True),
+    "deleting": st.booleans(),
+    "phase": st.sampled_from(("Running", "Running", "Succeeded")),
+    "priority": st.integers(0, 3),
+})
+claim_event = st.fixed_dictionaries({
+    "kind": st.just("ResourceClaim"),
+    "name": st.sampled_from(CLAIMS),
+    "gone": st.booleans(),
+    "uid": st.sampled_from(("1", "2")),
+    "devices": st.one_of(st.none(), st.lists(st.sampled_from(DEVICES), min_size=1,
+                                             max_size=2, unique=True)),
+    # each reservation: a pod's name, and its UID as the pod has it, none, or another
+    "reserved": st.lists(st.tuples(st.sampled_from(PODS), st.sampled_from(("pod", "pod", "", "x"))),
+                         max_size=3, unique_by=lambda r: r[0]),
+})
+
+# a node's GPUs published again: fewer, or in another order (positions move)
+slice_event = st.fixed_dictionaries({
+    "kind": st.just("ResourceSlice"),
+    "name": st.sampled_from(NODES),
+    "roots": st.sampled_from((("r0", "r0", "r1", "r1"), ("r1", "r0"), ("r0", "r1", "r1"))),
+    "reversed": st.booleans(),
+})
+# an object applied again unchanged (a resync): parsed afresh, equal to the one held
+again_event = st.fixed_dictionaries({
+    "kind": st.just("again"),
+    "name": st.sampled_from(PODS + CLAIMS),
+})
+events = st.lists(st.one_of(pod_event, claim_event, slice_event, again_event),
+                  min_size=8, max_size=40)
+
+
+def pod_object(event: dict[str, Any]) -> dict[str, Any]:
+    name = event["name"]
+    metadata: dict[str, Any] = {"name": name, "namespace": "default",
+                                "uid": event["uid"] and f"uid-{name}-{event['uid']}"}
+    if event["deleting"]:
+        metadata["deletionTimestamp"] = "2026-01-02T00:00:00Z"
+    spec: dict[str, Any] = {"priority": event["priority"], "resourceClaims": [
+        {"name": f"e{i}", "resourceClaimName": c} for i, c in enumerate(event["lists"])]}
+    if event["node"]:
+        spec["nodeName"] = event["node"]
+    return {"kind": "Pod", "metadata": metadata, "spec": spec,
+            "status": {"phase": event["phase"], "startTime": "2026-01-01T00:00:00Z"}}
+
+
+def claim_object(event: dict[str, Any], uids: dict[str, str]) -> dict[str, Any]:
+    name = event["name"]
+    reserved = []
+    for pod_name, uid in event["reserved"]:
+        reserved.append({"resource": "pods", "name": pod_name,
+                         "uid": uids.get(pod_name, "") if uid == "pod"
+                         else uid and f"uid-{pod_name}-x"})
+    devices = event["devices"]
+    obj = claim(name, requests=[exactly("gpu", "gpu", count=len(devices or [1]))],
+                results=None if devices is None else [result("gpu", d) for d in devices],
+                reserved_for=reserved)
+    obj["metadata"]["uid"] = f"claim-{name}-{event['uid']}"
+    return obj
+
+
+def apply(inv: Inventory, event: dict[str, Any], live: dict[tuple[str, str], Any],
+          uids: dict[str, str]) -> None:
+    kind, name = event["kind"], event["name"]
+    if kind == "ResourceSlice":
+        (gpus,) = gpu_node(name, roots=event["roots"])
+        if event["reversed"]:
+            gpus["spec"]["devices"].reverse()
+        inv.apply(kind, "MODIFIED", gpus)
+        return
+    if kind == "again":
+        obj = live.get(("Pod", name)) or live.get(("ResourceClaim", name))
+        if obj is not None:
+            inv.apply(obj["kind"], "MODIFIED", obj)
+        return
+    if event["gone"]:
+        obj = live.pop((kind, name), None)
+        if obj is not None:
+            inv.apply(kind, "DELETED", obj)
+            if kind == "Pod":
+                uids.pop(name, None)
+        return
+    obj = pod_object(event) if kind == "Pod" else claim_object(event, uids)
+    inv.apply(kind, "MODIFIED" if (kind, name) in live else "ADDED", obj)
+    live[(kind, name)] = obj
+    if kind == "Pod":
+        uids[name] = obj["metadata"]["uid"]
+
+
+def same_holder(kept: Holder, fresh: Holder) -> bool:
+    """Equal, and holding the very objects the inventory holds now."""
+    return (kept == fresh and kept.pod is fresh.pod
+            and all(a is b for a, b in zip(kept.claims, fresh.claims, strict=True))
+            and all(a is b for ra, rb in zip(kept.reservers, fresh.reservers, strict=True)
+                    for a, b in zip(ra, rb, strict=True)))
+
+
+def same_held(kept: Held, fresh: Held) -> bool:
+    return all(getattr(kept, f.name) == getattr(fresh, f.name)
+               for f in fields(Held) if f.name != "picks") and all(
+        a is b for a, b in zip(kept.pods, fresh.pods, strict=True))
+
+
+def fresh_holder(occupants: Occupants, pod: Pod) -> Holder | None:
+    """`pod`'s holder as read from the inventory's tables now."""
+    claims = occupants.holdings(pod)
+    if not claims:
+        return None
+    return Holder(pod=pod, claims=claims, keys=tuple(c.key for c in claims),
+                  reservers=tuple(occupants.reservers(c) for c in claims),
+                  devices=tuple(tuple(r.device_id for r in c.allocation.results)
+                                for c in claims if c.allocation))
+
+
+def check(inv: Inventory) -> None:
+    occupants, index = inv.occupants, held_index(inv)
+    for name in NODES:
+        kept = occupants.occupancy(name)
+        fresh = [h for p in occupants.pods_on(name) if (h := fresh_holder(occupants, p))]
+        assert len(kept) == len(fresh)
+        assert all(same_holder(a, b) for a, b in zip(kept, fresh, strict=True)), name
+        view = inv.node_state(name).view  # type: ignore[union-attr]
+        held = index.of(view, kept)
+        position = {d.id: i for i, d in enumerate(flat_devices(view))}
+        assert same_held(held, held_of(view, kept, position)), name
+
+
+@settings(max_examples=500, deadline=None)
+@given(events)
+def test_kept_holdings_equal_a_fresh_read_after_any_events(events: list[dict[str, Any]]) -> None:
+    inv = load(*[[node(n), *gpu_node(n)] for n in NODES])
+    live: dict[tuple[str, str], Any] = {}
+    uids: dict[str, str] = {}
+    for event in events:
+        apply(inv, event, live, uids)
+        check(inv)  # after each event, so that what is kept is then reused or dropped
