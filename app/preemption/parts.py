@@ -49,7 +49,7 @@ from math import prod
 
 from app.allocator.constraints import SCALAR_KINDS
 from app.allocator.types import AllocatedState, NodeView
-from app.model import Device
+from app.model import Device, Quantity
 from app.topology.normalise import NodeTopology
 
 
@@ -263,17 +263,34 @@ def overcommitted(allocated: AllocatedState, view: NodeView) -> set[tuple[str, s
     their limit: the allocator picks no device of such a pool that consumes
     counters until enough of the pool is released."""
     out = set()
+    by_pool = allocated.consumed_counters
     for pool in view.pools:
-        consumed = allocated.consumed_counters.get(pool.key)
+        consumed = by_pool.get(pool.key)
         if not consumed:
             continue
         for set_name, counter_set in pool.counter_sets.items():
-            if any((used := consumed.get((set_name, counter))) is not None
-                   and used.value > quantity.value
-                   for counter, quantity in counter_set.counters.items()):
+            if _beyond(consumed, set_name, counter_set.counters):
                 out.add(pool.key)
                 break
     return out
+
+
+def _beyond(consumed: Mapping[tuple[str, str], Quantity], set_name: str,
+            limits: Mapping[str, Quantity]) -> bool:
+    """Whether `consumed` ((set, counter) -> use) exceeds a limit of the
+    counter set `set_name`. Whole numbers are compared as integers: a
+    `Fraction` comparison costs far more, and nodes alike ask alike."""
+    for counter, limit in limits.items():
+        used = consumed.get((set_name, counter))
+        if used is None:
+            continue
+        a, b = used.value, limit.value
+        if a.denominator == 1 and b.denominator == 1:
+            if a.numerator > b.numerator:
+                return True
+        elif a > b:
+            return True
+    return False
 
 
 def id_mask(device_ids: Iterable[str], position: Mapping[str, int]) -> int:
