@@ -88,6 +88,9 @@ class NodeFit:
         # answer ask twice)
         self._rooms: dict[tuple[str, tuple[str, ...], tuple[str, ...]],
                           tuple[Extra, ...] | Shortfall] = {}
+        # per node: whether the pod has room there with no pod gone (`fits`)
+        self._roomy: dict[str, bool] = {}
+        self.room_reads = 0  # nodes read for room with no pod gone (for tests)
 
     def refusal(self, node: str, victims: Iterable[Pod], candidates: Iterable[Pod] = ()
                 ) -> Shortfall | None:
@@ -102,12 +105,34 @@ class NodeFit:
         return None if short is None else Shortfall(short)
 
     def fits(self, node: str, victims: Iterable[Pod], candidates: Iterable[Pod] = ()) -> bool:
-        """`refusal(...) is None`, without wording the refusal."""
+        """`refusal(...) is None`, without wording the refusal. A pod with room
+        on the node as it is has room once any pods go (they only free), so
+        that is read once per node (`roomy`), and its victims only where it
+        has not."""
+        if self.roomy(node):
+            return True
         found = self._staying(node, victims, candidates)
         if found is None:
             return True
         _, staying, count, allocatable = found
         return _fits(self._requests, allocatable, staying, count, self._dra)
+
+    def roomy(self, node: str) -> bool:
+        """Whether the pod has room on `node` with no pod gone (or the node's
+        size is not known), read once per node: then it fits whoever goes."""
+        roomy = self._roomy.get(node)
+        if roomy is None:
+            roomy = self._roomy[node] = self._room_as_is(node)
+        return roomy
+
+    def _room_as_is(self, node: str) -> bool:
+        self.room_reads += 1
+        base = self._base.get(node)
+        if base is None:
+            base = self._base[node] = self._node_base(node)
+        _, staying, count, allocatable = base
+        return allocatable is None or _fits(self._requests, allocatable, staying, count,
+                                            self._dra)
 
     def lacks(self, node: str, victims: Iterable[Pod]) -> tuple[str, ...]:
         """The resources the pod lacks on `node` once `victims` are gone, in

@@ -1000,18 +1000,21 @@ class VictimSearch:
             namespaces = {v.pod.namespace for v in pods}
             self._pdbs_in(namespaces, pdbs)
             covered = any(pdbs[ns] for ns in namespaces)
-        preference = self._preference(pods, pdbs if covered else None)
         # The preference's first term is the option's own: only the options
         # best on it, kept per solution, are weighed by this node's pods.
         leaders = self._leaders(solved)
         if len(leaders) == 1:
             chosen = leaders[0]
+        elif covered:
+            self.weighed += len(leaders)
+            chosen = min(leaders, key=self._preference(pods, pdbs))
         else:
             self.weighed += len(leaders)
-            chosen = min(leaders, key=preference) if covered else _lowest(leaders, pods)
+            chosen = _lowest(leaders, pods)
         node = problem.state.view.node.name
-        if fit.fits(node, [pods[i].pod for i in chosen.victims], candidates):
+        if fit.roomy(node) or fit.fits(node, [pods[i].pod for i in chosen.victims], candidates):
             return chosen, True
+        preference = self._preference(pods, pdbs if covered else None)
         fitting = [option for option in solved.options
                    if fit.fits(node, [pods[i].pod for i in option.victims], candidates)]
         if fitting:

@@ -593,18 +593,21 @@ def test_a_claim_frees_only_the_devices_it_holds_alone() -> None:
 
 def test_a_pick_that_leaves_room_is_not_checked_for_room_again(monkeypatch: Any) -> None:
     # Four options of one victim each: the node's pick asks whether the pod has
-    # room once; the answer then needs no second room check.
+    # room once (here it has, as the node is); the answer then needs no second
+    # room check.
     sized = node("n1")
     sized["status"] = {"allocatable": {"cpu": "8", "memory": "64Gi", "pods": "110"}}
     inv = load(GPU_CLASS, sized, *gpus("n1", 4, 3, 2, 1)[1:], want(1), preemptor())
     calls: list[str] = []
-    fits, room = NodeFit.fits, NodeFit._room
+    fits, roomy, room = NodeFit.fits, NodeFit.roomy, NodeFit._room
     monkeypatch.setattr(NodeFit, "fits", lambda self, *a: calls.append("fits") or fits(self, *a))
+    monkeypatch.setattr(NodeFit, "roomy",
+                        lambda self, *a: calls.append("roomy") or roomy(self, *a))
     monkeypatch.setattr(NodeFit, "_room", lambda self, *a: calls.append("room") or room(self, *a))
     _, search = searcher(inv)
     plan = search.search(inv.pod("default/p"))
     assert victims(plan) == ["n1-3"]
-    assert calls == ["fits"]
+    assert calls == ["roomy"]
 
 
 def test_the_fewest_victims_are_shared_only_by_nodes_whose_pods_free_the_same() -> None:
