@@ -449,6 +449,8 @@ class VictimSearch:
         # per (hardware, match columns) by identity: them and their layout
         self._layouts: BoundedCache[tuple[int, int], tuple[Hashable, HashedKey, MatchLayout]] = \
             BoundedCache(SHARED_SEARCHES)
+        self._match_layouts: BoundedCache[MatchLayout, MatchLayout] = BoundedCache(
+            SHARED_SEARCHES)
         self._ceilings: BoundedCache[Hashable, float] = BoundedCache(SHARED_SEARCHES)
         self._shapes: BoundedCache[Hashable, CeilingLayout | None] = BoundedCache(
             SHARED_SEARCHES)
@@ -967,8 +969,11 @@ class VictimSearch:
         layout_key = (id(static.hardware), id(kinds))
         kept = self._layouts.get(layout_key)
         if kept is None:
+            # one object per value: nodes of other hardware whose devices the
+            # requests match alike share skeletons (`_skeleton`, keyed by its id)
             kept = self._layouts.put(layout_key, (static.hardware, kinds,
-                                                  match_layout(kinds, devices)))
+                                                  self._match_layouts.intern(
+                                                      match_layout(kinds, devices))))
         layout = kept[2]
         facts = NodeFacts(view=view, kinds=kinds, signature=static.full,
                           hardware=static.hardware, devices=devices, position=position,
