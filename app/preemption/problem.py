@@ -148,9 +148,11 @@ class MatchLayout:
     shared: bool  # some matched device takes several allocations: no counting
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True, eq=False)
 class NodeFacts:
-    """A node's devices as one shape's problems read them (`VictimSearch._facts`)."""
+    """A node's devices as one shape's problems read them (`VictimSearch._facts`).
+    Never changed once made; not a frozen dataclass (see `Option`), as a
+    search makes one per node."""
 
     view: NodeView
     kinds: HashedKey  # the match columns of the shape's request kinds
@@ -206,10 +208,12 @@ def match_layout(kinds: HashedKey, devices: Sequence[Device]) -> MatchLayout:
                        shared=any(devices[at].allow_multiple_allocations for at in matched))
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True, eq=False)
 class Option:
     """One smallest victim set (candidate indexes), the claims it releases, and
-    the allocation then, in the names of the node it was found on (`source`)."""
+    the allocation then, in the names of the node it was found on (`source`).
+    Never changed once made; not a frozen dataclass, whose construction costs
+    about twice as much, as a search makes several per problem."""
 
     victims: tuple[int, ...]
     released: tuple[int, ...]

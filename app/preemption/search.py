@@ -562,6 +562,7 @@ class VictimSearch:
                 "business, not drax's"))
         request = request_of(claims, pod=pod)
         self._skeletons = {}
+        self._solver.begin()
         # The node where the pod itself holds claims, if any (`_holders`
         # leaves them out): where the inventory's pod of its key and UID is.
         mine = self._inventory.pod(pod.key)
@@ -674,6 +675,10 @@ class VictimSearch:
         # Most nodes share a problem solved already: they read none of its
         # claims but those their victims release (`_express`).
         solved = self._solver.known(problem.key)
+        if solved is None:
+            held = holders.held
+            solved = self._solver.known_parts(problem, frame.needed, skeleton.relevant,
+                                              held.plain, held.places)
         if solved is None or solved.cut:
             held = holders.held
             self.claims_read += 1

@@ -33,9 +33,13 @@ are enumerated per part, a release that changes one part only is shared
 by every node of the hardware alike in that part, whatever the rest of it
 holds (`app.preemption.parts`), and where every part's victim sets release
 claims of that part only, each part's smallest sets that work are kept for
-nodes alike in that part (`_by_parts`). The solver is one object per
-`VictimSearch` because these caches outlive one preemptor. Pure: reads the
-inventory, changes nothing.
+nodes alike in that part (`_by_parts`). A search's problems mostly differ
+from one another in a part or two, so a problem whose node was solved as it
+is and whose every part's smallest sets are known is solved from them before
+its claims are read (`known_parts`). The solver is one object per
+`VictimSearch` because these caches outlive one preemptor; whether what they
+hold still holds is read once per node and search (`current`). Pure: reads
+the inventory, changes nothing.
 """
 
 from __future__ import annotations
@@ -61,6 +65,7 @@ from app.preemption.counting import (
     counting_of,
     group_attributes,
     needs_for,
+    plausible_freed,
     plausible_release,
     values_by,
 )
@@ -76,7 +81,7 @@ from app.preemption.parts import (
     part_node,
     steps_bound,
 )
-from app.preemption.problem import HeldClaim, NodeFacts, Option, Problem, Run, Solved
+from app.preemption.problem import NodeFacts, Option, Problem, Run, Solved
 from app.topology.normalise import node_topology
 from app.topology.score import ONE_ROOT, make_objective, node_fill, one_root_score
 
@@ -175,6 +180,11 @@ def _quick_key(problem: Problem, idx: tuple[int, ...]) -> Hashable | None:
     return (problem.base, problem.facts.signature, problem.stuck, gone)
 
 
+def _unsolved(idx: tuple[int, ...]) -> Run:
+    """`_Sharing.attempt` where only what is solved already is read (`Solver.known_parts`)."""
+    raise AssertionError("known_parts runs no allocator")
+
+
 class Solver:
     """Solves victim-search problems over one inventory with the filter's
     allocator (`book`), keeping what nodes alike share."""
@@ -214,6 +224,9 @@ class Solver:
         self._over_masks: BoundedCache[Hashable, tuple[bool, int]] = BoundedCache(NODE_FACTS)
         self._by_kinds: BoundedCache[Hashable, tuple[tuple[int, int], ...]] = BoundedCache(
             NODE_FACTS)
+        # per node view (held, so its id stays its own): whether answers found
+        # on it still hold (`current`), for one search (`begin`)
+        self._current: dict[int, tuple[NodeView, bool]] = {}
         self.trials = 0  # allocator runs so far (for benchmarks and tests)
         self.limit_checks = 0  # node usages read for counters over their limit (for tests)
         self.grounds = 0  # nodes read before any victim goes (`_ground`, for tests)
@@ -240,6 +253,43 @@ class Solver:
         solved = self._solved.get(key) if key is not None else None
         return solved if solved is not None and self.current(solved.view) else None
 
+    def known_parts(self, problem: Problem, needs_of: Sequence[frozenset[int] | None],
+                    relevant: Sequence[bool], plain_of: Sequence[int | None],
+                    places: Sequence[Sequence[int | None]]) -> Solved | None:
+        """The problem's solution (`solve`) read from what nodes alike solved
+        already, before its claims are (`Problem.claims`; here per claim its
+        `HeldClaim` fields): where no claim is released already, its kind of
+        node as it is was solved (`_ground`) and victim sets are enumerated
+        per part, and each part's smallest sets that work are known
+        (`_by_parts`). Most problems of a search differ from the others in
+        one part or two, so most are solved so. None: `solve` it. Kept as
+        `solve` keeps it."""
+        if problem.base is None or not problem.pods or problem.facts.layout.shared:
+            return None
+        for needs in needs_of:
+            if needs is not None and not needs:
+                return None  # a base release: `_ground` keeps none
+        ground = self._grounds.get((problem.base, problem.facts.signature, problem.stuck))
+        if ground is None or not self.current(ground.run.source):
+            return None
+        outcome = ground.run.outcome
+        split, node = ground.split, ground.node
+        if outcome.error is not None or outcome.feasible or split is None or node is None:
+            return None
+        held: list[tuple[frozenset[int], int]] = []
+        for c, needs in enumerate(needs_of):
+            if needs and relevant[c]:
+                plain = plain_of[c]
+                held.append((needs, mask_of(at for at in places[c] if at is not None)
+                             if plain is None else plain))
+        members = part_members(split, held)
+        sharing = _Sharing(layout=split, node=node, base=0, attempt=_unsolved)
+        solved = self._by_parts(problem, sharing, members, needs_of, plain_of, None, None,
+                                self._trial_budget)
+        if solved is not None:
+            self._solved.put(problem.key, solved)
+        return solved
+
     def values_of(self, facts: NodeFacts, needs: Sequence[Need]
                  ) -> tuple[tuple[int, ...] | None, ...]:
         """`values_by` per matchAttribute group of `needs`, kept per kind of node
@@ -253,11 +303,26 @@ class Solver:
             out.append(hit[0])
         return tuple(out)
 
+    def begin(self) -> None:
+        """A search starts: what `current` found for the last one is forgotten."""
+        self._current = {}
+
     def current(self, view: NodeView) -> bool:
         """Whether an answer found on `view` still holds: the allocator also
         reads the DeviceClasses (their config goes into the allocation), and a
-        class change moves every node's version."""
-        return self._inventory.version(view.node.name) == view.version
+        class change moves every node's version. Asked a few times per node
+        and search, so kept per view until the next search (`begin`): one
+        search reads the nodes' states as they were when it started."""
+        hit = self._current.get(id(view))
+        if hit is not None and hit[0] is view:
+            return hit[1]
+        found = self._inventory.version(view.node.name) == view.version
+        self._current[id(view)] = (view, found)
+        return found
+
+    def _all_current(self, views: Sequence[NodeView]) -> bool:
+        """Whether answers found on each of `views` still hold (`current`)."""
+        return all(map(self.current, views))
 
     def _solve(self, problem: Problem) -> Solved:
         view = problem.state.view
@@ -271,6 +336,12 @@ class Solver:
             nonlocal counting
             if needs is None:
                 return True
+            if counting is None and not idx:
+                # the node as it is (most problems ask nothing more): no claim's
+                # devices read
+                return plausible_freed(Counting(
+                    freeable=(), by_kind=self._by_kind(problem),
+                    values=self.values_of(problem.facts, needs)), 0, check)
             if counting is None:
                 layout = problem.facts.layout
                 counting = Counting(freeable=tuple([c.freeable(layout) for c in problem.claims]),
@@ -300,12 +371,6 @@ class Solver:
                 f"even with all {len(everyone)} lower-priority pods holding devices the pod "
                 f"could use gone: {run.own_text}"))
 
-        # With everyone gone is tried first only when counting cannot tell: a
-        # smaller set that works proves it works, and saves that allocator run.
-        if needs is None or not plausible(released(everyone)):
-            all_gone = self._unplaceable(problem, needs) or attempt(released(everyone))
-            if not all_gone.outcome.feasible:
-                return nothing_works(all_gone)
         budget = self._trial_budget
         split = ground.split
         members = None if split is None else part_members(split, [
@@ -318,11 +383,23 @@ class Solver:
                 sharing = _Sharing(layout=split, node=ground.node, base=freed, attempt=attempt)
         if sharing is not None:
             assert members is not None
-            solved = self._by_parts(problem, sharing, members, released, plausible, budget)
+            # Before the check with everyone gone: a set that works proves that
+            # everyone gone works too (releasing more never frees less), and a
+            # set counting rules out costs no allocator run.
+            solved = self._by_parts(problem, sharing, members,
+                                    [c.needs for c in problem.claims],
+                                    [c.plain for c in problem.claims],
+                                    released, plausible, budget)
             if solved is not None:
                 return solved
-            part_run = functools.partial(self._part_run, problem, sharing)
-            attempt = part_run
+        # With everyone gone is tried first only when counting cannot tell: a
+        # smaller set that works proves it works, and saves that allocator run.
+        if needs is None or not plausible(released(everyone)):
+            all_gone = self._unplaceable(problem, needs) or attempt(released(everyone))
+            if not all_gone.outcome.feasible:
+                return nothing_works(all_gone)
+        if sharing is not None:
+            attempt = functools.partial(self._part_run, problem, sharing)
         groups = (None if members is None else part_groups(members)) or [everyone]
         for size in range(1, max(len(g) for g in groups) + 1):
             if sum(math.comb(len(g), size) for g in groups) > budget * _ENUMERATED_PER_TRIAL:
@@ -562,13 +639,19 @@ class Solver:
         return hit[1]
 
     def _by_parts(self, problem: Problem, sharing: _Sharing, members: list[set[int]],
-                  released: _Released, plausible: Callable[[tuple[int, ...]], bool],
+                  needs_of: Sequence[frozenset[int] | None], plain_of: Sequence[int | None],
+                  released: _Released | None,
+                  plausible: Callable[[tuple[int, ...]], bool] | None,
                   budget: int) -> Solved | None:
         """The smallest victim sets when each part's victim sets change that part
         only: per part, its smallest sets that work are kept by what decides
         them (`_part_solution`), so nodes alike in a part share them too.
         None where a part's sets reach beyond it, or where the loop of
-        `_solve` could run out of `budget` before the smallest size."""
+        `_solve` could run out of `budget` before the smallest size.
+        `needs_of` and `plain_of`: per claim of the problem, `HeldClaim.needs`
+        and `HeldClaim.plain`. `released` and `plausible` None: only parts
+        solved already are read, and a part not yet solved gives None too
+        (`known_parts`)."""
         # the parts with candidates (index, candidates in order), and per
         # candidate the parts it is in (a mask over that list)
         parts: list[tuple[int, tuple[int, ...]]] = []
@@ -584,36 +667,45 @@ class Solver:
             return None
         # per part, the releasable claims whose candidates are all its own, in
         # the problem's order (the order of where they hold)
-        claims_of: list[list[tuple[int, HeldClaim]]] = [[] for _ in parts]
-        for c, claim in enumerate(problem.claims):
-            needs = claim.needs
+        claims_of: list[list[tuple[int, frozenset[int], int | None]]] = [[] for _ in parts]
+        for c, needs in enumerate(needs_of):
             if not needs:
                 continue
-            within = -1
-            for k in needs:
-                within &= in_parts.get(k, 0)
+            if len(needs) == 1:  # most claims: one pod's
+                (k,) = needs
+                within = in_parts.get(k, 0)
+            else:
+                within = -1
+                for k in needs:
+                    within &= in_parts.get(k, 0)
             while within:
                 low = within & -within
-                claims_of[low.bit_length() - 1].append((c, claim))
+                claims_of[low.bit_length() - 1].append((c, needs, plain_of[c]))
                 within ^= low
         node = sharing.node
         unshared = ~sharing.base
         taken, held = node.taken & unshared, node.held & unshared
         found: list[tuple[int, tuple[int, ...], tuple[_PartOption, ...],
                           list[tuple[int, int, int]]]] = []
+        smallest = 0
+        total = 0  # the parts' candidates, counted once per part
         for (i, local), claims in zip(parts, claims_of, strict=True):
+            total += len(local)
             solved = self._part_solution(problem, sharing, i, local, claims, taken, held,
                                          released, plausible)
             if solved is None:
                 return None
             solution, entries = solved
-            if solution.size is not None:
-                found.append((solution.size, local, solution.works, entries))
+            size = solution.size
+            if size is not None:
+                found.append((size, local, solution.works, entries))
+                if not smallest or size < smallest:
+                    smallest = size
         if not found:
             return None
-        smallest = min(size for size, _, _, _ in found)
-        # (the parts' candidates counted once per part bound the groups' count)
-        if (sum(len(local) for _, local in parts) if smallest == 1 else sum(
+        # (the parts' candidates counted once per part bound the groups' count;
+        # no more sets than (1 << total) - 1 at all)
+        if (1 << total) - 1 > budget and (total if smallest == 1 else sum(
                 math.comb(len(local), size) for _, local in parts
                 for size in range(1, smallest + 1))) > budget and sum(
                 math.comb(len(g), size) for g in part_groups(members)
@@ -622,7 +714,7 @@ class Solver:
         # A set of a part's candidates releases the claims released already and
         # the part's claims whose candidates it holds all (`entries`): no other
         # claim needs only its pods.
-        always = released(())
+        always = () if released is None else released(())
         options = []
         for size, local, works, entries in found:
             if size != smallest:
@@ -643,17 +735,20 @@ class Solver:
         return Solved(view=problem.state.view, options=tuple(options))
 
     def _part_solution(self, problem: Problem, sharing: _Sharing, i: int,
-                       local: tuple[int, ...], claims: Sequence[tuple[int, HeldClaim]],
-                       taken: int, held: int, released: _Released,
-                       plausible: Callable[[tuple[int, ...]], bool]
+                       local: tuple[int, ...],
+                       claims: Sequence[tuple[int, frozenset[int], int | None]],
+                       taken: int, held: int, released: _Released | None,
+                       plausible: Callable[[tuple[int, ...]], bool] | None
                        ) -> tuple[_PartSolution, list[tuple[int, int, int]]] | None:
         """Part `i`'s smallest victim sets among its candidates `local` that
         work (as positions in `local`), their shared runs and intact shares,
         and their size (None: no set of the part's candidates works), with
         per claim the candidates it needs (as a mask of positions in `local`),
         its index and its devices; None when a set could release a claim
-        beyond the part. `claims`: the releasable claims whose candidates are
-        all in `local`, with their indexes; `taken` and `held`: the node's use
+        beyond the part, or when it is not known yet and `released` is None.
+        `claims`: the releasable claims whose candidates are all in `local`,
+        each its index, needs and plain devices (`HeldClaim`); `taken` and
+        `held`: the node's use
         beyond what the base release frees. Kept by the part's key and the
         claims its sets can release (whom they need, in `local`'s order, and
         where they hold), which fix every set's run key."""
@@ -661,36 +756,41 @@ class Solver:
         if not node.open[i]:
             return None
         layout = sharing.layout
-        index = {c: j for j, c in enumerate(local)}
         beyond = layout.relevant & ~sharing.base & ~layout.exclusive[i]
-        shape: list[tuple[tuple[int, ...], int]] = []
+        # per claim, whom it needs (a position in `local`, or minus their count
+        # and their positions) and where it holds, flat: the key is hashed
+        # and compared for every part of every problem
+        shape: list[int] = []
         entries: list[tuple[int, int, int]] = []
         reach = 0  # what the part's sets can free
-        for c, claim in claims:
-            plain = claim.plain
+        for c, needs, plain in claims:
             if plain is None or plain & beyond:
                 return None
             reach |= plain
-            needs = claim.needs
-            assert needs
             if len(needs) == 1:
                 (k,) = needs
-                j = index[k]
-                shape.append(((j,), plain))
+                j = local.index(k)
+                shape += (j, plain)
                 entries.append((1 << j, c, plain))
             else:
                 # claims come in the order of where they hold: the same on nodes alike
-                positions = tuple(sorted(index[k] for k in needs))
-                shape.append((positions, plain))
+                positions = sorted(local.index(k) for k in needs)
+                shape.append(-len(positions))
+                shape += positions
+                shape.append(plain)
                 entries.append((mask_of(positions), c, plain))
         # Of a group the score reads, a set's run reads only whether any unit
-        # in it stays in use: those the sets can free, and whether others are.
-        key = (problem.base, i, len(local), taken & layout.regions[i],
-               tuple([(held & group & reach, not held & group & ~reach)
-                      for group in layout.groups[i]]), tuple(shape))
+        # in it stays in use: those the sets can free, and whether others are
+        # (the part's groups are as many on every node of its kind).
+        head: list[Hashable] = [problem.base, i, len(local), taken & layout.regions[i]]
+        for group in layout.groups[i]:
+            head += (held & group & reach, not held & group & ~reach)
+        key = (*head, *shape)
         hit = self._part_solutions.get(key)
-        if hit is not None and all(self.current(view) for view in hit.views):
+        if hit is not None and self._all_current(hit.views):
             return hit, entries
+        if released is None or plausible is None:
+            return None
         view = problem.state.view
         solution = _PartSolution(view=view, views=(view,))
         for size in range(1, len(local) + 1):

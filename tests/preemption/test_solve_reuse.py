@@ -1,19 +1,26 @@
-"""What one search shares between its nodes, and what it reads again:
-nodes of other hardware whose devices the preemptor's requests match alike
-share one problem skeleton; whether the preemptor has room on a node as it
-is is read once per node.
+"""What one search shares between its nodes, and what it reads again.
+
+Problems that differ from the others of a search in a part or two are solved
+from the parts' smallest sets found already, without their claims being
+read; nodes of other hardware whose devices the preemptor's requests match
+alike share one problem skeleton; whether an answer found on a node still
+holds is read once per node and search, and read again by the next search;
+whether the preemptor has room on a node as it is, once per node; pools over
+their counters' limit are found whether the counters are whole or not.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from app.inventory import Inventory
 from app.preemption.fit import NodeFit
+from app.preemption.parts import overcommitted
 from tests.extender.cluster import GPU_CLASS, gpu_node
-from tests.inventory.objects import exactly, template
-from tests.preemption.builders import load, preemptor, searcher
+from tests.inventory.objects import claim, exactly, result, template
+from tests.preemption.builders import holder, load, preemptor, searcher
 from tests.preemption.test_fit import gpu_holder, sized
-from tests.preemption.test_part_sharing import ROOT_CLAIM, build, each_as_alone
+from tests.preemption.test_part_sharing import ROOT_CLAIM, build, each_as_alone, hardware
 
 FREE = None
 
@@ -28,6 +35,20 @@ def alike(*nics: tuple[int | None, int | None]) -> dict[str, Any]:
               "owner": (*[ROOT_CLAIM] * 6, r0, r1, FREE),
               "holders": [[0], [1], [2], [3], [4]]} for r0, r1 in nics]
     return {"nodes": nodes, "gpus": 2, "nic": True, "board": None, "rootless": False}
+
+
+def test_a_problem_whose_parts_were_solved_on_other_nodes_reads_no_claims() -> None:
+    # n0 = (own, pod 3, free) and n1 = (pod 3, own, free) are solved from their
+    # claims; n2 = (own, own, free) and n3 = (pod 3, pod 4, free) are new
+    # problems whose every root is one of theirs, on a node used alike.
+    spec = alike((ROOT_CLAIM, 3), (3, ROOT_CLAIM), (ROOT_CLAIM, ROOT_CLAIM), (3, 4))
+    inv = load(*build(spec))
+    _, search = searcher(inv)
+    plan = search.search(inv.pod("default/p"))
+    assert len(plan.nodes) == 4
+    assert search.problems == 4 and search.claims_read == 2
+    for mode in ("allocator", "advisor"):
+        each_as_alone(lambda only: build(spec, only), 4, mode)
 
 
 def test_nodes_of_other_hardware_whose_devices_match_alike_share_a_skeleton() -> None:
@@ -46,6 +67,36 @@ def test_nodes_of_other_hardware_whose_devices_match_alike_share_a_skeleton() ->
     each_as_alone(lambda only: build(spec, only), 2, "allocator")
 
 
+def _drop(inv: Inventory, objs: list[dict[str, Any]], name: str) -> None:
+    for obj in objs:
+        if obj["metadata"]["name"] == name:
+            inv.apply(obj["kind"], "DELETED", obj)
+
+
+def test_a_node_changed_since_the_last_search_is_read_as_changed() -> None:
+    # Within a search a node's answers are checked against its version once;
+    # the next search checks again, so answers found before the change no
+    # longer hold.
+    spec = alike((ROOT_CLAIM, 3), (3, ROOT_CLAIM))
+    objs = build(spec)
+    inv = load(*objs)
+    _, search = searcher(inv)
+    pod = inv.pod("default/p")
+    search.search(pod)
+    state = inv.node_state("n0")
+    assert state is not None
+    solver = search._solver
+    assert solver.current(state.view)
+    _drop(inv, objs, "n0-p3")
+    _drop(inv, objs, "n0-c3")
+    assert solver.current(state.view)  # the last search's word, until the next
+    plan = search.search(pod)
+    assert not solver.current(state.view)
+    fresh = searcher(inv)[1].search(pod)
+    assert [(n.node, [v.pod.name for v in n.victims]) for n in plan.nodes] == [
+        (n.node, [v.pod.name for v in n.victims]) for n in fresh.nodes]
+
+
 def test_room_as_the_node_is_is_read_once_per_node() -> None:
     # "roomy" has room for one more pod whoever goes; "full" takes one pod, so
     # the preemptor has room there only once its victim goes.
@@ -62,3 +113,31 @@ def test_room_as_the_node_is_is_read_once_per_node() -> None:
     assert fit.room_reads == 1
     assert fit.fits("full", [full0]) and not fit.fits("full", []) and not fit.roomy("full")
     assert fit.room_reads == 2
+
+
+def _counted(limit: str, each: str) -> list[dict[str, Any]]:
+    """Node n0 of two GPUs drawing `each` of a counter set of `limit`, both held."""
+    node_objs = hardware("n0", board=2)
+    for obj in node_objs:
+        if obj["kind"] == "ResourceSlice" and obj["metadata"]["name"] == "n0-gpus":
+            spec = obj["spec"]
+            spec["devices"] = spec["devices"][:2]
+            spec["sharedCounters"] = [{"name": "b01", "counters": {"mem": {"value": limit}}}]
+            for device in spec["devices"]:
+                device["consumesCounters"] = [{"counterSet": "b01",
+                                               "counters": {"mem": {"value": each}}}]
+    objs: list[Any] = [GPU_CLASS, *node_objs]
+    objs += holder("n0-a", "n0", ["gpu.example.com/n0/gpu-0"])
+    objs.append(claim("n0-b", requests=[exactly("gpu", "gpu")],
+                      results=[result("gpu", "gpu.example.com/n0/gpu-1")],
+                      reserved_for=[{"resource": "pods", "name": "n0-a", "uid": "uid-n0-a"}]))
+    return objs
+
+
+def test_counters_over_their_limit_are_found_whole_or_not() -> None:
+    for limit, each, over in (("1", "1", True), ("2", "1", False), ("1500m", "800m", True),
+                              ("1500m", "750m", False)):
+        inv = load(*_counted(limit, each))
+        state = inv.node_state("n0")
+        assert state is not None
+        assert bool(overcommitted(state.allocated, state.view)) is over, (limit, each)
