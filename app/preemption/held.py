@@ -42,6 +42,8 @@ from app.preemption.problem import Candidate, Victim, alone, one_pod, plain_posi
 _NODES_KEPT: Final = 16384
 NO_POD: Final = -1  # a reserver slot for a consumer not known as a pod
 _PICKS_KEPT: Final = 64  # per node, orders of its candidates and their victim sets
+# a claim's reserver slots when one pod (slot i) holds it: one object per value
+_ONE_SLOT: Final = tuple((i,) for i in range(64))
 
 
 def _itself(value: Any) -> Any:
@@ -66,7 +68,7 @@ def spot(results: Sequence[DeviceRequestAllocationResult],
                         for r, at in zip(results, places, strict=True)))
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class Held:
     """A node's holdings, per claim in canonical order and per pod (slot).
 
@@ -224,11 +226,17 @@ def held_of(view: NodeView, occupancy: tuple[Holder, ...], position: Mapping[str
     built on the same `position`, whose reads of a claim (places, spot,
     masks) are taken for the same claim object, so a node where one pod
     changed reads only that pod's claims again."""
-    # per claim key: the claim object read before, and its spot, places, span, mask
-    again: dict[str, list[Any]] = {} if previous is None else {
-        key: read for key, *read in zip(
-            previous.keys, previous.claims, previous.shape.value[0],  # type: ignore[index]
-            previous.places, previous.spans, previous.alone, strict=True)}
+    if previous is not None:
+        replaced = _one_replaced(view, occupancy, position, shared, previous)
+        if replaced is not None:
+            return replaced
+    # per claim key: its index in `previous`, whose reads hold for the same claim object
+    again: dict[str, int] = {}
+    if previous is not None:
+        again = {key: at for at, key in enumerate(previous.keys)}
+        claims_before, places_before, spans_before, alone_before = (
+            previous.claims, previous.places, previous.spans, previous.alone)
+        spots_before = previous.shape.value[0]  # type: ignore[index]
     entries: dict[str, tuple[Any, ...]] = {}
     seen: set[int | None] = set()
     count = 0
@@ -237,9 +245,10 @@ def held_of(view: NodeView, occupancy: tuple[Holder, ...], position: Mapping[str
                                               holder.devices, strict=True):
             if key in entries:
                 continue  # a claim shared by several holders
-            before = again.get(key)
-            if before is not None and before[0] is claim:
-                _, where, places, span, mask = before
+            at = again.get(key)
+            if at is not None and claims_before[at] is claim:
+                where, places = spots_before[at], places_before[at]
+                span, mask = spans_before[at], alone_before[at]
             else:
                 allocation = claim.allocation
                 assert allocation is not None
@@ -254,18 +263,93 @@ def held_of(view: NodeView, occupancy: tuple[Holder, ...], position: Mapping[str
             count += len(places)
     # by spot, then key (unique: the rest is never compared); per read, its values
     columns = tuple(zip(*sorted(entries.values()), strict=True)) or ((),) * 8
-    return _held_of(view, occupancy, columns, shared, shapes, once=len(seen) == count)
+    return _held_of(view, occupancy, columns, shared, shapes, once=len(seen) == count,
+                    previous=previous)
+
+
+def _one_replaced(view: NodeView, occupancy: tuple[Holder, ...], position: Mapping[str, int],
+                  shared: Callable[[Any], Any], previous: Held) -> Held | None:
+    """`held_of` where, of `previous`'s holders, one gave way to another, each
+    holding claims reserved for it alone, the new claims at the spots of the
+    old, neither pod going, on a node whose claims' spots are distinct (as
+    churn replaces a pod): `previous` with the new claims, pod and priority in
+    the old ones' places, and its shape; None in any other case."""
+    before, count = previous.occupancy, len(occupancy)
+    if len(before) != count:
+        return None
+    first = 0
+    while first < count and before[first] is occupancy[first]:
+        first += 1
+    if first == count:
+        return None
+    old = before[first]
+    if all(before[i] is occupancy[i] for i in range(first + 1, count)):
+        new = occupancy[first]  # read again in its place
+    elif all(before[i + 1] is occupancy[i] for i in range(first, count - 1)):
+        new = occupancy[-1]  # come last, as a pod put again is
+    else:
+        return None
+    if not (_alone(old) and _alone(new) and len(old.keys) == len(new.keys)):
+        return None
+    slot = next(at for at, h in enumerate(previous.holders) if h is old)
+    spots = previous.shape.value[0]  # type: ignore[index]
+    if previous.going >> slot & 1 or new.pod.deleting or new.pod.terminal or any(
+            p is new.pod for p in previous.pods) or len(set(spots)) != len(spots):
+        return None
+    # the old claims' indices, by spot, and the slots reserving them
+    at_spot = {spots[at]: at for at, key in enumerate(previous.keys) if key in old.keys}
+    if len(at_spot) != len(old.keys) or sum(
+            slot in r for r in previous.reservers) != len(old.keys):
+        return None
+    claims, keys, ids, places = (list(previous.claims), list(previous.keys),
+                                 list(previous.ids), list(previous.places))
+    for key, claim, claim_ids in zip(new.keys, new.claims, new.devices, strict=True):
+        allocation = claim.allocation
+        assert allocation is not None
+        claim_places = shared(tuple(map(position.get, claim_ids)))
+        at = at_spot.pop(spot(allocation.results, claim_places), None)
+        if at is None or plain_positions(claim, claim_places) != previous.alone[at]:
+            return None
+        claims[at], keys[at], ids[at], places[at] = claim, key, claim_ids, claim_places
+    pods, holders = list(previous.pods), list(previous.holders)
+    pods[slot], holders[slot] = new.pod, new
+    priorities = list(previous.priorities)
+    priorities[previous.staying.index(slot)] = new.pod.priority
+    return Held(view=view, occupancy=occupancy, claims=tuple(claims), keys=tuple(keys),
+                ids=tuple(ids), places=tuple(places), spans=previous.spans,
+                alone=previous.alone, plain=previous.plain, reservers=previous.reservers,
+                pods=tuple(pods), holders=tuple(holders), going=previous.going,
+                staying=previous.staying, priorities=tuple(priorities),
+                terminating=previous.terminating, shape=previous.shape)
+
+
+def _alone(holder: Holder) -> bool:
+    """Whether each of the holder's claims is reserved for its pod alone."""
+    pod = holder.pod
+    return all(len(r) == 1 and r[0] is pod for r in holder.reservers)
 
 
 def _held_of(view: NodeView, occupancy: tuple[Holder, ...], columns: tuple[Any, ...],
-             shared: Callable[[Any], Any], shapes: Callable[[Any], Any], *, once: bool) -> Held:
+             shared: Callable[[Any], Any], shapes: Callable[[Any], Any], *, once: bool,
+             previous: Held | None) -> Held:
     """`held_of` once its claims' reads are in canonical order (`columns`: per
-    read, its values per claim)."""
+    read, its values per claim). Of `previous`, the tuples of values (no
+    objects of the inventory's) equal to the new ones are kept: fewer objects
+    for the collector to scan after a search that rebuilt many nodes."""
     spots, keys, claims, ids, places, reservers, spans, alones = columns
     slot_of: dict[int, int] = {}
     pods: list[Pod] = []
     reserved = []
     for claim_reservers in reservers:
+        if len(claim_reservers) == 1 and claim_reservers[0] is not None:
+            # one pod, as most claims: its slot's tuple is one object on every node
+            pod_id = id(claim_reservers[0])
+            at = slot_of.get(pod_id)
+            if at is None:
+                at = slot_of[pod_id] = len(pods)
+                pods.append(claim_reservers[0])
+            reserved.append(_ONE_SLOT[at] if at < len(_ONE_SLOT) else shared((at,)))
+            continue
         slots = []
         for reserver in claim_reservers:
             if reserver is None:
@@ -295,7 +379,7 @@ def _held_of(view: NodeView, occupancy: tuple[Holder, ...], columns: tuple[Any, 
     for at, pod in enumerate(pods):
         if pod.deleting or pod.terminal:
             going |= 1 << at
-    terminating = tuple(h.pod for h in occupancy if h.pod.deleting or h.pod.terminal)
+    terminating = tuple([h.pod for h in occupancy if going >> slot_of[id(h.pod)] & 1])
     present = tuple([h is not None for h in holders])
     staying, priorities = [], []
     for at, h in enumerate(holders):
@@ -303,12 +387,18 @@ def _held_of(view: NodeView, occupancy: tuple[Holder, ...], columns: tuple[Any, 
             staying.append(at)
             priorities.append(h.pod.priority)
     reserved_t = tuple(reserved)
+    shape = shapes(HashedKey((spots, reserved_t, present, once)))
+    values: tuple[Any, ...] = (ids, places, spans, alones, plains, reserved_t, tuple(priorities))
+    if previous is not None:
+        values = tuple([old if old == new else new for new, old in zip(values, (
+            previous.ids, previous.places, previous.spans, previous.alone, previous.plain,
+            previous.reservers, previous.priorities), strict=True)])
+    ids, places, spans, alones, plains, reserved_t, priorities_t = values
     return Held(view=view, occupancy=occupancy, claims=claims, keys=keys, ids=ids,
                 places=places, spans=spans, alone=alones, plain=plains,
                 reservers=reserved_t, pods=tuple(pods), holders=tuple(holders), going=going,
-                staying=shared(tuple(staying)), priorities=tuple(priorities),
-                terminating=terminating,
-                shape=shapes(HashedKey((spots, reserved_t, present, once))))
+                staying=shared(tuple(staying)), priorities=priorities_t,
+                terminating=terminating, shape=shape)
 
 
 class HeldIndex:
@@ -341,10 +431,10 @@ class HeldIndex:
         devices' use changes, which moves none of them)."""
         hit = self._views.get(view.node.name)
         if hit is None or hit[0] is not view:
-            devices = flat_devices(view)
-            if hit is not None and hit[1] == devices:
+            if hit is not None and _same_devices(hit[0], view):
                 hit = self._views.put(view.node.name, (view, hit[1], hit[2]))
             else:
+                devices = flat_devices(view)
                 hit = self._views.put(view.node.name, (
                     view, devices, {d.id: i for i, d in enumerate(devices)}))
         return hit[1], hit[2]
@@ -376,6 +466,13 @@ class HeldIndex:
             self.releases += 1
             hit = self._releases.put(key, release_of(held, may_go))
         return hit
+
+
+def _same_devices(old: NodeView, new: NodeView) -> bool:
+    """Whether `new` has `old`'s devices in the same order (pool by pool: the
+    same objects, as a view built again for a change of use has them)."""
+    return len(old.pools) == len(new.pools) and all(
+        a.devices == b.devices for a, b in zip(old.pools, new.pools, strict=True))
 
 
 _INDEXES: weakref.WeakKeyDictionary[Inventory, HeldIndex] = weakref.WeakKeyDictionary()

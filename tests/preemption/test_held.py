@@ -124,3 +124,21 @@ def test_the_same_holders_on_a_view_built_again_keep_their_holdings() -> None:
     assert second.view is not first.view and held_index(inv).built == built
     assert second.picks is first.picks
     assert_same(second, afresh(inv))
+
+
+def test_a_pod_replaced_on_a_device_another_claim_holds_too_is_ordered_by_key() -> None:
+    # Two claims hold gpu-0 (data the allocator would not write, but the
+    # holdings take what the API server holds): alike in place, they are in
+    # key order, which a replacing claim's key may change.
+    objs = [node("n1"), *gpu_node("n1"),
+            *holder("a", "n1", [f"{GPU}/n1/gpu-0"], claim_name="c-a"),
+            *holder("m", "n1", [f"{GPU}/n1/gpu-0"], claim_name="c-m")]
+    inv = load(*objs)
+    assert kept(inv).keys == ("default/c-a", "default/c-m")
+    inv.apply("Pod", "DELETED", objs[3])
+    inv.apply("ResourceClaim", "DELETED", objs[2])
+    for o in holder("z", "n1", [f"{GPU}/n1/gpu-0"], claim_name="c-z"):
+        inv.apply(o["kind"], "ADDED", o)
+    second = kept(inv)
+    assert second.keys == ("default/c-m", "default/c-z")
+    assert_same(second, afresh(inv))

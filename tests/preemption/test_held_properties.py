@@ -12,6 +12,7 @@ finds, and its kept `Held` equals one built from scratch.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import fields
 from typing import Any
 
@@ -30,7 +31,7 @@ from tests.preemption.builders import load
 GPU = "gpu.example.com"
 NODES = ("n1", "n2")
 PODS = ("a", "b", "c", "d")
-CLAIMS = ("c0", "c1")
+CLAIMS = ("c0", "c1", "c2", "c3")
 DEVICES = tuple(f"{GPU}/{n}/gpu-{i}" for n in NODES for i in range(4))
 
 pod_event = st.fixed_dictionaries({
@@ -68,7 +69,15 @@ again_event = st.fixed_dictionaries({
     "kind": st.just("again"),
     "name": st.sampled_from(PODS + CLAIMS),
 })
-events = st.lists(st.one_of(pod_event, claim_event, slice_event, again_event),
+# a pod replaced as churn replaces one: it and its claims go, then the same
+# claims (new objects) come reserved for a pod of that name with another UID
+# and priority
+replace_event = st.fixed_dictionaries({
+    "kind": st.just("replace"),
+    "name": st.sampled_from(PODS),
+    "priority": st.integers(0, 3),
+})
+events = st.lists(st.one_of(pod_event, claim_event, slice_event, again_event, replace_event),
                   min_size=8, max_size=40)
 
 
@@ -115,6 +124,9 @@ def apply(inv: Inventory, event: dict[str, Any], live: dict[tuple[str, str], Any
         if obj is not None:
             inv.apply(obj["kind"], "MODIFIED", obj)
         return
+    if kind == "replace":
+        replace(inv, name, event["priority"], live, uids)
+        return
     if event["gone"]:
         obj = live.pop((kind, name), None)
         if obj is not None:
@@ -127,6 +139,31 @@ def apply(inv: Inventory, event: dict[str, Any], live: dict[tuple[str, str], Any
     live[(kind, name)] = obj
     if kind == "Pod":
         uids[name] = obj["metadata"]["uid"]
+
+
+def replace(inv: Inventory, name: str, priority: int, live: dict[tuple[str, str], Any],
+            uids: dict[str, str]) -> None:
+    pod = live.get(("Pod", name))
+    if pod is None:
+        return
+    inv.apply("Pod", "DELETED", pod)
+    listed = [c["resourceClaimName"] for c in pod["spec"]["resourceClaims"]]
+    claims = [live[("ResourceClaim", c)] for c in listed if ("ResourceClaim", c) in live]
+    for obj in claims:
+        inv.apply("ResourceClaim", "DELETED", obj)
+    pod = copy.deepcopy(pod)
+    uid = pod["metadata"]["uid"] = f"uid-{name}-{priority}-{len(live)}"
+    pod["spec"]["priority"] = priority
+    for obj in claims:
+        obj = copy.deepcopy(obj)
+        for ref in obj.get("status", {}).get("reservedFor", []):
+            if ref["name"] == name:
+                ref["uid"] = uid
+        inv.apply("ResourceClaim", "ADDED", obj)
+        live[("ResourceClaim", obj["metadata"]["name"])] = obj
+    inv.apply("Pod", "ADDED", pod)
+    live[("Pod", name)] = pod
+    uids[name] = uid
 
 
 def same_holder(kept: Holder, fresh: Holder) -> bool:
@@ -176,3 +213,43 @@ def test_kept_holdings_equal_a_fresh_read_after_any_events(events: list[dict[str
     for event in events:
         apply(inv, event, live, uids)
         check(inv)  # after each event, so that what is kept is then reused or dropped
+
+
+def full_nodes(priorities: list[int], pairs: list[bool]
+               ) -> tuple[Inventory, dict[tuple[str, str], Any], dict[str, str]]:
+    """n1 and n2 full: pod i holds claim `c<i>` of its own GPUs (two when
+    `pairs[i]`), reserved for it alone, as the benchmark's clusters hold."""
+    inv = load(*[[node(n), *gpu_node(n)] for n in NODES])
+    live: dict[tuple[str, str], Any] = {}
+    uids: dict[str, str] = {}
+    for i, (name, priority, pair) in enumerate(zip(PODS, priorities, pairs, strict=True)):
+        where = NODES[i // 2]
+        devices = [f"{GPU}/{where}/gpu-{2 * (i % 2)}"] + (
+            [f"{GPU}/{where}/gpu-{2 * (i % 2) + 1}"] if pair else [])
+        apply(inv, {"kind": "Pod", "name": name, "gone": False, "node": where, "uid": "1",
+                    "lists": [f"c{i}"], "deleting": False, "phase": "Running",
+                    "priority": priority}, live, uids)
+        apply(inv, {"kind": "ResourceClaim", "name": f"c{i}", "gone": False, "uid": "1",
+                    "devices": devices, "reserved": [(name, "pod")]}, live, uids)
+    return inv, live, uids
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(0, 3), min_size=4, max_size=4),
+       st.lists(st.booleans(), min_size=4, max_size=4),
+       st.lists(st.tuples(st.one_of(replace_event, replace_event, replace_event, pod_event,
+                                    claim_event, again_event), st.booleans()),
+                min_size=1, max_size=20))
+def test_kept_holdings_equal_a_fresh_read_under_churn(
+        priorities: list[int], pairs: list[bool], events: list[tuple[dict[str, Any], bool]]
+) -> None:
+    # Full nodes whose pods are mostly replaced (the holdings then built from
+    # the previous ones), sometimes changed otherwise; read after some events,
+    # so that a read may follow several changes on one node.
+    inv, live, uids = full_nodes(priorities, pairs)
+    check(inv)
+    for event, read in events:
+        apply(inv, event, live, uids)
+        if read:
+            check(inv)
+    check(inv)
