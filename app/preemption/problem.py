@@ -133,6 +133,9 @@ class Problem:
     # pods hold is released (a nomination's hold, an assumption, another claim):
     # the node's signature marks a device taken, not by how many.
     stuck: int = 0
+    # Whether solving by parts was tried with every part known and found no
+    # answer (`Solver.known_parts`): solving need not try it again.
+    parts_settled: bool = False
 
 
 @dataclass(slots=True, frozen=True)

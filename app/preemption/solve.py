@@ -227,6 +227,7 @@ class Solver:
         # per node view (held, so its id stays its own): whether answers found
         # on it still hold (`current`), for one search (`begin`)
         self._current: dict[int, tuple[NodeView, bool]] = {}
+        self._unknown_parts = 0  # parts `known_parts` found not solved yet
         self.trials = 0  # allocator runs so far (for benchmarks and tests)
         self.limit_checks = 0  # node usages read for counters over their limit (for tests)
         self.grounds = 0  # nodes read before any victim goes (`_ground`, for tests)
@@ -271,7 +272,7 @@ class Solver:
                 return None  # a base release: `_ground` keeps none
         ground = self._grounds.get((problem.base, problem.facts.signature, problem.stuck))
         if ground is None or not self.current(ground.run.source):
-            return None
+            ground = self._ground_as_is(problem)
         outcome = ground.run.outcome
         split, node = ground.split, ground.node
         if outcome.error is not None or outcome.feasible or split is None or node is None:
@@ -284,11 +285,31 @@ class Solver:
                              if plain is None else plain))
         members = part_members(split, held)
         sharing = _Sharing(layout=split, node=node, base=0, attempt=_unsolved)
+        unknown = self._unknown_parts
         solved = self._by_parts(problem, sharing, members, needs_of, plain_of, None, None,
                                 self._trial_budget)
         if solved is not None:
             self._solved.put(problem.key, solved)
+        elif unknown == self._unknown_parts:
+            # every part was known: asking again with the claims read finds no
+            # more (no part works, or one reaches beyond itself)
+            problem.parts_settled = True
         return solved
+
+    def _ground_as_is(self, problem: Problem) -> _Ground:
+        """`_ground` of a problem none of whose claims is released already:
+        it reads the node as it is, none of the claims (`Problem.claims` may
+        be left out)."""
+        needs, check = self._needs_of(problem)
+        attempt, _ = self._attempts(problem)
+
+        def plausible(idx: tuple[int, ...]) -> bool:
+            assert not idx
+            return needs is None or plausible_freed(Counting(
+                freeable=(), by_kind=self._by_kind(problem),
+                values=self.values_of(problem.facts, needs)), 0, check)
+
+        return self._ground(problem, needs, attempt, plausible, ())
 
     def values_of(self, facts: NodeFacts, needs: Sequence[Need]
                  ) -> tuple[tuple[int, ...] | None, ...]:
@@ -381,7 +402,7 @@ class Solver:
             freed = _plain_release(problem, base)
             if freed is not None:
                 sharing = _Sharing(layout=split, node=ground.node, base=freed, attempt=attempt)
-        if sharing is not None:
+        if sharing is not None and not problem.parts_settled:
             assert members is not None
             # Before the check with everyone gone: a set that works proves that
             # everyone gone works too (releasing more never frees less), and a
@@ -790,6 +811,7 @@ class Solver:
         if hit is not None and self._all_current(hit.views):
             return hit, entries
         if released is None or plausible is None:
+            self._unknown_parts += 1
             return None
         view = problem.state.view
         solution = _PartSolution(view=view, views=(view,))

@@ -51,6 +51,19 @@ def test_a_problem_whose_parts_were_solved_on_other_nodes_reads_no_claims() -> N
         each_as_alone(lambda only: build(spec, only), 4, mode)
 
 
+def test_a_node_of_a_new_usage_whose_parts_are_known_reads_no_claims() -> None:
+    # n2 = (own, free, free) uses NIC r0 alone, as no node before it: its node
+    # as it is is read anew, but each of its roots is alike on n0 = (own, own,
+    # free) or n1 = (free, free, free), which were solved from their claims.
+    spec = alike((ROOT_CLAIM, ROOT_CLAIM), (FREE, FREE), (ROOT_CLAIM, FREE))
+    inv = load(*build(spec))
+    _, search = searcher(inv)
+    plan = search.search(inv.pod("default/p"))
+    assert len(plan.nodes) == 3
+    assert search.problems == 3 and search.claims_read == 2
+    each_as_alone(lambda only: build(spec, only), 3, "allocator")
+
+
 def test_nodes_of_other_hardware_whose_devices_match_alike_share_a_skeleton() -> None:
     spec = alike((ROOT_CLAIM, 3), (ROOT_CLAIM, 3))
     objs = build(spec)
