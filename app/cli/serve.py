@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import errno
 import itertools
 import logging
 import socket
@@ -29,7 +30,14 @@ from app.config import (
     Settings,
 )
 from app.runtime import Runtime, build_runtime
-from app.server.serving import Listener, ListenerSpec, bind, listener, serve_all
+from app.server.serving import (
+    Listener,
+    ListenerSpec,
+    authority,
+    bind,
+    listener,
+    serve_all,
+)
 from app.server.tls import ReloadingContext, TLSError, TLSFiles
 from app.sources.files import SourceError
 
@@ -200,10 +208,10 @@ def bind_addresses(settings: Settings) -> list[list[socket.socket]]:
 
 
 def cannot_listen(key: str, host: str, port: int, exc: OSError) -> str:
-    if isinstance(exc, socket.gaierror):
-        return f"{key}: cannot listen on {host}:{port}: {exc.strerror}"
-    return (f"{key}: cannot listen on {host}:{port}: {exc.strerror or exc} "
-            f"(--{key.replace('_', '-')} picks another)")
+    said = f"{key}: cannot listen on {authority(host, port)}: {exc.strerror or exc}"
+    if exc.errno in (errno.EADDRINUSE, errno.EACCES):  # a port taken, or below 1024
+        return f"{said} (--{key.replace('_', '-')} picks another)"
+    return said
 
 
 def _port(sockets: Sequence[socket.socket]) -> int:

@@ -70,9 +70,17 @@ def bind(host: str, port: int) -> list[socket.socket]:
     infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM,
                                flags=socket.AI_PASSIVE)
     sockets: list[socket.socket] = []
+    unopened: OSError | None = None
     try:
         for family, kind, proto, _, address in dict.fromkeys(infos):
-            sock = socket.socket(family, kind, proto)
+            try:
+                sock = socket.socket(family, kind, proto)
+            except OSError as exc:
+                # A family the kernel does not offer (IPv6 switched off, while
+                # the host still lists `::` or `::1`): skipped, as asyncio's
+                # create_server skips it.
+                unopened = exc
+                continue
             sockets.append(sock)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             if family == socket.AF_INET6:
@@ -82,7 +90,15 @@ def bind(host: str, port: int) -> list[socket.socket]:
         for sock in sockets:
             sock.close()
         raise
+    if not sockets:
+        assert unopened is not None  # getaddrinfo lists an address or raises
+        raise unopened
     return sockets
+
+
+def authority(host: str, port: int) -> str:
+    """`host:port` as a URL spells it, an IPv6 address in brackets."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 @dataclass(slots=True, frozen=True)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import io
 import itertools
+import os
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -76,6 +78,39 @@ def test_the_metrics_port_is_checked_too(taken_port: int) -> None:
     # The verbs' socket, bound before the probes' failed, was let go.
     with socket.socket() as again:
         again.bind(("127.0.0.1", port))
+
+
+def listed(monkeypatch: pytest.MonkeyPatch, *addresses: str) -> None:
+    """Every host resolves to `addresses`, in this order."""
+    def getaddrinfo(host: str | None, port: int, *_: Any, **__: Any) -> list[Any]:
+        return [(socket.AF_INET6, socket.SOCK_STREAM, 6, "", (address, port, 0, 0))
+                if ":" in address else
+                (socket.AF_INET, socket.SOCK_STREAM, 6, "", (address, port))
+                for address in addresses]
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+
+
+def test_a_family_the_kernel_does_not_offer_is_skipped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """IPv6 switched off (ipv6.disable=1): a host still lists `::`, and an
+    IPv6 socket cannot be opened. drax listens on the other addresses."""
+    real = socket.socket
+
+    class NoIPv6(real):  # type: ignore[misc,valid-type]
+        def __init__(self, family: int = -1, *args: Any, **kwargs: Any) -> None:
+            if family == socket.AF_INET6:
+                raise OSError(errno.EAFNOSUPPORT, os.strerror(errno.EAFNOSUPPORT))
+            super().__init__(family, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "socket", NoIPv6)
+    listed(monkeypatch, "::", "127.0.0.1")
+    [[sock]] = bind_addresses(Settings(host="", port=0))
+    with sock:
+        assert sock.getsockname()[0] == "127.0.0.1"
+    listed(monkeypatch, "::")
+    with pytest.raises(AddressError) as said:
+        bind_addresses(Settings(host="::", port=0))
+    assert str(said.value) == ("port: cannot listen on [::]:0: "
+                               f"{os.strerror(errno.EAFNOSUPPORT)}")
 
 
 @pytest.mark.parametrize("key", ["port", "metrics_port"])
