@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import signal
 import socket
 from collections.abc import Generator, Sequence
@@ -62,17 +63,39 @@ class Listener(uvicorn.Server):
             self.should_exit = True
 
 
+# Times `bind` picks a port 0 again when the one the first address got is taken
+# on a later one.
+PORT_PICKS: Final = 8
+
+
 def bind(host: str, port: int) -> list[socket.socket]:
     """Sockets bound to every address of `host` (all interfaces when empty), not
     listening yet: as uvicorn binds, so a port left in TIME_WAIT by a stopped
-    server is free, and an IPv6 socket takes IPv6 only. Raises `OSError`
+    server is free, and an IPv6 socket takes IPv6 only. Port 0 is one port the
+    system picks, the same on every address. Raises `OSError`
     (`socket.gaierror` for a host that does not resolve)."""
-    infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM,
-                               flags=socket.AI_PASSIVE)
+    infos = list(dict.fromkeys(socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM,
+                                                  flags=socket.AI_PASSIVE)))
+    picks = 1
+    while True:
+        try:
+            return _bind_each(infos)
+        except OSError as exc:
+            if port or exc.errno != errno.EADDRINUSE or picks == PORT_PICKS:
+                raise
+            picks += 1
+
+
+def _bind_each(infos: Sequence[tuple[Any, ...]]) -> list[socket.socket]:
     sockets: list[socket.socket] = []
     unopened: OSError | None = None
+    # asyncio's create_server, which uvicorn binds with, gives port 0 a port per
+    # address. Here the later addresses take the port the first got: one
+    # drax listens on one port, the one its log names, and a client reaching
+    # `localhost:P` over either family finds drax rather than another program.
+    port = 0
     try:
-        for family, kind, proto, _, address in dict.fromkeys(infos):
+        for family, kind, proto, _, address in infos:
             try:
                 sock = socket.socket(family, kind, proto)
             except OSError as exc:
@@ -85,7 +108,8 @@ def bind(host: str, port: int) -> list[socket.socket]:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             if family == socket.AF_INET6:
                 sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-            sock.bind(address)
+            sock.bind((address[0], port or address[1], *address[2:]))
+            port = sock.getsockname()[1]
     except OSError:
         for sock in sockets:
             sock.close()

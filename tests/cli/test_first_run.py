@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import io
 import itertools
@@ -111,6 +112,47 @@ def test_a_family_the_kernel_does_not_offer_is_skipped(monkeypatch: pytest.Monke
         bind_addresses(Settings(host="::", port=0))
     assert str(said.value) == ("port: cannot listen on [::]:0: "
                                f"{os.strerror(errno.EAFNOSUPPORT)}")
+
+
+def test_port_0_is_one_port_on_every_address(monkeypatch: pytest.MonkeyPatch) -> None:
+    listed(monkeypatch, "127.0.0.1", "127.0.0.2", "127.0.0.3")
+    [sockets] = bind_addresses(Settings(host="localhost", port=0))
+    with contextlib.ExitStack() as stack:
+        for sock in sockets:
+            stack.enter_context(sock)
+        assert [s.getsockname()[0] for s in sockets] == ["127.0.0.1", "127.0.0.2", "127.0.0.3"]
+        assert len({s.getsockname()[1] for s in sockets}) == 1
+
+
+def test_port_0_is_picked_again_when_a_later_address_has_it_taken(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another program holds 127.0.0.2 on the port 127.0.0.1 got first."""
+    real = socket.socket
+    taken: list[int] = []
+
+    class TakenOnce(real):  # type: ignore[misc,valid-type]
+        def bind(self, address: Any) -> None:
+            if address[0] == "127.0.0.2" and not taken:
+                taken.append(address[1])
+                raise OSError(errno.EADDRINUSE, os.strerror(errno.EADDRINUSE))
+            super().bind(address)
+
+    monkeypatch.setattr(socket, "socket", TakenOnce)
+    listed(monkeypatch, "127.0.0.1", "127.0.0.2")
+    [sockets] = bind_addresses(Settings(host="localhost", port=0))
+    with contextlib.ExitStack() as stack:
+        for sock in sockets:
+            stack.enter_context(sock)
+        [port] = {s.getsockname()[1] for s in sockets}
+        assert len(sockets) == 2 and taken and port != 0
+    # A port given is not picked again: one line, as for a port taken outright.
+    taken.clear()
+    port = free_port()
+    with pytest.raises(AddressError) as said:
+        bind_addresses(Settings(host="localhost", port=port))
+    assert taken == [port]
+    assert str(said.value) == (f"port: cannot listen on localhost:{port}: Address already in "
+                               "use (--port picks another)")
 
 
 @pytest.mark.parametrize("key", ["port", "metrics_port"])
