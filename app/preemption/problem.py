@@ -246,13 +246,14 @@ class Run:
         return text if self.source is view else renamed(text, self.source, view)
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True, eq=False)
 class Solved:
     """A node's problem solved in canonical terms, shared by nodes with an equal
     problem: every smallest victim set that works (`options`), so each node
     picks among them by its own pods' priorities and PDBs. `options` None:
     nothing works (`reason`); `cut`: the budget ran out before the smallest
-    size was settled, so each node reprieves on its own."""
+    size was settled, so each node reprieves on its own. Never changed once
+    made (not a frozen dataclass: see `Option`)."""
 
     view: NodeView
     options: tuple[Option, ...] | None

@@ -129,9 +129,12 @@ PRIORITY_OFFSET: Final = 2**31
 # --------------------------------------------------------------------------- results
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class NodePreemption:
-    """What preempting on one node takes and gives.
+    """What preempting on one node takes and gives. Never changed once made
+    (`dataclasses.replace` makes another); not a frozen dataclass, whose
+    construction costs several times as much, as an every-node search makes
+    one per node.
 
     `victims`: the pods to delete, most important first. `released_claims`:
     the claims deallocated once they (and `terminating`, pods already going)
@@ -189,6 +192,13 @@ class NodePreemption:
         victims = self.victims
         if not victims:
             return (0, 0, 0, 0, 0, 0, -_score(self.score))
+        if len(victims) == 2:  # most answers (a search ranks every node's)
+            a, b = victims
+            pa, pb = a.priority, b.priority
+            first = (start_of(a.pod) if pa > pb else start_of(b.pod) if pb > pa
+                     else min(start_of(a.pod), start_of(b.pod)))
+            return (1, self.pdb_violations, pa if pa > pb else pb,
+                    pa + pb + 2 * PRIORITY_OFFSET, 2, -first, -_score(self.score))
         priorities = [v.priority for v in victims]
         top = max(priorities)
         earliest = min(start_of(v.pod) for v in victims if v.priority == top)

@@ -114,7 +114,7 @@ class _Ground:
     node: PartNode | None
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True, eq=False)
 class _Sharing:
     """How one problem's parts share allocator runs (`Solver._ground`):
     its kind of node's parts, the node's use of them, the positions the base

@@ -154,3 +154,33 @@ def test_counters_over_their_limit_are_found_whole_or_not() -> None:
         state = inv.node_state("n0")
         assert state is not None
         assert bool(overcommitted(state.allocated, state.view)) is over, (limit, each)
+
+
+def test_an_answer_of_two_victims_ranks_as_any_other() -> None:
+    # (rank_key's two-victim path against the general one: the highest
+    # priority, the offset sum, the count, the earliest start among the
+    # highest-priority victims)
+    from dataclasses import replace
+
+    from app.model.parse import parse_object
+    from app.preemption.search import PRIORITY_OFFSET, NodePreemption, Victim
+
+    def pod(name: str, start: str) -> Any:
+        return parse_object("Pod", {"metadata": {"name": name, "namespace": "default",
+                                                 "uid": f"uid-{name}"},
+                                    "spec": {"nodeName": "n0"},
+                                    "status": {"phase": "Running", "startTime": start}})
+
+    early, late = pod("a", "2026-01-01T00:00:00Z"), pod("b", "2026-01-02T00:00:00Z")
+    base = NodePreemption(node="n0", victims=(), released_claims=(), pdb_violations=1,
+                          score=0.5, priority=5)
+    for pa, pb in ((3, 3), (4, 3), (3, 4)):
+        found = replace(base, victims=(Victim(early, pa, ()), Victim(late, pb, ())))
+        top = max(pa, pb)
+        first = min(p.start_time for p, prio in ((early, pa), (late, pb)) if prio == top)
+        assert found.rank_key() == (1, 1, top, pa + pb + 2 * PRIORITY_OFFSET, 2, -first, -0.5)
+        three = replace(found, victims=(*found.victims, Victim(pod("c", "2026-01-03T00:00:00Z"),
+                                                               0, ())))
+        assert three.rank_key()[2:6] == (top, pa + pb + 3 * PRIORITY_OFFSET, 3, -first)
+        again = replace(found)
+        assert again == found and again is not found
