@@ -84,6 +84,18 @@ class Occupants:
     # ------------------------------------------------------------------ updates (the store)
 
     def put_pod(self, old: Pod | None, pod: Pod) -> None:
+        if old is not None and old.uid == pod.uid and old.node_name == pod.node_name and (
+                not pod.node_name or claim_names(old) == claim_names(pod)):
+            # the same pod, node and claims (a status update, mostly): only the
+            # object changes, in its place
+            if pod.uid:
+                self._by_uid[pod.uid] = pod
+            if pod.node_name:
+                key = pod.key
+                self._on_node.setdefault(pod.node_name, {})[key] = pod
+                self._drop(key, pod.node_name)
+            self._reserver_changed(pod)
+            return
         if old is not None:
             self.remove_pod(old)
         if pod.uid:
@@ -125,6 +137,8 @@ class Occupants:
         key = claim.key
         for pod_key, node_name in self._listers.get(key, {}).items():
             self._drop(pod_key, node_name)
+        if old is not None and new is not None and old.reserved_for == new.reserved_for:
+            return  # the same reservations (and namespace and name): `_named_in` holds
         if old is not None:
             for name in _named(old):
                 keys = self._named_in.get(name)
