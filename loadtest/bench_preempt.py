@@ -43,7 +43,8 @@ Per cluster, timed in-process with the same inventory:
   its claims deleted, then a pod of another priority with new claims
   holding the same devices added. `first` reuses the holdings that earlier
   searches kept over an inventory unchanged since; here the changed nodes'
-  holdings are rebuilt in the timed call (counted: `holdings rebuilt`).
+  holdings are built again in the timed call (counted: `holdings rebuilt`),
+  from the ones kept before, as they are after any churn.
 
 The goal (p99 <= 50 ms) is reported per cluster for both first searches: the
 best node (the preemption loop) and every node (the preempt verb, the dry run).

@@ -16,6 +16,13 @@ and which claims need which pods gone once a given set of them may go is
 kept per shape (`HeldIndex.release`): it depends on the pods' parts, not on
 what the preemptor asks for.
 
+Churn changes a node's pods one at a time, so when they change the node's
+holdings are found again from the ones kept (`held_of`'s `previous`): a view
+built again with the same devices keeps their positions, a claim object
+already read keeps its reads, and a pod replaced by one holding claims at the
+same places (a pod of a Job or a Deployment replaced on the devices its
+predecessor freed) is put in its predecessor's slot, the shape unchanged.
+
 Canonical order: claims by where their devices are (`spot`), then by key;
 pods (slots) by the first claim reserved for them, then the node's other
 holders. Pure: reads the objects it is given, changes nothing.
