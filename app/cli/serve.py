@@ -154,16 +154,17 @@ def serve_on(settings: Settings, bound: Sequence[Sequence[socket.socket]]) -> in
     except TLSError as exc:
         print(f"drax serve: {exc}", file=sys.stderr)
         return 2
-    addresses = listen_addresses(settings)
-    scheme = "https" if settings.tls_cert_file else "http"
-    log.info("drax %s serving %s inventory on %s://%s:%d (verbs also under %s)%s",
-             runtime.settings.mode, runtime.source, scheme, settings.host, _port(bound[0]),
-             settings.url_prefix or "/",
-             ", client certificates required" if settings.client_ca_file else "")
-    if settings.metrics_port:
-        log.info("probes and metrics on http://%s:%d", addresses[1][1], _port(bound[1]))
+    verbs, *probes = listeners
+    verbs.on_listening = lambda each: log.info(
+        "drax %s serving %s inventory on %s (verbs also under %s)%s", runtime.settings.mode,
+        runtime.source, ", ".join(each.urls()), settings.url_prefix or "/",
+        ", client certificates required" if settings.client_ca_file else "")
+    for probe in probes:
+        probe.on_listening = lambda each: log.info("probes and metrics on %s",
+                                                  ", ".join(each.urls()))
     started = asyncio.run(serve_all(listeners))
-    for (key, host, port), each in zip(addresses, listeners, strict=True):
+    for (key, host, port), each in zip(listen_addresses(settings), listeners,
+                                       strict=True):
         if each.listen_error is not None:
             print(f"drax serve: {cannot_listen(key, host, port, each.listen_error)}",
                   file=sys.stderr)
@@ -212,11 +213,6 @@ def cannot_listen(key: str, host: str, port: int, exc: OSError) -> str:
     if exc.errno in (errno.EADDRINUSE, errno.EACCES):  # a port taken, or below 1024
         return f"{said} (--{key.replace('_', '-')} picks another)"
     return said
-
-
-def _port(sockets: Sequence[socket.socket]) -> int:
-    """The port bound (the one the system chose for port 0)."""
-    return int(sockets[0].getsockname()[1])
 
 
 def listeners_for(runtime: Runtime, bound: Sequence[Sequence[socket.socket]] = ()

@@ -20,7 +20,7 @@ import contextlib
 import errno
 import signal
 import socket
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
@@ -42,6 +42,8 @@ class Listener(uvicorn.Server):
         super().__init__(config)
         self.sockets = list(sockets)
         self.listen_error: OSError | None = None
+        # Called once the listener listens (uvicorn, handed sockets, logs nothing).
+        self.on_listening: Callable[[Listener], None] | None = None
 
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:
@@ -61,6 +63,15 @@ class Listener(uvicorn.Server):
             self.listen_error = exc
             await self.lifespan.shutdown()
             self.should_exit = True
+            return
+        if self.started and self.on_listening is not None:
+            self.on_listening(self)
+
+    def urls(self) -> list[str]:
+        """Where the listener listens, `http://[::]:8888` for each address."""
+        scheme = "https" if self.config.ssl else "http"
+        return [f"{scheme}://{authority(*sock.getsockname()[:2])}"
+                for server in self.servers for sock in server.sockets]
 
 
 # Times `bind` picks a port 0 again when the one the first address got is taken

@@ -7,8 +7,11 @@ import contextlib
 import errno
 import io
 import itertools
+import logging
 import os
+import re
 import socket
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +23,8 @@ from app.cli import SUBCOMMANDS, build_parser, main
 from app.cli import serve as serve_cli
 from app.cli.serve import AddressError, bind_addresses
 from app.config import Settings
+from app.server import serving
+from app.server.serving import Listener
 
 
 @pytest.fixture()
@@ -178,6 +183,59 @@ def test_a_port_taken_while_the_inventory_loads_is_one_line_too(
     assert (code, capsys.readouterr().err) == (
         2, f"drax serve: {key}: cannot listen on 127.0.0.1:{ports[key]}: Address already in "
            f"use (--{flag} picks another)\n")
+
+
+def test_each_listen_address_is_logged_once_drax_listens_on_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each line comes when a client can connect to what it names, and names
+    every address with its port, an IPv6 address in brackets."""
+    metrics_port = free_port()
+    said: dict[str, bool] = {}
+
+    class Connects(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            message = record.getMessage()
+            urls = re.findall(r"http://(?:\[([^]]+)\]|([\d.]+)):(\d+)", message)
+            listening = bool(urls)
+            for v6, v4, port in urls:
+                try:
+                    socket.create_connection((v6 or v4, int(port)), timeout=5).close()
+                except OSError:
+                    listening = False
+            said[message] = listening
+            if len(said) == 2:
+                stop()
+
+    running: list[Listener] = []
+
+    def stop() -> None:
+        for each in running:
+            each.should_exit = True
+
+    async def serve_all(listeners: list[Listener]) -> bool:
+        running.extend(listeners)
+        return await serving.serve_all(listeners)
+
+    monkeypatch.setattr(serve_cli, "serve_all", serve_all)
+    logger = logging.getLogger("app.cli.serve")
+    monkeypatch.setattr(logger, "level", logging.INFO)
+    handler = Connects()
+    logger.addHandler(handler)
+    at_the_latest = threading.Timer(30, stop)
+    at_the_latest.start()
+    try:
+        code = main(["serve", "--host", "::1", "--port", "0", "--metrics-host", "127.0.0.1",
+                     "--metrics-port", str(metrics_port)])
+    finally:
+        at_the_latest.cancel()
+        logger.removeHandler(handler)
+    assert code == 0
+    assert list(said.values()) == [True, True], said
+    [verbs] = [m for m in said if "serving" in m]
+    assert re.fullmatch(r"drax allocator serving sample inventory on http://\[::1\]:\d+ "
+                        r"\(verbs also under /scheduler\)", verbs), verbs
+    assert said == {verbs: True,
+                    f"probes and metrics on http://127.0.0.1:{metrics_port}": True}
 
 
 @pytest.mark.parametrize("command", [["capacity", "--gpus", "1"],
