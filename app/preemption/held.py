@@ -300,13 +300,18 @@ def _one_replaced(view: NodeView, occupancy: tuple[Holder, ...], position: Mappi
         return None
     slot = next(at for at, h in enumerate(previous.holders) if h is old)
     spots = previous.shape.value[0]  # type: ignore[index]
-    if previous.going >> slot & 1 or new.pod.deleting or new.pod.terminal or any(
-            p is new.pod for p in previous.pods) or len(set(spots)) != len(spots):
+    if previous.going >> slot & 1 or new.pod.deleting or new.pod.terminal or id(
+            new.pod) in map(id, previous.pods) or len(set(spots)) != len(spots):
         return None
-    # the old claims' indices, by spot, and the slots reserving them
-    at_spot = {spots[at]: at for at, key in enumerate(previous.keys) if key in old.keys}
-    if len(at_spot) != len(old.keys) or sum(
-            slot in r for r in previous.reservers) != len(old.keys):
+    # the old claims' indices, by spot; no other claim reserved for the old pod
+    at_spot: dict[Hashable, int] = {}
+    for index, (key, reservers) in enumerate(zip(previous.keys, previous.reservers,
+                                                 strict=True)):
+        if key in old.keys:
+            at_spot[spots[index]] = index
+        elif slot in reservers:
+            return None
+    if len(at_spot) != len(old.keys):
         return None
     claims, keys, ids, places = (list(previous.claims), list(previous.keys),
                                  list(previous.ids), list(previous.places))
@@ -333,7 +338,10 @@ def _one_replaced(view: NodeView, occupancy: tuple[Holder, ...], position: Mappi
 def _alone(holder: Holder) -> bool:
     """Whether each of the holder's claims is reserved for its pod alone."""
     pod = holder.pod
-    return all(len(r) == 1 and r[0] is pod for r in holder.reservers)
+    for reservers in holder.reservers:
+        if len(reservers) != 1 or reservers[0] is not pod:
+            return False
+    return True
 
 
 def _held_of(view: NodeView, occupancy: tuple[Holder, ...], columns: tuple[Any, ...],
