@@ -162,7 +162,9 @@ def serve_on(settings: Settings, bound: Sequence[Sequence[socket.socket]]) -> in
     for probe in probes:
         probe.on_listening = lambda each: log.info("probes and metrics on %s",
                                                   ", ".join(each.urls()))
-    started = asyncio.run(serve_all(listeners))
+    # The loop uvicorn itself would run (its `loop="auto"`): uvloop when installed.
+    with asyncio.Runner(loop_factory=verbs.config.get_loop_factory()) as runner:
+        started = runner.run(serve_all(listeners))
     for (key, host, port), each in zip(listen_addresses(settings), listeners,
                                        strict=True):
         if each.listen_error is not None:
@@ -191,9 +193,9 @@ def bind_addresses(settings: Settings) -> list[list[socket.socket]]:
 
     Bound before the inventory loads, which on a large cluster takes a while:
     a port already taken (another drax, or a notebook server on 8888) is then
-    one line at once, and the port stays drax's during the load. uvicorn
-    listens on the sockets once the app has started, so a client meanwhile
-    is refused rather than kept waiting."""
+    one line at once, and the port stays drax's during the load. The sockets
+    listen once the inventory is loaded, so a client meanwhile is refused
+    rather than kept waiting."""
     bound: list[list[socket.socket]] = []
     try:
         for key, host, port in listen_addresses(settings):

@@ -7,9 +7,9 @@ every listener: each stops accepting, lets in-flight requests finish (up to
 `GRACE_SECONDS`, inside the pod's default 30 s termination grace), closes
 idle keep-alive connections, runs the app's shutdown, and the process exits 0.
 
-A listener may be handed its sockets bound (`bind`): uvicorn then listens on
-them once the app has started, and a listen that fails (another program took
-the port since) is left in `listen_error` for the caller to report, where
+A listener may be handed its sockets bound (`bind`): it listens on them as it
+starts, before the app's startup, and a listen that fails (another program
+took the port since) is left in `listen_error` for the caller to report, where
 uvicorn would log it and exit the process.
 """
 
@@ -53,17 +53,18 @@ class Listener(uvicorn.Server):
         await super().serve(sockets if sockets is not None else (self.sockets or None))
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        try:
-            await super().startup(sockets)
-        except OSError as exc:
-            # Only the listen on a given socket raises here (uvicorn exits the
-            # process for a failing bind of its own, and for a failing lifespan).
-            if sockets is None:
-                raise
-            self.listen_error = exc
-            await self.lifespan.shutdown()
-            self.should_exit = True
-            return
+        if sockets is not None:
+            # Listened on here rather than by the loop's create_server: uvloop
+            # (the loop uvicorn runs when installed) drops a failing listen
+            # without a word, and the listener would serve nothing.
+            try:
+                for sock in sockets:
+                    sock.listen(self.config.backlog)
+            except OSError as exc:
+                self.listen_error = exc
+                self.should_exit = True
+                return
+        await super().startup(sockets)
         if self.started and self.on_listening is not None:
             self.on_listening(self)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import errno
 import io
@@ -236,6 +237,19 @@ def test_each_listen_address_is_logged_once_drax_listens_on_it(
                         r"\(verbs also under /scheduler\)", verbs), verbs
     assert said == {verbs: True,
                     f"probes and metrics on http://127.0.0.1:{metrics_port}": True}
+
+
+def test_drax_serves_on_uvloop_when_it_is_installed(monkeypatch: pytest.MonkeyPatch) -> None:
+    uvloop = pytest.importorskip("uvloop")
+    loops: list[asyncio.AbstractEventLoop] = []
+
+    async def serve_all(listeners: list[Listener]) -> bool:
+        loops.append(asyncio.get_running_loop())
+        return True
+
+    monkeypatch.setattr(serve_cli, "serve_all", serve_all)
+    assert main(["serve", "--port", "0"]) == 0
+    assert [type(loop) for loop in loops] == [uvloop.Loop]
 
 
 @pytest.mark.parametrize("command", [["capacity", "--gpus", "1"],
