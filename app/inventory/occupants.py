@@ -198,7 +198,7 @@ class Occupants:
     # ------------------------------------------------------------------ reads
 
     def pods_on(self, node_name: str) -> Iterable[Pod]:
-        """Every pod bound to `node_name` (any phase; `holdings` says which hold devices)."""
+        """Every pod bound to `node_name` (any phase; `holder` says which hold devices)."""
         return self._on_node.get(node_name, {}).values()
 
     def occupancy(self, node_name: str) -> tuple[Holder, ...]:
@@ -227,14 +227,23 @@ class Occupants:
         return held
 
     def holder(self, pod: Pod) -> Holder | None:
-        """`pod`'s `Holder` read afresh, None when it holds nothing."""
-        claims = self.holdings(pod)
+        """`pod`'s `Holder` read afresh: the allocated claims reserved for it, in
+        its spec order (then the claim for its extended resources); None when
+        it holds nothing."""
+        claims, keys, reservers, devices = [], [], [], []
+        for name in claim_names(pod):
+            key = f"{pod.namespace}/{name}"
+            claim = self._claim(key)
+            if claim is None or claim.allocation is None or not reserved_for(claim, pod):
+                continue
+            claims.append(claim)
+            keys.append(key)
+            reservers.append(self.reservers(claim))
+            devices.append(tuple([r.device_id for r in claim.allocation.results]))
         if not claims:
             return None
-        return Holder(pod=pod, claims=claims, keys=tuple(c.key for c in claims),
-                      reservers=tuple(self.reservers(c) for c in claims),
-                      devices=tuple(tuple(r.device_id for r in c.allocation.results)
-                                    if c.allocation else () for c in claims))
+        return Holder(pod=pod, claims=tuple(claims), keys=tuple(keys),
+                      reservers=tuple(reservers), devices=tuple(devices))
 
     def pod_by_uid(self, uid: str) -> Pod | None:
         return self._by_uid.get(uid)
@@ -248,16 +257,6 @@ class Occupants:
     @property
     def default_priority_class(self) -> PriorityClass | None:
         return self._default_class
-
-    def holdings(self, pod: Pod) -> tuple[ResourceClaim, ...]:
-        """The allocated claims reserved for `pod`, in its spec order (then the
-        claim for its extended resources)."""
-        out: list[ResourceClaim] = []
-        for name in claim_names(pod):
-            claim = self._claim(f"{pod.namespace}/{name}")
-            if claim is not None and claim.allocation is not None and reserved_for(claim, pod):
-                out.append(claim)
-        return tuple(out)
 
     def reservers(self, claim: ResourceClaim) -> tuple[Pod | None, ...]:
         """The pods in `claim.status.reservedFor`, None for one not known here

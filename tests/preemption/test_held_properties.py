@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from app.extender.signature import flat_devices
 from app.inventory import Inventory
-from app.inventory.occupants import Holder, Occupants
+from app.inventory.occupants import Holder, claim_names, reserved_for
 from app.model import Pod
 from app.preemption.held import Held, held_index, held_of
 from tests.extender.cluster import gpu_node
@@ -180,9 +180,13 @@ def same_held(kept: Held, fresh: Held) -> bool:
         a is b for a, b in zip(kept.pods, fresh.pods, strict=True))
 
 
-def fresh_holder(occupants: Occupants, pod: Pod) -> Holder | None:
-    """`pod`'s holder as read from the inventory's tables now."""
-    claims = occupants.holdings(pod)
+def fresh_holder(inv: Inventory, pod: Pod) -> Holder | None:
+    """`pod`'s holder as read from the inventory's tables now: the allocated
+    claims it lists that are reserved for it, in its order."""
+    occupants = inv.occupants
+    claims = tuple(c for name in claim_names(pod)
+                   if (c := inv.claim(f"{pod.namespace}/{name}")) is not None
+                   and c.allocation is not None and reserved_for(c, pod))
     if not claims:
         return None
     return Holder(pod=pod, claims=claims, keys=tuple(c.key for c in claims),
@@ -195,7 +199,7 @@ def check(inv: Inventory) -> None:
     occupants, index = inv.occupants, held_index(inv)
     for name in NODES:
         kept = occupants.occupancy(name)
-        fresh = [h for p in occupants.pods_on(name) if (h := fresh_holder(occupants, p))]
+        fresh = [h for p in occupants.pods_on(name) if (h := fresh_holder(inv, p))]
         assert len(kept) == len(fresh)
         assert all(same_holder(a, b) for a, b in zip(kept, fresh, strict=True)), name
         view = inv.node_state(name).view  # type: ignore[union-attr]
