@@ -586,9 +586,13 @@ def _attribute_text(text: bytes, driver: str, device: str,
     at = (driver, place, len(text))
     kinds = _PLACES.get(at)
     if kinds is not None:
-        for kind in kinds:
-            hit = _by_template(kind, text)
+        hit = _by_template(kinds[0], text)
+        if hit is not None:
+            return hit
+        for i in range(1, len(kinds)):
+            hit = _by_template(kinds[i], text)
             if hit is not None:
+                kinds.insert(0, kinds.pop(i))  # most recently read first
                 return hit
     attribute_map, read = _learned(text, driver)
     if read is not None:
@@ -665,7 +669,13 @@ def _learn_place(at: tuple[str, int, int], kinds: list[_Template | _Read] | None
     varies from least becomes its template, unless only a template would
     widen and the place has room for another kind: the text is kept as the
     start of one, so the GPUs of two slices (or two models) at one place
-    keep a narrow template each rather than share a wide one."""
+    keep a narrow template each rather than share a wide one.
+
+    A place's kinds are kept most recently read first (a template made, or a
+    text it read), and a text kept as it is comes last: on a full place, a
+    text that is no kind's takes the last one's room, so a run of one-offs
+    takes turns in that room and a kind that reads texts again keeps its
+    own, while one seen no more gives way to the kinds that come."""
     if kinds is None:
         _PLACES.put(at, [read])
         return
@@ -674,12 +684,16 @@ def _learn_place(at: tuple[str, int, int], kinds: list[_Template | _Read] | None
         varying = _varying(kind, read)
         if varying is not None and (best is None or len(varying) < len(best[1])):
             best = (i, varying)
-    if len(kinds) < _KINDS_AT_A_PLACE and (best is None
-                                            or isinstance(kinds[best[0]], _Template)):
-        kinds.append(read)
-    elif best is not None:
-        kinds[best[0]] = _Template(read.text, read.pieces, read.names, read.values,
-                                   read.layout, best[1])
+    if best is None or (len(kinds) < _KINDS_AT_A_PLACE
+                        and isinstance(kinds[best[0]], _Template)):
+        if len(kinds) < _KINDS_AT_A_PLACE:
+            kinds.append(read)
+        else:
+            kinds[-1] = read
+    else:
+        del kinds[best[0]]
+        kinds.insert(0, _Template(read.text, read.pieces, read.names, read.values,
+                                  read.layout, best[1]))
 
 
 def _widened(seen: _Template | _Seen, read: _Read) -> _Template | None:

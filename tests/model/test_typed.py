@@ -579,6 +579,40 @@ def test_a_place_seeing_more_kinds_than_it_keeps_reads_them_all_as_written() -> 
     assert len(kinds) == typed._KINDS_AT_A_PLACE
 
 
+def test_a_full_place_learns_a_kind_that_comes_after_texts_seen_once(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """One-off texts of the fleet's length fill a place first; the fleet's
+    kind is learnt all the same, and later one-offs do not push it out."""
+    typed.forget_shared()
+    learned: list[bytes] = []
+    real = typed._learned
+    monkeypatch.setattr(typed, "_learned",
+                        lambda text, driver: learned.append(text) or real(text, driver))
+
+    def fleet(i: int) -> dict[str, Any]:
+        return _slice(nodeName=f"n{i:04d}", devices=[_device(name=f"gpu-{i:012x}", attributes={
+            "model": {"string": "H100"}, "uuid": {"string": f"GPU-{i:04d}"},
+            "numa": {"int": 0}})])
+
+    length = len(orjson.dumps(fleet(0)["spec"]["devices"][0]["attributes"]))
+
+    def one_off(i: int) -> dict[str, Any]:
+        attributes = {f"o{i:02d}": {"string": "x" * (length - 21)}}
+        assert len(orjson.dumps(attributes)) == length
+        return _slice(nodeName=f"o{i:02d}", devices=[_device(name=f"odd-{i}",
+                                                             attributes=attributes)])
+
+    for i in range(typed._KINDS_AT_A_PLACE):
+        _assert_same(one_off(i))
+    for i in range(20):
+        learned.clear()
+        raw = fleet(i)
+        assert decode_resource_slice(orjson.dumps(raw)) == parse_object("ResourceSlice", raw)
+        assert len(learned) == (i < 2)
+        if i % 2:  # one-offs keep coming, at most one kept at a time
+            _assert_same(one_off(10 + i))
+
+
 def test_places_read_devices_named_apart_as_the_reference_parse_does() -> None:
     """A template found by place, never by name, explains only texts whose
     bytes around its varying pieces are its own: uuids that look like other
