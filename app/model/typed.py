@@ -350,9 +350,13 @@ def _devices(raw: list[_Device], driver: str, pool: str,
     capacity: Mapping[str, DeviceCapacity] = {}
     consumes_raw: Any = None
     consumes: tuple[DeviceCounterConsumption, ...] = ()
-    if len(_NAMES) >= _NAMES.limit:  # by a slice's devices at most
-        _NAMES.clear()
-    names = _NAMES.setdefault
+    # the names kept start over when the slice's would not fit; a slice of
+    # more devices than are kept only takes the names already kept
+    names: Callable[[str, str], str] = _NAMES.get
+    if len(raw) <= _NAMES.limit:
+        if len(_NAMES) + len(raw) > _NAMES.limit:
+            _NAMES.clear()
+        names = _NAMES.setdefault
     for place, d in enumerate(raw):
         name = d.name
         if not name:

@@ -535,6 +535,16 @@ def test_a_device_name_is_kept_once_however_many_nodes_repeat_it_and_the_rest_pa
     c = decode_resource_slice(_gpu("n3", "GPU-n3", device="gpu-0")).devices[0]
     d = decode_resource_slice(_gpu("n4", "GPU-n4", device="gpu-0")).devices[0]
     assert c.name is d.name and c.name == "gpu-0"
+    # never more than the bound, slices of several devices and of more than it
+    for i, size in enumerate((3, 5, 7, 2, 8, 20, 1)):
+        raw = _slice(nodeName=f"m{i}", devices=[_device(name=f"gpu-{i}-{j:032x}")
+                                                for j in range(size)])
+        assert decode_resource_slice(orjson.dumps(raw)) == parse_object("ResourceSlice", raw)
+        assert len(typed._NAMES) <= 8
+    e = decode_resource_slice(_gpu("n5", "GPU-n5", device="gpu-0")).devices[0]
+    f = decode_resource_slice(orjson.dumps(_slice(nodeName="n6", devices=[
+        _device(name=f"gpu-{j}") for j in range(20)]))).devices[0]
+    assert e.name is f.name
 
 
 def _gpus(node: str, names: list[str], models: list[str] | None = None) -> bytes:
