@@ -33,7 +33,7 @@ import re
 import sys
 from collections.abc import Callable, Mapping
 from operator import itemgetter
-from typing import Annotated, Any, Final, NamedTuple, cast
+from typing import Annotated, Any, Final, NamedTuple, TypeVar, cast
 
 import msgspec
 import orjson
@@ -302,7 +302,39 @@ def _node_selector(raw: Any) -> Any:
 
 # --------------------------------------------------------------------------- devices
 
-class _AttributeCache(BoundedCache[_Attribute | _Scalar, AttributeValue]):
+K = TypeVar("K")
+V = TypeVar("V")
+# The text a cache keeps, on average per entry, before it starts over: the
+# API bounds a value to 64 bytes, so the count of entries bounds what a cache
+# of the API's texts holds, but a file's values are of any length.
+_TEXT_PER_ENTRY: Final = 64
+
+
+class _TextCache(BoundedCache[K, V]):
+    """A `BoundedCache` that also starts over when the text of what it keeps
+    (the `size` given with each entry put, the length of the text it was read
+    from) would pass `text_limit` bytes."""
+
+    __slots__ = ("text", "text_limit")
+
+    def __init__(self, limit: int, text_limit: int | None = None) -> None:
+        super().__init__(limit)
+        self.text_limit = limit * _TEXT_PER_ENTRY if text_limit is None else text_limit
+        self.text = 0
+
+    def put(self, key: K, value: V, size: int = 0) -> V:
+        if len(self) >= self.limit or self.text + size > self.text_limit:
+            self.clear()
+        self.text += size
+        self[key] = value
+        return value
+
+    def clear(self) -> None:
+        super().clear()
+        self.text = 0
+
+
+class _AttributeCache(_TextCache[_Attribute | _Scalar, AttributeValue]):
     """Decoded attribute -> its shared AttributeValue. A miss is filled by
     `__missing__`, so a device's values are looked up by `map` in C, hits and
     misses alike."""
@@ -314,12 +346,13 @@ class _AttributeCache(BoundedCache[_Attribute | _Scalar, AttributeValue]):
         # per device at start-up: a plain string is built without `_attribute`.
         if (type(a) is _Scalar and a.string is not None and a.int_ is None
                 and a.bool_ is None and a.version is None):
-            return self.put(a, AttributeValue("string", a.string))
+            return self.put(a, AttributeValue("string", a.string), len(a.string))
         if (type(a) is _Attribute and a.ints is None and a.bools is None
                 and a.strings is None and a.versions is None):
             # a scalar of a map that holds a list: the value a map of scalars shares
-            return self.put(a, self[_Scalar(a.int_, a.bool_, a.string, a.version)])
-        return self.put(a, _attribute(a))
+            return self.put(a, self[_Scalar(a.int_, a.bool_, a.string, a.version)],
+                            len(a.string or a.version or ""))
+        return self.put(a, _attribute(a), len(_ENCODE(a)))
 
 
 _ATTRIBUTES: Final = _AttributeCache(SHARED_MAX)
@@ -479,7 +512,7 @@ def _member(piece: bytes) -> tuple[str, AttributeValue] | tuple[None, None]:
     return sys.intern(name), _ATTRIBUTES[a]
 
 
-class _RecentPieces(BoundedCache[bytes, "tuple[str, AttributeValue] | tuple[None, None]"]):
+class _RecentPieces(_TextCache[bytes, "tuple[str, AttributeValue] | tuple[None, None]"]):
     """Piece text -> (name, value), or `_NOT_A_MEMBER`, for every piece read;
     filled by `__missing__`. Unique pieces (a uuid) pass through, so it starts
     over now and then."""
@@ -487,7 +520,7 @@ class _RecentPieces(BoundedCache[bytes, "tuple[str, AttributeValue] | tuple[None
     __slots__ = ()
 
     def __missing__(self, piece: bytes) -> tuple[str, AttributeValue] | tuple[None, None]:
-        return self.put(piece, _member(piece))
+        return self.put(piece, _member(piece), len(piece))
 
 
 _RECENT: Final = _RecentPieces(SHARED_MAX)
@@ -495,7 +528,7 @@ _RECENT: Final = _RecentPieces(SHARED_MAX)
 # `_RECENT`: it holds only repeated pieces, so it rarely fills, and every
 # device that reads "brand: Nvidia" from a template or a piece keeps the one
 # value object (node signatures summarise a column of one shared object).
-_SHARED: BoundedCache[bytes, tuple[str, AttributeValue]] = BoundedCache(1 << 16)
+_SHARED: _TextCache[bytes, tuple[str, AttributeValue]] = _TextCache(1 << 16)
 
 
 class _Template:
@@ -534,7 +567,7 @@ class _Template:
         kept = [i for i in range(len(names)) if i not in varying_at]
         for i in kept:  # now known to be shared between namesakes
             if pieces[i] not in _SHARED:
-                _SHARED.put(pieces[i], (names[i], values[i]))
+                _SHARED.put(pieces[i], (names[i], values[i]), len(pieces[i]))
         self.shared = tuple(values[i] for i in kept)
         placed = kept + list(varying_at)  # the map's positions of `shared + varying values`
         self.order: Callable[[tuple[AttributeValue, ...]], tuple[AttributeValue, ...]] = (
@@ -559,7 +592,8 @@ _Seen = tuple[bytes, FieldMap[AttributeValue]]
 _RETIRED: Final[_Seen] = (b"", FieldMap({}))
 _Name = tuple[str, str, int]  # (driver, device name, text length)
 # a name's first text, or the template of its namesakes' texts
-_TEMPLATES: BoundedCache[_Name, _Template | _Seen] = BoundedCache(1 << 12)
+# (whole texts: a device's, some hundred bytes, kept up to 4 MiB)
+_TEMPLATES: _TextCache[_Name, _Template | _Seen] = _TextCache(1 << 12, 1 << 22)
 # A device whose name reads nothing (a name not seen before, or retired) is
 # read by its place in the slice: a driver publishes a node's devices in the
 # same order on every node, so the device at a place is, whatever its name,
@@ -570,8 +604,10 @@ _TEMPLATES: BoundedCache[_Name, _Template | _Seen] = BoundedCache(1 << 12)
 # per kind (its first text as read, until a second one of its kind comes),
 # up to `_KINDS_AT_A_PLACE`.
 # (driver, place in the slice, text length) -> the kinds of text seen there
-_PLACES: BoundedCache[tuple[str, int, int], list[_Template | _Read]] = BoundedCache(1 << 10)
 _KINDS_AT_A_PLACE: Final = 4
+# (counted as full: up to 4 MiB of texts)
+_PLACES: _TextCache[tuple[str, int, int], list[_Template | _Read]] = _TextCache(1 << 10,
+                                                                                1 << 22)
 
 
 def _attribute_text(text: bytes, driver: str, device: str,
@@ -602,7 +638,7 @@ def _attribute_text(text: bytes, driver: str, device: str,
     if read is not None:
         _learn_place(at, kinds, read)
         if t is None:
-            _TEMPLATES.put(key, (text, read.attribute_map))
+            _TEMPLATES.put(key, (text, read.attribute_map), len(text))
     return attribute_map
 
 
@@ -613,7 +649,7 @@ def _namesake(key: _Name, seen: _Template | _Seen, text: bytes,
     name retired."""
     attribute_map, read = _learned(text, driver)
     if read is not None:
-        _TEMPLATES.put(key, _widened(seen, read) or _RETIRED)
+        _TEMPLATES.put(key, _widened(seen, read) or _RETIRED, len(text))
     return attribute_map
 
 
@@ -681,7 +717,7 @@ def _learn_place(at: tuple[str, int, int], kinds: list[_Template | _Read] | None
     takes turns in that room and a kind that reads texts again keeps its
     own, while one seen no more gives way to the kinds that come."""
     if kinds is None:
-        _PLACES.put(at, [read])
+        _PLACES.put(at, [read], _KINDS_AT_A_PLACE * len(read.text))
         return
     best: tuple[int, tuple[int, ...]] | None = None
     for i, kind in enumerate(kinds):
@@ -793,10 +829,10 @@ def _capacity(capacity: dict[str, _Capacity], driver: str) -> Mapping[str, Devic
 
 
 # (driver, capacity JSON) -> shared capacity map; consumptions JSON -> shared tuple
-_CAPACITY_TEXTS: BoundedCache[tuple[str, bytes], Mapping[str, DeviceCapacity]] = (
-    BoundedCache(SHARED_MAX))
-_CONSUMPTION_TEXTS: BoundedCache[bytes, tuple[DeviceCounterConsumption, ...]] = (
-    BoundedCache(SHARED_MAX))
+_CAPACITY_TEXTS: _TextCache[tuple[str, bytes], Mapping[str, DeviceCapacity]] = (
+    _TextCache(SHARED_MAX))
+_CONSUMPTION_TEXTS: _TextCache[bytes, tuple[DeviceCounterConsumption, ...]] = (
+    _TextCache(SHARED_MAX))
 
 
 def _capacity_text(raw: msgspec.Raw, driver: str) -> Mapping[str, DeviceCapacity]:
@@ -804,7 +840,7 @@ def _capacity_text(raw: msgspec.Raw, driver: str) -> Mapping[str, DeviceCapacity
     hit = _CAPACITY_TEXTS.get(key)
     if hit is None:
         hit = _CAPACITY_TEXTS.put(key, _capacity(_CAPACITY.decode(raw) if len(raw) else {},
-                                                 driver))
+                                                 driver), len(raw))
     return hit
 
 
@@ -815,7 +851,8 @@ def _consumptions_text(raw: msgspec.Raw) -> tuple[DeviceCounterConsumption, ...]
     hit = _CONSUMPTION_TEXTS.get(key)
     if hit is None:
         consumes = _CONSUMPTIONS_JSON.decode(raw)
-        hit = _CONSUMPTION_TEXTS.put(key, () if consumes is None else _consumptions(consumes))
+        hit = _CONSUMPTION_TEXTS.put(key, () if consumes is None else _consumptions(consumes),
+                                     len(key))
     return hit
 
 
@@ -827,7 +864,7 @@ def _counter_sets(sets: list[_CounterSet]) -> tuple[CounterSet, ...]:
 
 # sharedCounters JSON -> the shared tuple (a partitionable node's counter sets
 # are its GPUs', the same on every node of its kind)
-_COUNTER_SET_TEXTS: BoundedCache[bytes, tuple[CounterSet, ...]] = BoundedCache(SHARED_MAX)
+_COUNTER_SET_TEXTS: _TextCache[bytes, tuple[CounterSet, ...]] = _TextCache(SHARED_MAX)
 
 
 def _counter_sets_text(raw: msgspec.Raw) -> tuple[CounterSet, ...]:
@@ -838,7 +875,7 @@ def _counter_sets_text(raw: msgspec.Raw) -> tuple[CounterSet, ...]:
             sets = _COUNTER_SETS_JSON.decode(raw)
         except msgspec.ValidationError:
             raise NotTyped from None
-        hit = _COUNTER_SET_TEXTS.put(key, _counter_sets(sets or []))
+        hit = _COUNTER_SET_TEXTS.put(key, _counter_sets(sets or []), len(key))
     return hit
 
 

@@ -623,6 +623,25 @@ def test_a_full_place_learns_a_kind_that_comes_after_texts_seen_once(
             _assert_same(one_off(10 + i))
 
 
+def test_long_values_from_files_keep_no_more_text_than_the_caches_bound() -> None:
+    """The API bounds a value to 64 bytes; a file's are of any length, and the
+    texts the decoder keeps are bounded in bytes as well as in count."""
+    typed.forget_shared()
+    long = 1 << 16
+    for i in range(400):  # 400 nodes, 26 MB of attribute text
+        raw = _slice(nodeName=f"n{i}", devices=[_device(name=f"gpu-{i % 2}", attributes={
+            "note": {"string": f"{i:08d}" + "x" * long}, "model": {"string": "H100"},
+            "uuid": {"string": f"GPU-{i:08d}"}, "numa": {"int": 0}})])
+        assert decode_resource_slice(orjson.dumps(raw)) == parse_object("ResourceSlice", raw)
+        raw["spec"]["nodeName"] = f"f{i}"  # a file's, decoded from its dicts
+        assert convert_resource_slice(raw) == parse_object("ResourceSlice", raw)
+    assert sum(map(len, typed._RECENT)) <= typed.SHARED_MAX * 64
+    assert sum(map(len, typed._SHARED)) <= (1 << 16) * 64
+    assert sum(len(a.string or "") for a in typed._ATTRIBUTES) <= typed.SHARED_MAX * 64
+    assert sum(key[2] for key in typed._TEMPLATES) <= 1 << 22
+    assert sum(key[2] * len(kinds) for key, kinds in typed._PLACES.items()) <= 1 << 22
+
+
 def test_places_read_devices_named_apart_as_the_reference_parse_does() -> None:
     """A template found by place, never by name, explains only texts whose
     bytes around its varying pieces are its own: uuids that look like other
