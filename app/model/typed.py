@@ -29,6 +29,7 @@ every other kind.
 
 from __future__ import annotations
 
+import codecs
 import re
 import sys
 from collections.abc import Callable, Mapping
@@ -218,7 +219,12 @@ class NotTyped(Exception):
 def decode_resource_slice(data: bytes | memoryview | msgspec.Raw) -> ResourceSlice:
     """The ResourceSlice in the JSON `data`; raises InvalidObject (naming the
     slice) like the reference parse for anything malformed, and
-    `orjson.JSONDecodeError` for what is not JSON."""
+    `orjson.JSONDecodeError` for what is not JSON.
+
+    Text of `data` the model does not hold (metadata other than the name,
+    fields it does not know) is skipped, and not checked to be UTF-8: the API
+    server writes only UTF-8, and the file loader checks a file's text before
+    it hands its slices here. Every text the model holds is checked."""
     try:
         return _from_typed(_DECODER.decode(data))
     except (msgspec.DecodeError, NotTyped):  # DecodeError: ValidationError too
@@ -438,10 +444,21 @@ def _decode_map(text: bytes | msgspec.Raw) -> Mapping[str, _Attribute | _Scalar]
     try:
         return _SCALAR_ATTRIBUTES.decode(text)
     except msgspec.ValidationError:
+        _check_utf8(text)  # what the decoder skips (an unknown kind) it does not check
         try:
             return _ATTRIBUTES_JSON.decode(text)
         except msgspec.ValidationError:
             return None
+
+
+def _check_utf8(text: bytes | msgspec.Raw) -> None:
+    """Raises msgspec.DecodeError, as for any text that is not JSON, when
+    `text` is not UTF-8: msgspec checks the strings it decodes, not those it
+    skips (an unknown field, its name and its value)."""
+    try:
+        codecs.utf_8_decode(text, "strict", True)
+    except UnicodeDecodeError:
+        raise msgspec.DecodeError("invalid UTF-8") from None
 
 
 def _attribute_map(decoded: Mapping[str, _Attribute | _Scalar],
@@ -839,6 +856,7 @@ def _capacity_text(raw: msgspec.Raw, driver: str) -> Mapping[str, DeviceCapacity
     key = (driver, bytes(raw))
     hit = _CAPACITY_TEXTS.get(key)
     if hit is None:
+        _check_utf8(raw)
         hit = _CAPACITY_TEXTS.put(key, _capacity(_CAPACITY.decode(raw) if len(raw) else {},
                                                  driver), len(raw))
     return hit
@@ -850,6 +868,7 @@ def _consumptions_text(raw: msgspec.Raw) -> tuple[DeviceCounterConsumption, ...]
     key = bytes(raw)
     hit = _CONSUMPTION_TEXTS.get(key)
     if hit is None:
+        _check_utf8(raw)
         consumes = _CONSUMPTIONS_JSON.decode(raw)
         hit = _CONSUMPTION_TEXTS.put(key, () if consumes is None else _consumptions(consumes),
                                      len(key))
@@ -871,6 +890,7 @@ def _counter_sets_text(raw: msgspec.Raw) -> tuple[CounterSet, ...]:
     key = bytes(raw)
     hit = _COUNTER_SET_TEXTS.get(key)
     if hit is None:
+        _check_utf8(raw)
         try:
             sets = _COUNTER_SETS_JSON.decode(raw)
         except msgspec.ValidationError:

@@ -18,6 +18,7 @@ slice (no node pool) has them decoded here at once (`parsed_slices`,
 
 from __future__ import annotations
 
+import codecs
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -140,7 +141,14 @@ def _raw_slices(data: bytes, path: Path, *, parsed: bool = False
                 ) -> list[dict[str, Any]] | None:
     """The objects of a JSON `List` file, its slices as `RawSlice`s (with
     `parsed`, as `ParsedSlice`s where the typed decoder reads them); None
-    when the file is not one (`_load_file` reads it whole)."""
+    when the file is not one, or not UTF-8 (`_load_file` reads it whole,
+    and words what it refuses), as the typed decoder does not check the text
+    of an item it skips."""
+    if not data.isascii():
+        try:
+            codecs.utf_8_decode(data, "strict", True)
+        except UnicodeDecodeError:
+            return None
     try:
         doc = _LIST_DOC.decode(data)
     except msgspec.DecodeError:

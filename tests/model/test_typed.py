@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from app.model import AttributeValue, Device, InvalidObject, ResourceSlice, typed
 from app.model.parse import parse_object
 from app.model.typed import convert_resource_slice, decode_resource_slice
-from app.sources.files import load_objects
+from app.sources.files import SourceError, iter_sourced, load_objects
 from loadtest import generator
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -226,6 +226,35 @@ def test_any_json_in_a_device_decodes_as_parsed(attribute: Any, capacity: Any, c
         _device(attributes={"a": attribute, "b": {"string": "x"}},
                 capacity={"c": capacity}),
         _device(consumesCounters=[{"counterSet": "cs", "counters": {"k": counters}}])]))
+
+
+def test_text_that_is_not_utf8_is_refused_as_the_reference_parse_refuses_it(
+        tmp_path: Path) -> None:
+    """Text the typed decoder skips (an unknown kind of attribute, an unknown
+    field of a capacity, a consumption or a counter set, a file's metadata)
+    is refused when it is not UTF-8, as the reference parse refuses it."""
+    device = (b'{"name":"a","attributes":{"s":{"nope":1},"x":{"\xff":1}}}',
+              b'{"name":"a","capacity":{"m":{"value":"1","\xff":1}}}',
+              b'{"name":"a","consumesCounters":[{"counterSet":"c","counters":{},"\xff":1}]}')
+    spec = [b'"devices":[' + d + b"]" for d in device]
+    spec.append(b'"sharedCounters":[{"name":"c","counters":{},"\xff":1}]')
+    for part in spec:
+        data = (b'{"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":'
+                b'{"name":"s"},"spec":{"driver":"d","nodeName":"n","pool":{"name":"p"},'
+                + part + b"}}")
+        with pytest.raises(orjson.JSONDecodeError):
+            orjson.loads(data)
+        with pytest.raises(orjson.JSONDecodeError):
+            decode_resource_slice(data)
+        assert typed.decode_listed_slice(data, "ResourceSlice") is None
+    # a file's slice, with text the decoder skips (its labels) not UTF-8
+    path = tmp_path / "slices.json"
+    path.write_bytes(b'{"kind":"List","items":[{"apiVersion":"resource.k8s.io/v1",'
+                     b'"kind":"ResourceSlice","metadata":{"name":"s","labels":{"a":"\xff"}},'
+                     b'"spec":{"driver":"d","nodeName":"n","pool":{"name":"p"}}}]}')
+    for raw_slices in (False, True):
+        with pytest.raises(SourceError, match="cannot parse"):
+            list(iter_sourced([path], raw_slices=raw_slices, parsed_slices=raw_slices))
 
 
 def test_well_formed_slices_never_fall_back_to_the_reference_parse(monkeypatch: Any) -> None:
