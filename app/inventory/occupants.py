@@ -19,11 +19,13 @@ A node's `occupancy` is read by every preemption search for every candidate
 node, and churn changes one pod at a time, so it is kept per pod (`Holder`)
 and per node, and built lazily: an event only drops what it can change. A
 pod's holder reads the pod, the claims it lists and, per claim held, the pods
-its reservations name; so it is dropped when the pod changes, when a claim it
-lists changes (`_listers`), or when a pod that one of those claims'
-reservations names (by UID, or by name when the UID is empty) comes, changes
-or goes, on any node (`_named_in`). A node's tuple is then rebuilt from its
-pods' kept holders, and stays the same object when none of them changed.
+its reservations name; so it is dropped when the pod changes, when a claim
+whose reservations name it changes (a pod holds only claims reserved for
+it), or when a pod that one of those claims' reservations names (by UID, or
+by name when the UID is empty) comes, changes or goes, on any node
+(`_named_in`, per claim: no index is kept per pod). A node's tuple is then
+rebuilt from its pods' kept holders, and stays the same object when none of
+them changed.
 """
 
 from __future__ import annotations
@@ -55,8 +57,8 @@ class Holder:
 class Occupants:
     """Pods by node and UID, PDBs by namespace, PriorityClasses by name."""
 
-    __slots__ = ("_by_uid", "_claim", "_classes", "_default_class", "_holders", "_listers",
-                 "_named_in", "_occupancy", "_on_node", "_pdbs", "_pod", "_stale")
+    __slots__ = ("_by_uid", "_claim", "_classes", "_default_class", "_holders", "_named_in",
+                 "_occupancy", "_on_node", "_pdbs", "_pod", "_stale")
 
     def __init__(self, *, claim: Callable[[str], ResourceClaim | None],
                  pod: Callable[[str], Pod | None]) -> None:
@@ -71,8 +73,6 @@ class Occupants:
         # pod key -> its `Holder` (None: it holds nothing), for pods bound to a node;
         # absent: to be read again
         self._holders: dict[str, Holder | None] = {}
-        # claim key -> the bound pods listing it (pod key -> node)
-        self._listers: dict[str, dict[str, str]] = {}
         # a reservation's pod, as `reservers` looks it up (UID, or namespace/name when
         # the reservation has no UID) -> the keys of the claims whose reservations name it
         self._named_in: dict[tuple[bool, str], set[str]] = {}
@@ -84,9 +84,8 @@ class Occupants:
     # ------------------------------------------------------------------ updates (the store)
 
     def put_pod(self, old: Pod | None, pod: Pod) -> None:
-        if old is not None and old.uid == pod.uid and old.node_name == pod.node_name and (
-                not pod.node_name or claim_names(old) == claim_names(pod)):
-            # the same pod, node and claims (a status update, mostly): only the
+        if old is not None and old.uid == pod.uid and old.node_name == pod.node_name:
+            # the same pod on the same node (a status update, mostly): only the
             # object changes, in its place
             if pod.uid:
                 self._by_uid[pod.uid] = pod
@@ -104,8 +103,6 @@ class Occupants:
             key = pod.key
             self._on_node.setdefault(pod.node_name, {})[key] = pod
             self._drop(key, pod.node_name)
-            for name in claim_names(pod):
-                self._listers.setdefault(f"{pod.namespace}/{name}", {})[key] = pod.node_name
         self._reserver_changed(pod)
 
     def remove_pod(self, pod: Pod) -> None:
@@ -121,25 +118,18 @@ class Occupants:
                     del self._on_node[pod.node_name]
                     self._occupancy.pop(pod.node_name, None)
                     self._stale.discard(pod.node_name)
-                for name in claim_names(pod):
-                    claim_key = f"{pod.namespace}/{name}"
-                    listers = self._listers.get(claim_key)
-                    if listers is not None and listers.pop(key, None) is not None \
-                            and not listers:
-                        del self._listers[claim_key]
         self._reserver_changed(pod)
 
     def claim_changed(self, old: ResourceClaim | None, new: ResourceClaim | None) -> None:
-        """A claim came, changed or went: the pods listing it hold otherwise."""
-        claim = new if new is not None else old
-        if claim is None:
-            return
-        key = claim.key
-        for pod_key, node_name in self._listers.get(key, {}).items():
-            self._drop(pod_key, node_name)
+        """A claim came, changed or went: the pods its reservations name (before
+        or after, the only pods that can hold it) hold otherwise."""
+        for claim in (old, new):
+            if claim is not None:
+                self._drop_named(claim)
         if old is not None and new is not None and old.reserved_for == new.reserved_for:
             return  # the same reservations (and namespace and name): `_named_in` holds
         if old is not None:
+            key = old.key
             for name in _named(old):
                 keys = self._named_in.get(name)
                 if keys is not None:
@@ -147,6 +137,7 @@ class Occupants:
                     if not keys:
                         del self._named_in[name]
         if new is not None:
+            key = new.key
             for name in _named(new):
                 self._named_in.setdefault(name, set()).add(key)
 
@@ -155,8 +146,24 @@ class Occupants:
         name it see another pod (or none) there."""
         for name in ((True, pod.uid), (False, pod.key)):
             for claim_key in self._named_in.get(name, ()):
-                for pod_key, node_name in self._listers.get(claim_key, {}).items():
-                    self._drop(pod_key, node_name)
+                claim = self._claim(claim_key)
+                if claim is not None:
+                    self._drop_named(claim)
+
+    def _drop_named(self, claim: ResourceClaim) -> None:
+        """Drops the holders of the pods `claim`'s reservations name: a pod holds
+        a claim reserved for its UID, or for its name where either has no UID
+        (`reserved_for`), so both are looked up."""
+        for ref in claim.reserved_for:
+            if ref.resource != PODS_RESOURCE:
+                continue
+            pod = self._by_uid.get(ref.uid) if ref.uid else None
+            if pod is not None and pod.node_name:
+                self._drop(pod.key, pod.node_name)
+            if pod is None or pod.name != ref.name or pod.namespace != claim.namespace:
+                pod = self._pod(f"{claim.namespace}/{ref.name}")
+                if pod is not None and pod.node_name:
+                    self._drop(pod.key, pod.node_name)
 
     def _drop(self, pod_key: str, node_name: str) -> None:
         self._holders.pop(pod_key, None)
