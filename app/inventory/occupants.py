@@ -22,8 +22,8 @@ pod's holder reads the pod, the claims it lists and, per claim held, the pods
 its reservations name; so it is dropped when the pod changes, when a claim
 whose reservations name it changes (a pod holds only claims reserved for
 it), or when a pod that one of those claims' reservations names (by UID, or
-by name when the UID is empty) comes, changes or goes, on any node
-(`_named_in`, per claim: no index is kept per pod). A node's tuple is then
+by name where the reservation or the pod has no UID: `names`) comes, changes
+or goes, on any node (`_named_in`, per claim: no index is kept per pod). A node's tuple is then
 rebuilt from its pods' kept holders, and stays the same object when none of
 them changed.
 """
@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from app.model import Pod, PodDisruptionBudget, PriorityClass, ResourceClaim
-from app.model.objects import PREEMPT_LOWER_PRIORITY
+from app.model.objects import PREEMPT_LOWER_PRIORITY, ResourceClaimConsumerReference
 from app.model.requests import PodUsage
 
 PODS_RESOURCE: Final = "pods"
@@ -73,8 +73,8 @@ class Occupants:
         # pod key -> its `Holder` (None: it holds nothing), for pods bound to a node;
         # absent: to be read again
         self._holders: dict[str, Holder | None] = {}
-        # a reservation's pod, as `reservers` looks it up (UID, or namespace/name when
-        # the reservation has no UID) -> the keys of the claims whose reservations name it
+        # a reservation's pod, as `reservers` looks it up (its UID, and its
+        # namespace/name) -> the keys of the claims whose reservations name it
         self._named_in: dict[tuple[bool, str], set[str]] = {}
         # node -> its `occupancy` as last built; `_stale`: nodes some of whose
         # holders were dropped since (or whose pods came or went)
@@ -144,8 +144,13 @@ class Occupants:
     def _reserver_changed(self, pod: Pod) -> None:
         """`pod` came, changed or went: the holders of claims whose reservations
         name it see another pod (or none) there."""
-        for name in ((True, pod.uid), (False, pod.key)):
-            for claim_key in self._named_in.get(name, ()):
+        by_uid = self._named_in.get((True, pod.uid), ()) if pod.uid else ()
+        for claim_key in by_uid:
+            claim = self._claim(claim_key)
+            if claim is not None:
+                self._drop_named(claim)
+        for claim_key in self._named_in.get((False, pod.key), ()):
+            if claim_key not in by_uid:  # each claim's holders dropped once
                 claim = self._claim(claim_key)
                 if claim is not None:
                     self._drop_named(claim)
@@ -267,15 +272,19 @@ class Occupants:
 
     def reservers(self, claim: ResourceClaim) -> tuple[Pod | None, ...]:
         """The pods in `claim.status.reservedFor`, None for one not known here
-        (deleted already, or a consumer that is not a pod)."""
+        (deleted already, or a consumer that is not a pod): the pod of the
+        reservation's UID, else the pod of its name if the reservation `names`
+        it (objects written by hand, in file mode, may leave either UID out)."""
         out: list[Pod | None] = []
         for ref in claim.reserved_for:
             pod = None
             if ref.resource == PODS_RESOURCE and not ref.api_group:
                 if ref.uid:
                     pod = self._by_uid.get(ref.uid)
-                else:  # objects written by hand (file mode) may leave the UID out
+                if pod is None:
                     pod = self._pod(f"{claim.namespace}/{ref.name}")
+                    if pod is not None and not names(ref, pod):
+                        pod = None
             out.append(pod)
         return tuple(out)
 
@@ -298,16 +307,28 @@ def claim_names(pod: Pod) -> list[str]:
 
 def _named(claim: ResourceClaim) -> list[tuple[bool, str]]:
     """The pods `claim`'s reservations name, as `Occupants.reservers` looks them
-    up: (True, UID), or (False, namespace/name) for one without a UID."""
-    return [(True, ref.uid) if ref.uid else (False, f"{claim.namespace}/{ref.name}")
-            for ref in claim.reserved_for
-            if ref.resource == PODS_RESOURCE and not ref.api_group]
+    up: (True, UID) for one with a UID, and (False, namespace/name) for each
+    (the pod of that name when no pod has the UID)."""
+    out = []
+    for ref in claim.reserved_for:
+        if ref.resource == PODS_RESOURCE and not ref.api_group:
+            if ref.uid:
+                out.append((True, ref.uid))
+            out.append((False, f"{claim.namespace}/{ref.name}"))
+    return out
+
+
+def names(ref: ResourceClaimConsumerReference, pod: Pod) -> bool:
+    """Whether the reservation `ref` (of a claim in `pod`'s namespace) names
+    `pod`: by UID where both have one, else by name. The one rule: a pod
+    holds the claims whose reservations name it (`reserved_for`), and a
+    reservation's reserver is the pod it names (`Occupants.reservers`)."""
+    return ref.resource == PODS_RESOURCE and (ref.uid == pod.uid if ref.uid and pod.uid
+                                              else ref.name == pod.name)
 
 
 def reserved_for(claim: ResourceClaim, pod: Pod) -> bool:
-    return any(ref.resource == PODS_RESOURCE and (ref.uid == pod.uid if ref.uid and pod.uid
-                                                  else ref.name == pod.name)
-               for ref in claim.reserved_for)
+    return any(names(ref, pod) for ref in claim.reserved_for)
 
 
 def priority_of(pod: Pod | PodUsage, occupants: Occupants) -> int:

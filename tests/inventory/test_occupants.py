@@ -173,3 +173,45 @@ def test_a_node_keeps_its_occupancy_while_its_holders_stay() -> None:
     again = occ.occupancy("n1")
     assert again is not kept and again[0] is kept[0]
     assert again[1].pod is inv.pod("default/b") is not kept[1].pod
+
+
+def test_a_pod_without_a_uid_is_the_reserver_of_a_reservation_with_one() -> None:
+    # Objects written by hand: the pod has no UID, its claim's reservation
+    # names it with one. It holds the claim (`reserved_for`), so it is the
+    # claim's reserver too, and that reserver follows the pod's changes.
+    a = holder("a", "n1", [f"{GPU}/n1/gpu-0"], claim_name="c")
+    del a[1]["metadata"]["uid"]
+    inv = load(*a)
+    occ = inv.occupants
+    (held,) = occ.occupancy("n1")
+    assert held.pod is inv.pod("default/a") and held.reservers == ((held.pod,),)
+    going = copy.deepcopy(a[1])
+    going["metadata"]["deletionTimestamp"] = "2026-01-02T00:00:00Z"
+    inv.apply("Pod", "MODIFIED", going)
+    (held,) = occ.occupancy("n1")
+    assert held.reservers[0][0] is inv.pod("default/a") and held.pod.deleting
+    # a pod of that name with another UID is not the one the reservation names
+    other = copy.deepcopy(a[1])
+    other["metadata"]["uid"] = "uid-other"
+    inv.apply("Pod", "MODIFIED", other)
+    assert occ.occupancy("n1") == ()
+
+
+def test_a_sharer_without_a_uid_is_seen_when_it_comes_and_changes() -> None:
+    # b (no UID) on n2 shares a's claim, whose reservation names b with a UID:
+    # a's holder on n1 sees b come and start terminating.
+    a = holder("a", "n1", [f"{GPU}/n1/gpu-0"], sharers=("b",), claim_name="c")
+    b = holder("b", "n2", [], claim_name="c")[-1]
+    del b["metadata"]["uid"]
+    inv = load(*a)
+    occ = inv.occupants
+    assert occ.occupancy("n1")[0].reservers[0][1] is None
+    inv.apply("Pod", "ADDED", b)
+    assert occ.occupancy("n1")[0].reservers[0][1] is inv.pod("default/b")
+    going = copy.deepcopy(b)
+    going["metadata"]["deletionTimestamp"] = "2026-01-02T00:00:00Z"
+    inv.apply("Pod", "MODIFIED", going)
+    sharer = occ.occupancy("n1")[0].reservers[0][1]
+    assert sharer is inv.pod("default/b") and sharer.deleting  # type: ignore[union-attr]
+    inv.apply("Pod", "DELETED", going)
+    assert occ.occupancy("n1")[0].reservers[0][1] is None

@@ -13,9 +13,9 @@ from app.extender.signature import flat_devices
 from app.inventory import Inventory
 from app.preemption import held as held_module
 from app.preemption.held import Held, held_index, held_of
-from tests.extender.cluster import gpu_node
-from tests.inventory.objects import node
-from tests.preemption.builders import holder, load
+from tests.extender.cluster import GPU_CLASS, gpu_node
+from tests.inventory.objects import exactly, node, template
+from tests.preemption.builders import holder, load, preemptor, searcher
 
 GPU = "gpu.example.com"
 
@@ -142,3 +142,19 @@ def test_a_pod_replaced_on_a_device_another_claim_holds_too_is_ordered_by_key() 
     second = kept(inv)
     assert second.keys == ("default/c-m", "default/c-z")
     assert_same(second, afresh(inv))
+
+
+def test_a_pod_without_a_uid_holding_a_claim_reserved_with_one_can_be_evicted() -> None:
+    # Objects written by hand (file mode): pod a has no UID, its claim's
+    # reservation names it with one. a holds the claim and is its reserver,
+    # so evicting a releases it.
+    a = holder("a", "n1", [f"{GPU}/n1/gpu-0"], claim_name="c0")
+    del a[1]["metadata"]["uid"]
+    inv = load(GPU_CLASS, template("want", requests=[exactly("gpu", "gpu")]),
+               preemptor("p", priority=10), node("n1"), *gpu_node("n1", roots=("r0",)), *a)
+    held = kept(inv)
+    assert held.reservers == ((0,),) and [p.name for p in held.pods] == ["a"]
+    _, search = searcher(inv)
+    plan = search.search(inv.pod("default/p"))  # type: ignore[arg-type]
+    assert not plan.refused
+    assert [(n.node, [v.pod.name for v in n.victims]) for n in plan.nodes] == [("n1", ["a"])]
