@@ -7,7 +7,9 @@ and going, on several nodes or none; claims allocated, reserved, unreserved,
 deleted and created again under another UID; claims shared by pods on
 different nodes; reservations without a UID, as objects written by hand
 have them), every node's kept occupancy holds the very objects a fresh read
-finds, and its kept `Held` equals one built from scratch.
+finds, and its kept `Held` equals one built from scratch. Two sequences the
+generators seldom reach are run as written: a sharer swapped for another
+that then changes, and a holder giving way while another claim names it.
 """
 
 from __future__ import annotations
@@ -257,3 +259,51 @@ def test_kept_holdings_equal_a_fresh_read_under_churn(
         if read:
             check(inv)
     check(inv)
+
+
+def pod_at(name: str, where: str | None, lists: list[str], priority: int = 0,
+           uid: str = "1") -> dict[str, Any]:
+    return {"kind": "Pod", "name": name, "gone": False, "node": where, "uid": uid,
+            "lists": lists, "deleting": False, "phase": "Running", "priority": priority}
+
+
+def claim_of(name: str, devices: list[str], reserved: list[tuple[str, str]]) -> dict[str, Any]:
+    return {"kind": "ResourceClaim", "name": name, "gone": False, "uid": "1",
+            "devices": devices, "reserved": reserved}
+
+
+def test_a_sharer_swapped_for_another_then_changed_is_seen_by_the_holders() -> None:
+    # a and b share c0; the claim then names d instead of b (as many
+    # reservations as before), and d then changes: a's holder sees d's new
+    # object, on n1 and from n2.
+    inv = load(*[[node(n), *gpu_node(n)] for n in NODES])
+    live: dict[tuple[str, str], Any] = {}
+    uids: dict[str, str] = {}
+    for event in (pod_at("a", "n1", ["c0"]), pod_at("b", "n1", ["c0"]),
+                  pod_at("d", "n2", ["c0"]),
+                  claim_of("c0", [f"{GPU}/n1/gpu-0"], [("a", "pod"), ("b", "pod")])):
+        apply(inv, event, live, uids)
+    check(inv)
+    apply(inv, claim_of("c0", [f"{GPU}/n1/gpu-0"], [("a", "pod"), ("d", "pod")]), live, uids)
+    check(inv)
+    apply(inv, pod_at("d", "n2", ["c0"], priority=3), live, uids)  # touched in place
+    check(inv)
+    (held,) = inv.occupants.occupancy("n1")
+    assert held.reservers == ((inv.pod("default/a"), inv.pod("default/d")),)
+    assert held.reservers[0][1].priority == 3  # type: ignore[union-attr]
+
+
+def test_a_holder_giving_way_while_another_claim_names_it_is_read_afresh() -> None:
+    # Full nodes; b's claim c1 is reserved for b and for a too. a's claim c0
+    # is then reserved for e instead, a pod on n1 that lists it: e holds in
+    # a's place, as churn replaces a pod, but c1 still names a, so the node's
+    # holdings are not the previous ones with e in a's place.
+    inv, live, uids = full_nodes([0, 1, 2, 3], [False] * 4)
+    apply(inv, pod_at("e", "n1", ["c0"], priority=5), live, uids)
+    apply(inv, claim_of("c1", [f"{GPU}/n1/gpu-2"], [("b", "pod"), ("a", "pod")]), live, uids)
+    check(inv)
+    apply(inv, claim_of("c0", [f"{GPU}/n1/gpu-0"], [("e", "pod")]), live, uids)
+    check(inv)
+    holders = {h.pod.name: h for h in inv.occupants.occupancy("n1")}
+    assert sorted(holders) == ["b", "e"]
+    assert holders["b"].reservers == ((inv.pod("default/b"), inv.pod("default/a")),)
