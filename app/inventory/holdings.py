@@ -92,6 +92,12 @@ class Holdings:
         self._assumed: dict[str, _Assumption] = {}
         self._nominations: dict[str, Nomination] = {}
         self._next_expiry = float("inf")
+        # per device id: how many allocated claims hold it, and how many of
+        # them alone (no shareID); `_overlaps`: the devices held by two or more
+        # claims, one of them alone (a state a consistent cluster never has)
+        self._claims_on: dict[str, int] = {}
+        self._alone_on: dict[str, int] = {}
+        self._overlaps: set[str] = set()
 
     # ------------------------------------------------------------------ claims
 
@@ -190,6 +196,13 @@ class Holdings:
 
     # ------------------------------------------------------------------ reads
 
+    def overlapping(self) -> bool:
+        """Whether some device is allocated to two or more claims, one of them
+        holding it alone: the watch between two of its events (a claim seen
+        allocated before another's deallocation), a relist under way, a stale
+        write. Kept as claims change, so the read is free."""
+        return bool(self._overlaps)
+
     def taken_device_ids(self) -> set[str]:
         return {r.device_id for holding in self._by_pool.values()
                 for results in holding.values() for r in results}
@@ -250,6 +263,9 @@ class Holdings:
             if by_pool:
                 self._holder_pools[holder] = previous
             return
+        if holder.startswith(_CLAIM):
+            self._count(_devices(r for k in previous for r in self._by_pool[k][holder]), -1)
+            self._count(_devices(results), 1)
         for key in previous:
             holding = self._by_pool[key]
             del holding[holder]
@@ -260,6 +276,27 @@ class Holdings:
         if by_pool:
             self._holder_pools[holder] = set(by_pool)
         self._on_change(previous | by_pool.keys())
+
+    def _count(self, devices: Mapping[str, bool], step: int) -> None:
+        """Count one claim's `devices` (device id -> held alone) in or out."""
+        claims_on, alone_on = self._claims_on, self._alone_on
+        for device, alone in devices.items():
+            claims = claims_on[device] = claims_on.get(device, 0) + step
+            alones = alone_on[device] = alone_on.get(device, 0) + (step if alone else 0)
+            if claims <= 0:
+                del claims_on[device], alone_on[device]
+            if claims > 1 and alones > 0:
+                self._overlaps.add(device)
+            else:
+                self._overlaps.discard(device)
+
+
+def _devices(results: Iterable[DeviceRequestAllocationResult]) -> dict[str, bool]:
+    """Per device id of `results`: whether one of them holds it alone."""
+    devices: dict[str, bool] = {}
+    for r in results:
+        devices[r.device_id] = devices.get(r.device_id, False) or r.share_id is None
+    return devices
 
 
 def _nominated_results(nomination: Nomination) -> Results:

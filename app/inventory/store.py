@@ -481,6 +481,11 @@ class Inventory:
         self._holdings.expire()
         return self._holdings.nomination(pod_key)
 
+    def overlapping(self) -> bool:
+        """Whether some device is allocated to two or more claims, one of them
+        holding it alone (`Holdings.overlapping`)."""
+        return self._holdings.overlapping()
+
     def nominations(self) -> list[Nomination]:
         self._holdings.expire()
         return self._holdings.nominations()

@@ -478,7 +478,8 @@ class VictimSearch:
         self._need_keys: BoundedCache[int, tuple[Sequence[Need], HashedKey]] = BoundedCache(
             SHARED_SEARCHES)
         # Whether anything besides the claims of the pods on nodes holds devices
-        # (a nomination, an assumption): read once per search, for `_stuck`.
+        # (a nomination, an assumption, a second claim on a device a claim holds
+        # alone): read once per search, for `_stuck`.
         self._others_hold = True
         self.countings = 0  # nodes as they are read by counting for floors (for tests)
         self.left_out = 0  # nodes a best-only search left unsolved (for tests)
@@ -578,7 +579,8 @@ class VictimSearch:
         mine = self._inventory.pod(pod.key)
         self._home = mine.node_name if mine is not None and mine.uid == pod.uid else None
         names = self._inventory.node_names() if node_names is None else node_names
-        self._others_hold = bool(self._inventory.nominations()
+        self._others_hold = bool(self._inventory.overlapping()
+                                 or self._inventory.nominations()
                                  or self._inventory.assumed_claims())
         # None: no PDB anywhere, so no victim can violate one
         pdbs: _Pdbs | None = {} if self._inventory.occupants.pdb_table() else None
@@ -1179,7 +1181,8 @@ def _lowest(options: Sequence[Option], pods: Sequence[Candidate]) -> Option:
 
 def _frees(floor: _Floor) -> tuple[tuple[int, int], ...]:
     """Per position of a device some victim set can release (held plainly by
-    a releasable claim, and by no nomination or assumption that stays), the
+    a releasable claim, and by nothing else that stays: a nomination, an
+    assumption, another claim), the
     devices surely released with it (a mask of positions): those its claim
     holds plainly, and those of every claim needing no pod beyond the ones
     that claim needs gone. In position order, so nodes alike share one

@@ -15,9 +15,9 @@ import pytest
 from app.inventory import KINDS, Inventory, Nomination
 from app.model.parse import parse_pod_usage
 from tests.extender.cluster import GPU_CLASS, gpu_node
+from tests.inventory.objects import claim, node, result, template
 from tests.inventory.objects import exactly as request
-from tests.inventory.objects import node, template
-from tests.preemption.builders import holder, preemptor, searcher
+from tests.preemption.builders import holder, load, preemptor, searcher
 
 GPU = "gpu.example.com"
 
@@ -202,3 +202,72 @@ def test_the_best_node_is_not_one_whose_going_device_is_held_for_another() -> No
     with inv.holds_lifted_for(p):
         best = search.search(p, best_only=True).best
     assert best is not None and best.node == "n2" and not best.victims
+
+
+def twice_allocated(*, with_n1: bool = True, second: bool = True) -> list[dict[str, Any]]:
+    """n1 (if `with_n1`): 2 GPUs, b (priority 0) holds gpu-0. n2: 2 GPUs, a
+    (priority 0) holds gpu-0, which claim c1, reserved for no pod, holds too
+    (if `second`): releasing a's claim leaves gpu-0 taken. p wants 2 GPUs."""
+    objs: list[Any] = [GPU_CLASS, template("want2", requests=[request("gpu", "gpu", count=2)]),
+                       preemptor("p", priority=2, template="want2")]
+    if with_n1:
+        objs += [node("n1"), *gpu_node("n1", roots=("r0", "r1")),
+                 *holder("b", "n1", [f"{GPU}/n1/gpu-0"])]
+    objs += [node("n2"), *gpu_node("n2", roots=("r0", "r1")),
+             *holder("a", "n2", [f"{GPU}/n2/gpu-0"])]
+    if second:
+        objs.append(unheld_claim())
+    return objs
+
+
+def unheld_claim() -> dict[str, Any]:
+    return claim("c1", requests=[request("gpu", "gpu")],
+                 results=[result("gpu", f"{GPU}/n2/gpu-0")], reserved_for=[])
+
+
+def victims(plan: Any) -> dict[str, list[str]]:
+    return {n.node: [v.pod.name for v in n.victims] for n in plan.nodes}
+
+
+@pytest.mark.parametrize("order", [["n1", "n2"], ["n2", "n1"], ["n2"], None])
+def test_a_device_a_second_claim_holds_stays_taken_on_alike_nodes(
+        order: list[str] | None) -> None:
+    inv = load(*twice_allocated())
+    _, search = searcher(inv)
+    plan = search.search(inv.pod("default/p"), order)
+    assert "n2" not in victims(plan) and "n2" in plan.refused
+    assert victims(plan) == ({} if order == ["n2"] else {"n1": ["b"]})
+    best = searcher(inv)[1].search(inv.pod("default/p"), order, best_only=True).best
+    assert (best is None) if order == ["n2"] else (best is not None and best.node == "n1")
+
+
+def test_a_long_lived_search_sees_a_second_claim_taking_a_held_device() -> None:
+    inv = load(*twice_allocated(second=False))
+    _, search = searcher(inv)
+    p = inv.pod("default/p")
+    assert victims(search.search(p)) == {"n1": ["b"], "n2": ["a"]}
+    inv.apply("ResourceClaim", "ADDED", unheld_claim())
+    plan = search.search(p)
+    assert victims(plan) == {"n1": ["b"]} and "n2" in plan.refused
+    inv.apply("ResourceClaim", "DELETED", unheld_claim())
+    assert victims(search.search(p)) == {"n1": ["b"], "n2": ["a"]}
+
+
+def test_overlapping_counts_claims_holding_a_device_alone() -> None:
+    inv = load(*twice_allocated(second=False))
+    assert not inv.overlapping()
+    inv.apply("ResourceClaim", "ADDED", unheld_claim())
+    assert inv.overlapping()
+    moved = unheld_claim()
+    moved["status"]["allocation"]["devices"]["results"] = [result("gpu", f"{GPU}/n2/gpu-1")]
+    inv.apply("ResourceClaim", "MODIFIED", moved)
+    assert not inv.overlapping()
+    inv.apply("ResourceClaim", "MODIFIED", unheld_claim())
+    assert inv.overlapping()
+    inv.apply("ResourceClaim", "DELETED", unheld_claim())
+    assert not inv.overlapping()
+    for name in ("s1", "s2"):  # shared by shareID: not held alone
+        inv.apply("ResourceClaim", "ADDED", claim(
+            name, requests=[request("gpu", "gpu")], reserved_for=[],
+            results=[result("gpu", f"{GPU}/n2/gpu-1", shareID=f"{name}-share")]))
+    assert not inv.overlapping()
