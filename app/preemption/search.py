@@ -70,7 +70,7 @@ from app.extender.claims import ClaimResolver
 from app.extender.signature import HashedKey, map_outcome
 from app.extender.verbs import Extender
 from app.inventory import Inventory, NodeState
-from app.inventory.occupants import preemption_policy_of, priority_of
+from app.inventory.occupants import names, preemption_policy_of, priority_of
 from app.model import (
     Pod,
     PodDisruptionBudget,
@@ -255,8 +255,9 @@ def _released_with(answer: NodePreemption, victims: Sequence[Victim],
                    claim_of: Callable[[str], ResourceClaim | None]
                    ) -> tuple[ResourceClaim, ...]:
     """`answer.released` and the claims of room victims that every pod
-    reserving them leaving (`victims`, `answer.terminating`) deallocates."""
-    leaving = {v.pod.uid for v in victims} | {t.uid for t in answer.terminating}
+    reserving them leaving (`victims`, `answer.terminating`) deallocates: each
+    of its reservations names a leaving pod of its namespace (`names`)."""
+    leaving = [*(v.pod for v in victims), *answer.terminating]
     out = list(answer.released)
     seen = {c.key for c in out}
     for victim in victims:
@@ -265,7 +266,8 @@ def _released_with(answer: NodePreemption, victims: Sequence[Victim],
         for key in victim.claims:
             claim = claim_of(key)
             if key in seen or claim is None or claim.allocation is None or not claim.reserved_for \
-                    or not {ref.uid for ref in claim.reserved_for} <= leaving:
+                    or not all(any(p.namespace == claim.namespace and names(ref, p)
+                                   for p in leaving) for ref in claim.reserved_for):
                 continue
             seen.add(key)
             out.append(claim)

@@ -157,6 +157,73 @@ def test_a_room_victims_claims_are_released_with_it() -> None:
                                       "nic.example.com/cheap/nic-0")
 
 
+def shared_nic(*, staying: bool = False, going: bool = False) -> list[Any]:
+    """cluster(web=0) with "web" and "web2" (3 cpus each) sharing cheap's NIC
+    claim; `staying`: a third reserver "keep" outranks the preemptor; `going`:
+    web2 is terminating. Pods come as from files, without UIDs."""
+    objs = [o for o in cluster(web=0) if o["metadata"]["name"] != "web"]
+    sharers = ("web2", "keep") if staying else ("web2",)
+    web = holder("web", "cheap", ["nic.example.com/cheap/nic-0"], request="nic",
+                 sharers=sharers)
+    web2 = holder("web2", "cheap", [], claim_name="web-claim", deleting=going)
+    objs += [*web, *web2, gpu_node("cheap", roots=("r0",), nic_roots=("r0",))[-1]]
+    with_cpu(web[-1], "3")
+    with_cpu(web2[-1], "3")
+    if staying:
+        keep = holder("keep", "cheap", [], claim_name="web-claim", priority=2000)
+        objs += keep
+    for o in objs:
+        if o.get("kind") == "Pod":
+            o["metadata"].pop("uid", None)
+    return objs
+
+
+def test_a_shared_claim_of_room_victims_without_uids_is_released_with_them() -> None:
+    # Both reservers of web's NIC claim go for cpu: the claim is deallocated
+    # though the pods carry no UID (the reservations name them by UID).
+    inv = load(*shared_nic(), with_cpu(preemptor(), "6"))
+    _, search = searcher(inv)
+    for best in (search.search(inv.pod("default/p")).best,
+                 search.search(inv.pod("default/p"), best_only=True).best):
+        assert best is not None and best.node == "cheap"
+        assert sorted(v.pod.name for v in best.victims) == ["cheap-0", "web", "web2"]
+        assert best.released_claims == ("default/cheap-0-claim", "default/web-claim")
+        assert best.freed_devices == ("gpu.example.com/cheap/gpu-0",
+                                      "nic.example.com/cheap/nic-0")
+
+
+def test_a_shared_claim_of_a_room_victim_and_a_going_pod_is_released() -> None:
+    # web2 is already terminating: web going for cpu deallocates their claim.
+    inv = load(*shared_nic(going=True), with_cpu(preemptor(), "6"))
+    _, search = searcher(inv)
+    for best in (search.search(inv.pod("default/p")).best,
+                 search.search(inv.pod("default/p"), best_only=True).best):
+        assert best is not None and best.node == "cheap"
+        assert sorted(v.pod.name for v in best.victims) == ["cheap-0", "web"]
+        assert [t.name for t in best.terminating] == ["web2"]
+        assert best.released_claims == ("default/cheap-0-claim", "default/web-claim")
+        assert best.freed_devices == ("gpu.example.com/cheap/gpu-0",
+                                      "nic.example.com/cheap/nic-0")
+
+
+def test_a_shared_claim_a_staying_pod_reserves_is_not_released() -> None:
+    # Neither pods nor reservations carry UIDs: "keep" stays, so web's NIC
+    # claim stays allocated though web and web2 go.
+    objs = shared_nic(staying=True)
+    for o in objs:
+        for ref in o.get("status", {}).get("reservedFor", []) if o["kind"] == "ResourceClaim" \
+                else []:
+            ref.pop("uid", None)
+    inv = load(*objs, with_cpu(preemptor(), "6"))
+    _, search = searcher(inv)
+    for best in (search.search(inv.pod("default/p")).best,
+                 search.search(inv.pod("default/p"), best_only=True).best):
+        assert best is not None and best.node == "cheap"
+        assert sorted(v.pod.name for v in best.victims) == ["cheap-0", "web", "web2"]
+        assert best.released_claims == ("default/cheap-0-claim",)
+        assert best.freed_devices == ("gpu.example.com/cheap/gpu-0",)
+
+
 def test_room_victims_are_reprieved_as_kube_scheduler_reprieves() -> None:
     # 8 cpus: the device victim frees 1 and 7 are taken by four lower-priority
     # pods; the 4-cpu pod needs 3 more. All four go (8 free), then are
