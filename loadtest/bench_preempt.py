@@ -37,7 +37,7 @@ Per cluster, timed in-process with the same inventory:
 - `best node, cold`: on a fresh inventory and extender (nothing computed);
 - `every node, first` / `again`: the search answering for every node, as the
   preempt verb and the dry run ask;
-- `every node, first, a tenth of nodes changed` (reported, no target): as
+- `every node, first, a tenth of nodes changed`: as
   `every node, first`, after one pod on each of a tenth of the nodes (50 of
   500, others at each run) is replaced as the watch applies it: the pod and
   its claims deleted, then a pod of another priority with new claims
@@ -46,8 +46,9 @@ Per cluster, timed in-process with the same inventory:
   holdings are built again in the timed call (counted: `holdings rebuilt`),
   from the ones kept before, as they are after any churn.
 
-The goal (p99 <= 50 ms) is reported per cluster for both first searches: the
-best node (the preemption loop) and every node (the preempt verb, the dry run).
+The goal (p99 <= 50 ms) is reported per cluster for the first searches: the
+best node (the preemption loop), every node (the preempt verb, the dry run),
+and every node after a tenth of the nodes changed (a search after churn).
 
 CPU time of the calling thread is the measure, since the machine's cores are
 shared with other work; wall time is reported beside it.
@@ -364,11 +365,16 @@ def report(results: list[dict[str, Any]], command: str) -> dict[str, Any]:
     for r in results:
         t = r["timings"]
         baseline = t["filter, first"]["cpu"]["p99_ms"]
-        for call, asks in (("best node", "the best node, as the preemption loop asks"),
-                           ("every node", "an answer for every node, as the preempt verb "
-                                          "and the dry run ask")):
-            first = t[f"{call}, first"]["cpu"]["p99_ms"]
-            wall = t[f"{call}, first"]["wall"]["p99_ms"]
+        every = "an answer for every node, as the preempt verb and the dry run ask"
+        for call, row, asks in (
+                ("best node", "best node, first", "the best node, as the preemption loop asks"),
+                ("every node", "every node, first", every),
+                ("every node after a tenth of the nodes changed", CHANGED,
+                 f"{every}, after one pod on each of {r['nodes_changed']} of {r['nodes']} "
+                 "nodes was replaced since the last search, so their holdings are rebuilt "
+                 "in the timed call")):
+            first = t[row]["cpu"]["p99_ms"]
+            wall = t[row]["wall"]["p99_ms"]
             targets.append({
                 "target": f"victim search, {call}, {r['nodes']} nodes x 8 candidate "
                           f"victims ({r['cluster']}), p99 of the first search (CPU time)",

@@ -108,4 +108,14 @@ def test_the_benchmark_runs_and_records(tmp_path: Path) -> None:
     facts = doc["tables"][1]["rows"]
     assert [row[0] for row in facts] == ["uniform, random", "varied, random",
                                          "uniform, 3 levels", "varied, 3 levels"]
-    assert len(doc["targets"]) == 8
+    assert len(doc["targets"]) == 12
+    # per cluster: the best node, every node, and every node after churn, each
+    # measured from its own row of the timings
+    rows = {(row[0], row[1]): row[3] for row in doc["tables"][0]["rows"]}
+    threes = [doc["targets"][i:i + 3] for i in range(0, len(doc["targets"]), 3)]
+    for cluster, targets in zip(facts, threes, strict=True):
+        assert [f"{t['measured']:.1f}" for t in targets] == [
+            rows[(cluster[0], "best node, first")], rows[(cluster[0], "every node, first")],
+            rows[(cluster[0], "every node, first, a tenth of nodes changed")]]
+        assert "a tenth of the nodes changed" in targets[2]["target"]
+        assert "1 of 6 nodes" in targets[2]["note"]
