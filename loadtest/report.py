@@ -539,15 +539,16 @@ SECTIONS: Final = (
             "`random`, drawn uniformly from 0..999 (nodes almost never tie on their lowest "
             "victims); `3 levels`, 1000 / 2000 / 3000 drawn with weights 3 / 2 / 1, as three "
             "PriorityClasses give (most nodes tie on the first terms of the ranking). The "
-            "goal holds for both first searches: the best node (the preemption loop) and "
-            "every node (the preempt verb and `drax preempt`). A `first` search runs on a "
-            "fresh extender but reuses each node's holdings (who holds which device, in "
-            "the search's order) that earlier searches kept, over an inventory unchanged "
-            "since. The row `every node, first, a tenth of nodes changed` (reported, no "
-            "target) first replaces one pod on each of 50 of the 500 nodes as the watch "
-            "applies it (deleted, and a pod of another priority holding the same devices "
-            "added), so those nodes' holdings are rebuilt in the timed search; the last "
-            "column of the second table counts them."),
+            "goal holds for the first searches: the best node (the preemption loop), "
+            "every node (the preempt verb and `drax preempt`), and every node after a "
+            "tenth of the nodes changed. A `first` search runs on a fresh extender but "
+            "reuses each node's holdings (who holds which device, in the search's order) "
+            "that earlier searches kept, over an inventory unchanged since. The row "
+            "`every node, first, a tenth of nodes changed` first replaces one pod on each "
+            "of 50 of the 500 nodes as the watch applies it (deleted, and a pod of another "
+            "priority holding the same devices added), so those nodes' holdings are "
+            "rebuilt in the timed search; the last column of the second table counts "
+            "them."),
     Section("victim-search-room", "Victim search with victims for room (reported, no target)",
             "python -m loadtest.bench_preemption --search-room --nodes 500 --runs 30 --json "
             "loadtest/results/victim-search-room.json", figures,
