@@ -84,18 +84,9 @@ class Occupants:
     # ------------------------------------------------------------------ updates (the store)
 
     def put_pod(self, old: Pod | None, pod: Pod) -> None:
-        if old is not None and old.uid == pod.uid and old.node_name == pod.node_name:
-            # the same pod on the same node (a status update, mostly): only the
-            # object changes, in its place
-            if pod.uid:
-                self._by_uid[pod.uid] = pod
-            if pod.node_name:
-                key = pod.key
-                self._on_node.setdefault(pod.node_name, {})[key] = pod
-                self._drop(key, pod.node_name)
-            self._reserver_changed(pod)
-            return
-        if old is not None:
+        # The same pod on the same node (a status update, mostly) changes only
+        # its object, in its place; any other old copy goes first.
+        if old is not None and (old.uid != pod.uid or old.node_name != pod.node_name):
             self.remove_pod(old)
         if pod.uid:
             self._by_uid[pod.uid] = pod
