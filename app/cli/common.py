@@ -1,4 +1,4 @@
-"""What the what-if commands (`selector`, `allocate`, `simulate`, `capacity`) share.
+"""What the what-if commands (`selector`, `allocate`, `simulate`, `capacity`, `preempt`) share.
 
 They read objects from files into the same inventory the service uses, take
 feature gates the way kube components do, and print JSON for programs or a

@@ -1,10 +1,10 @@
 """Read Kubernetes objects from YAML/JSON files and folders.
 
 Used for the bundled sample cluster, `drax serve --inventory`, and the what-if
-commands (`drax selector`, `allocate`, `simulate`). Accepts what `kubectl get
--o yaml` and hand-written manifests contain: multi-document YAML, JSON, and
-`List` / `*List` wrappers. Folders are read recursively in name order so a
-load is deterministic. A file that cannot be read or parsed raises
+commands (`drax selector`, `allocate`, `simulate`, `capacity`, `preempt`).
+Accepts what `kubectl get -o yaml` and hand-written manifests contain:
+multi-document YAML, JSON, and `List` / `*List` wrappers. Folders are read
+recursively in name order so a load is deterministic. A file that cannot be read or parsed raises
 `SourceError` naming the file; nothing is half-loaded by the caller.
 
 A large inventory is mostly ResourceSlices in JSON `List`s. Asked for
