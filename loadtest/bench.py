@@ -23,6 +23,7 @@ add. The client's time in those passes is kept beside the latencies
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import http.client
 import os
@@ -51,10 +52,20 @@ class BenchmarkError(RuntimeError):
 # --------------------------------------------------------------------------- processes
 
 
+def free_ports(count: int) -> list[int]:
+    """`count` distinct ports free on the loopback address. The sockets stay
+    bound until all are picked: a port closed at once may be handed out again
+    by the next bind, and two listeners given one port collide."""
+    with contextlib.ExitStack() as stack:
+        socks = [stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+                 for _ in range(count)]
+        for s in socks:
+            s.bind((HOST, 0))
+        return [int(s.getsockname()[1]) for s in socks]
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((HOST, 0))
-        return int(s.getsockname()[1])
+    return free_ports(1)[0]
 
 
 def memory_bytes(pid: int) -> tuple[int, int]:

@@ -47,7 +47,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -58,6 +57,8 @@ from pathlib import Path
 from typing import Any, Final
 
 import yaml
+
+from loadtest.bench import free_ports
 
 KUBERNETES: Final = "v1.37.2"
 HERE: Final = Path(__file__).resolve().parent
@@ -226,12 +227,6 @@ def select(workloads: Sequence[Workload], names: Iterable[str]) -> list[Workload
 
 
 # ---------------------------------------------------------------- configuration
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
 
 def _manifest_docs(name: str) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all((MANIFESTS / name).read_text()) if d]
@@ -608,7 +603,7 @@ def run_workload(workload: Workload, scheduler: str, *, binary: Path, etcd_dir: 
             "namespace": workload.namespace, "out": str(work / "result.json"),
             "pods_timeout_seconds": pods_timeout, "drax": None}
         if scheduler != "in-tree":
-            port, metrics_port = _free_port(), _free_port()
+            port, metrics_port = free_ports(2)
             sched = work / "scheduler-config.yaml"
             sched.write_text(yaml.safe_dump(drax_scheduler_config(workload, scheduler, port)))
             cases = work / "performance-config.yaml"

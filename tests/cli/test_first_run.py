@@ -26,6 +26,7 @@ from app.cli.serve import AddressError, bind_addresses
 from app.config import Settings
 from app.server import serving
 from app.server.serving import Listener
+from loadtest.bench import free_port, free_ports
 
 
 @pytest.fixture()
@@ -35,12 +36,6 @@ def taken_port() -> Iterator[int]:
         other.bind(("127.0.0.1", 0))
         other.listen()
         yield other.getsockname()[1]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
@@ -166,7 +161,7 @@ def test_a_port_taken_while_the_inventory_loads_is_one_line_too(
         key: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """Another program that binds the port as drax does (SO_REUSEADDR) and
     listens on it first: drax's listen fails once the app has started."""
-    ports = {"port": free_port(), "metrics_port": free_port()}
+    ports = dict(zip(("port", "metrics_port"), free_ports(2), strict=True))
     other = socket.socket()
     loaded = serve_cli.build_runtime
 

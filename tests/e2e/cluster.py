@@ -63,6 +63,7 @@ import httpx
 import yaml
 
 from app.config import FIELDS, ConfigError
+from loadtest.bench import free_ports
 from tests.e2e.build import control_plane_bins
 from tests.e2e.kube import Kube, tls_context, wait_for
 
@@ -200,12 +201,6 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _openssl(*args: str, cwd: Path) -> None:
@@ -399,10 +394,10 @@ def start(directory: Path, *, drax_mode: str = "allocator", drax_tls: bool = Fal
     make_pki(pki)
     if drax_tls:
         make_drax_pki(pki)
-    ports = {name: free_port() for name in (
-        "etcd", "etcd-peer", "apiserver", "controller-manager", "default-scheduler",
-        *(f"{n(i)}{suffix}" for i in range(replicas)
-          for n, suffix in ((scheduler_name, ""), (drax_name, ""), (drax_name, "-metrics"))))}
+    names = ("etcd", "etcd-peer", "apiserver", "controller-manager", "default-scheduler",
+             *(f"{n(i)}{suffix}" for i in range(replicas)
+               for n, suffix in ((scheduler_name, ""), (drax_name, ""), (drax_name, "-metrics"))))
+    ports = dict(zip(names, free_ports(len(names)), strict=True))
     scheme = "https" if drax_tls else "http"
     cluster = Cluster(dir=str(directory), drax_mode=drax_mode,
                       server=f"https://127.0.0.1:{ports['apiserver']}",

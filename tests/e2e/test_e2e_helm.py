@@ -31,6 +31,7 @@ import yaml
 
 from app.cli import build_parser
 from app.cli.serve import settings_from
+from loadtest.bench import free_port
 from tests.e2e.build import control_plane_bins, go_available
 from tests.e2e.chart import (
     CHART,
@@ -45,7 +46,7 @@ from tests.e2e.chart import (
     render,
     scheduler_config,
 )
-from tests.e2e.cluster import Cluster, free_port, write_kubeconfig
+from tests.e2e.cluster import Cluster, write_kubeconfig
 from tests.e2e.kube import ApiError, Kube, load_documents, wait_for
 
 pytestmark = pytest.mark.skipif(not go_available(),

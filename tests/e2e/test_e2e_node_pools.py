@@ -20,13 +20,13 @@ import httpx
 import pytest
 import yaml
 
+from loadtest.bench import free_ports
 from tests.e2e.build import control_plane_bins
 from tests.e2e.cluster import (
     Cluster,
     drax_argv,
     drax_scheduler_config,
     drax_scheduler_flags,
-    free_port,
     kube_scheduler_argv,
     wait_drax_ready,
 )
@@ -67,8 +67,8 @@ def shards(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster, 
             kube.close()
         cluster.kill("drax")
         cluster.spawn("drax", [*drax_argv(cluster), "--node-selector", f"{LABEL}={POOL_A}"])
-        cluster.ports["drax-b"] = port = free_port()
-        cluster.ports["drax-scheduler-b"] = free_port()
+        port, cluster.ports["drax-scheduler-b"] = free_ports(2)
+        cluster.ports["drax-b"] = port
         url_b = f"http://127.0.0.1:{port}"
         cluster.spawn("drax-b", [
             "env", "DRAX_SCHEDULER_NAME=drax-b", sys.executable, "-m", "app", "serve",

@@ -4,7 +4,6 @@ through the API double, driven over HTTP as kube-scheduler drives it."""
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -15,14 +14,9 @@ from prometheus_client import CollectorRegistry
 
 from app.config import Settings
 from app.runtime import Runtime, build_runtime
+from loadtest.bench import free_port
 from tests.kube.apiserver import FakeApiServer
 from tests.kube.harness import claim, device_class, gpu_slice, node, pod
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def wait_ready(client: httpx.AsyncClient, *, timeout: float = 10.0) -> None:

@@ -64,7 +64,7 @@ def _jobs(count: int) -> list[PodJob]:
 def test_schedule_against_the_floor_mirrored_to_a_second_floor(tmp_path):
     names = [generator.node_name(i) for i in range(120)]
     jobs = _jobs(8)
-    ports = [bench.free_port(), bench.free_port()]
+    ports = bench.free_ports(2)
     with serving([sys.executable, "-m", "loadtest.floor", "--port", str(ports[0])],
                  port=ports[0], log=tmp_path / "a.log", ready_timeout=60) as server, \
             serving([sys.executable, "-m", "loadtest.floor", "--port", str(ports[1])],
@@ -196,3 +196,13 @@ def test_the_clients_own_collections_run_outside_its_timed_round_trips(monkeypat
     assert inside, "decoding 3,000 entries per call must bring a pass due"
     assert not any(inside), "a collection ran inside a timed round trip"
     assert len(client.collected_s) == len(inside)
+
+
+def test_free_ports_are_distinct_and_bindable():
+    """Ports picked together are distinct (each socket stays bound until all
+    are picked), and each is free to bind once they are returned."""
+    ports = bench.free_ports(64)
+    assert len(set(ports)) == 64
+    for port in ports:
+        with socket.socket() as s:
+            s.bind((bench.HOST, port))

@@ -6,7 +6,6 @@ import json
 import logging
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,14 +24,9 @@ from app.runtime import SAMPLE_DIR, build_runtime, load_files
 from app.sources import files
 from app.sources.files import ParsedSlice, RawSlice, SourceError, iter_sourced
 from loadtest import generator
+from loadtest.bench import free_port
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_ready(url: str, proc: subprocess.Popen[bytes]) -> None:

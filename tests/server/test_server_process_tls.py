@@ -14,8 +14,9 @@ from pathlib import Path
 import httpx
 import orjson
 
+from loadtest.bench import free_ports
 from tests.server.pki import issue, make_ca
-from tests.server.test_server_cli import REPO, free_port, wait_ready
+from tests.server.test_server_cli import REPO, wait_ready
 from tests.server.test_server_tls import FILTER
 
 
@@ -24,7 +25,7 @@ def test_https_verbs_plain_probes_and_sigterm_drains_an_in_flight_request(
     server_ca, client_ca = make_ca(tmp_path, "server-ca"), make_ca(tmp_path, "client-ca")
     leaf = issue(tmp_path, server_ca, "server", client=False)
     scheduler = issue(tmp_path, client_ca, "scheduler", client=True)
-    port, probe_port = free_port(), free_port()
+    port, probe_port = free_ports(2)
     log = (tmp_path / "serve.log").open("w+")
     proc = subprocess.Popen(
         [sys.executable, "-m", "app", "serve", "--port", str(port),
